@@ -1,0 +1,1 @@
+"""CuPy/CUDA kernels: `<op>.py` wrappers and `<op>.cu` sources, registered as backend "cuda"."""

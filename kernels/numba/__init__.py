@@ -1,0 +1,1 @@
+"""Numba CPU kernels: `<op>.py` files registering `@kernel(name, backend="numba", ...)`."""

@@ -1,0 +1,49 @@
+"""Packaging for tinyformer.
+
+`kernels/` is a top-level folder of the repository but installs as `tinyformer.kernels`: PyPI
+already has an unrelated distribution called `kernels`, so we never install a top-level package
+of that name.
+"""
+
+from setuptools import setup
+
+KERNEL_PACKAGES = ["kernels", "kernels.numba", "kernels.cuda"]
+
+setup(
+    name="tinyformer",
+    version="0.1.0",
+    description="A NumPy deep-learning engine for teaching transformers, readable end to end.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=[
+        "tinyformer",
+        "tinyformer.ops",
+        "tinyformer.nn",
+        "tinyformer.bench",
+        *[p.replace("kernels", "tinyformer.kernels", 1) for p in KERNEL_PACKAGES],
+    ],
+    package_dir={"tinyformer.kernels": "kernels"},
+    package_data={"tinyformer.kernels.cuda": ["*.cu"]},
+    install_requires=[
+        "numpy>=2.0",
+        # Numba is a core dependency: the hot paths (issue 3) run through it on every laptop,
+        # and the registry still falls back to the NumPy references if it fails to import.
+        "numba>=0.60",
+        "tqdm>=4.60",
+        "matplotlib>=3.7",
+    ],
+    extras_require={
+        "dev": [
+            "pytest>=7",
+            "hypothesis>=6.80",
+            "ruff>=0.5",
+            "jupytext>=1.16",
+            "nbmake>=1.5",
+            "ipykernel>=6",
+            "mkdocs>=1.5",
+        ],
+        "gpu": ["cupy-cuda12x>=13"],
+    },
+    entry_points={"console_scripts": ["tinyformer = tinyformer.cli:main"]},
+)

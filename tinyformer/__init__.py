@@ -1,0 +1,93 @@
+"""tinyformer: a NumPy deep-learning engine for teaching transformers, readable end to end.
+
+    import tinyformer as tf
+    import tinyformer.nn.functional as F
+
+    x = tf.randn(4, 8, requires_grad=True)
+    loss = F.cross_entropy(x, [1, 0, 3, 7])
+    loss.backward()          # x.grad now holds d loss / d x
+
+Reading order: tensor.py -> autograd.py -> ops/ (one file per op) -> gradcheck.py -> registry.py.
+"""
+
+from tinyformer import nn, registry
+from tinyformer.autograd import (
+    Function,
+    OpError,
+    detect_anomaly,
+    enable_grad,
+    grad,
+    is_grad_enabled,
+    no_grad,
+)
+from tinyformer.gradcheck import GradcheckError, gradcheck
+from tinyformer.ops import (
+    abs,
+    add,
+    cat,
+    chunk,
+    clip,
+    concatenate,
+    div,
+    exp,
+    expand,
+    log,
+    logsumexp,
+    masked_fill,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    mul,
+    neg,
+    permute,
+    pow,
+    relu,
+    reshape,
+    sigmoid,
+    split,
+    sqrt,
+    squeeze,
+    stack,
+    std,
+    sub,
+    sum,
+    tanh,
+    transpose,
+    unsqueeze,
+    var,
+    where,
+)
+from tinyformer.random import get_rng_state, manual_seed, set_rng_state
+from tinyformer.tensor import (
+    Tensor,
+    arange,
+    from_numpy,
+    full,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
+)
+
+float32 = "float32"
+float64 = "float64"
+int64 = "int64"
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "arange", "cat", "chunk",
+    "clip", "concatenate", "detect_anomaly", "div", "enable_grad", "exp", "expand", "float32",
+    "float64", "from_numpy", "full", "get_rng_state", "grad", "gradcheck", "int64",
+    "is_grad_enabled", "log", "logsumexp", "manual_seed", "masked_fill", "matmul", "max",
+    "maximum", "mean", "min", "minimum", "mul", "neg", "nn", "no_grad", "ones", "ones_like",
+    "permute", "pow", "rand", "randn", "registry", "relu", "reshape", "set_rng_state", "sigmoid",
+    "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor", "transpose",
+    "unsqueeze", "var", "where", "zeros", "zeros_like",
+]  # fmt: skip

@@ -1,0 +1,390 @@
+"""Reverse-mode automatic differentiation: `Function`, its `ctx`, and the backward engine.
+
+Every differentiable op is a `Function` subclass with two static methods on raw arrays:
+
+    forward(ctx, *arrays, **params) -> array
+    backward(ctx, gy)               -> one gradient (or None) per positional input of forward
+
+`Function.apply(*inputs, **params)` unwraps Tensors, runs `forward`, and, when some input requires a
+gradient, returns a Tensor whose `grad_fn` is the `ctx` of that call. The ctx is the node of the
+graph: it remembers the Function, one edge per input (the input's own node, or the leaf tensor
+itself), and whatever `forward` saved for the backward pass. It does not keep the inputs' values
+alive unless `forward` saved them, so a graph costs only what its ops chose to save.
+
+`Tensor.backward()` sorts the nodes reachable from the output topologically (iteratively: a chain
+of 10,000 ops must not hit Python's recursion limit), then visits them from the output towards the
+leaves. Each node's backward runs once, on the sum of every gradient that reached its output
+(fan-out accumulates), and leaf tensors add what reaches them into `.grad`. The engine checks what
+each backward returns (count, shape, dtype) and names the op in every error. Afterwards it frees
+each node's saved arrays unless `retain_graph=True`. Double backward (gradients of gradients) is
+not supported: backward functions work on raw arrays and build no graph.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tinyformer.tensor import Tensor
+
+__all__ = [
+    "Context",
+    "Function",
+    "OpError",
+    "backward",
+    "detect_anomaly",
+    "enable_grad",
+    "grad",
+    "is_grad_enabled",
+    "no_grad",
+]
+
+# Module state, changed only through the context managers below.
+_grad_enabled = True
+_anomaly_enabled = False
+
+
+class OpError(ValueError):
+    """Bad input to an op; the message names the op and the offending shapes or values."""
+
+
+# --------------------------------------------------------------------------------------------
+# Grad mode and anomaly detection
+# --------------------------------------------------------------------------------------------
+
+
+class _GradMode:
+    """Context manager and decorator that sets whether ops record a graph."""
+
+    enabled: bool
+
+    def __enter__(self) -> None:
+        global _grad_enabled
+        self._prev = _grad_enabled
+        _grad_enabled = self.enabled
+
+    def __exit__(self, *exc: object) -> None:
+        global _grad_enabled
+        _grad_enabled = self._prev
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with type(self)():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):  # noqa: N801 (named as in PyTorch)
+    """Run ops without recording a graph (evaluation, parameter updates)."""
+
+    enabled = False
+
+
+class enable_grad(_GradMode):  # noqa: N801
+    """Record a graph again inside a `no_grad` block."""
+
+    enabled = True
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled
+
+
+class detect_anomaly:  # noqa: N801
+    """Raise at the first op whose forward output or backward gradient holds a NaN or an Inf.
+
+    Every op checks its results while this is active, so the error names the op that produced the
+    first non-finite value instead of the loss that finally shows it. Slow: use it to debug.
+    """
+
+    def __enter__(self) -> detect_anomaly:
+        global _anomaly_enabled
+        self._prev = _anomaly_enabled
+        _anomaly_enabled = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _anomaly_enabled
+        _anomaly_enabled = self._prev
+
+
+def _check_finite(array: Any, op: str, where: str) -> None:
+    data = np.asarray(array)
+    if np.issubdtype(data.dtype, np.floating) and not np.isfinite(data).all():
+        n_nan, n_inf = int(np.isnan(data).sum()), int(np.isinf(data).sum())
+        raise FloatingPointError(
+            f"detect_anomaly: {op} produced {n_nan} NaN and {n_inf} Inf values in its {where} "
+            f"(shape {data.shape}); it is the first op to do so."
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Function and its context
+# --------------------------------------------------------------------------------------------
+
+
+class Context:
+    """What one call of a `Function` remembers for its backward pass: the node of the graph.
+
+    `forward` may also store plain attributes on it (`ctx.axis = axis`); they are freed with the
+    saved arrays after backward.
+    """
+
+    __slots__ = (
+        "function",
+        "needs_input_grad",
+        "parents",
+        "shape",
+        "dtype",
+        "_saved",
+        "_freed",
+        "_retained",
+        "__dict__",
+        "__weakref__",
+    )
+
+    def __init__(self, function: type[Function], needs_input_grad: tuple[bool, ...]) -> None:
+        self.function = function
+        self.needs_input_grad = needs_input_grad
+        self._saved: tuple = ()
+        self._freed = False
+        self._retained = None
+
+    @property
+    def name(self) -> str:
+        return self.function.__name__
+
+    def save_for_backward(self, *arrays: Any) -> None:
+        """Keep these arrays (or None) for `backward`; they are freed after it runs."""
+        self._saved = arrays
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self._freed:
+            raise RuntimeError(_freed_message(self))
+        return self._saved
+
+    def _free(self) -> None:
+        self._saved = ()
+        self.__dict__.clear()
+        self._freed = True
+
+    def __repr__(self) -> str:
+        return f"<{self.name}Backward>"
+
+
+def _freed_message(ctx: Context) -> str:
+    return (
+        f"backward through {ctx.name} a second time: its saved arrays were freed after the first "
+        "backward. Pass retain_graph=True to the first .backward() if you need to go through the "
+        "graph again."
+    )
+
+
+class Function:
+    """Base class of every differentiable op; subclass it and define the two static methods.
+
+    Example:
+        class Exp(Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = np.exp(x)
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, gy):
+                (y,) = ctx.saved_tensors
+                return gy * y
+
+        y = Exp.apply(x)  # x is a Tensor; y.grad_fn is the ctx of this call
+    """
+
+    @staticmethod
+    def forward(ctx: Context, *args: Any, **params: Any) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: Context, gy: Any) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs: Any, **params: Any) -> Tensor:
+        """Run `forward` on the inputs' arrays and record the call in the graph when needed."""
+        arrays = [x.data if isinstance(x, Tensor) else x for x in inputs]
+        if _grad_enabled:
+            needs = tuple(isinstance(x, Tensor) and x._requires_grad for x in inputs)
+        else:
+            needs = (False,) * len(inputs)
+        ctx = Context(cls, needs)
+        try:
+            y = cls.forward(ctx, *arrays, **params)
+        except OpError:
+            raise
+        except (ValueError, IndexError) as e:
+            shapes = ", ".join(str(getattr(a, "shape", type(a).__name__)) for a in arrays)
+            raise OpError(f"{cls.__name__}: {e} (input shapes: {shapes})") from e
+        if isinstance(y, np.generic):  # NumPy reductions return scalars; keep arrays everywhere
+            y = np.asarray(y)
+        if _anomaly_enabled:
+            _check_finite(y, cls.__name__, "forward output")
+        if True not in needs:
+            return Tensor._make(y, None)
+        ctx.parents = tuple(
+            (x.grad_fn if x.grad_fn is not None else x) if need else None
+            for x, need in zip(inputs, needs)
+        )
+        ctx.shape = y.shape
+        ctx.dtype = y.dtype
+        return Tensor._make(y, ctx)
+
+
+# --------------------------------------------------------------------------------------------
+# The backward engine
+# --------------------------------------------------------------------------------------------
+
+
+def _toposort(roots: Sequence[Context]) -> list[Context]:
+    """Nodes reachable from `roots`, each after all of its inputs' nodes (iterative DFS)."""
+    order: list[Context] = []
+    visited: set[int] = set()
+    stack = [(root, False) for root in roots]
+    while stack:
+        node, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(node)
+            continue
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        stack.append((node, True))
+        for parent in node.parents:
+            if type(parent) is Context and id(parent) not in visited:
+                stack.append((parent, False))
+    return order
+
+
+def _check_gradients(node: Context, grads: Any) -> tuple:
+    """Validate what a backward returned: one gradient per input, of the input's shape and dtype."""
+    if not isinstance(grads, tuple):
+        grads = (grads,)
+    if len(grads) != len(node.parents):
+        raise RuntimeError(
+            f"{node.name}.backward returned {len(grads)} gradients, but its forward took "
+            f"{len(node.parents)} inputs: return one gradient (or None) per input."
+        )
+    for i, (parent, g) in enumerate(zip(node.parents, grads)):
+        if parent is None or g is None:
+            continue
+        if g.shape != parent.shape or g.dtype != parent.dtype:
+            raise RuntimeError(
+                f"{node.name}.backward returned a gradient of shape {g.shape} and dtype {g.dtype} "
+                f"for input {i}, which has shape {parent.shape} and dtype {parent.dtype}."
+            )
+        if _anomaly_enabled:
+            _check_finite(g, node.name, f"backward gradient for input {i}")
+    return grads
+
+
+def _accumulate_leaf(leaf: Tensor, g: Any, captured: dict[int, Any] | None) -> None:
+    if captured is not None:  # grad(): collect instead of touching .grad
+        key = id(leaf)
+        if key in captured:
+            captured[key] = g if captured[key] is None else captured[key] + g
+        return
+    # Copy on first arrival: `g` may be shared with another input or be a read-only broadcast view.
+    leaf.grad = np.array(g, copy=True) if leaf.grad is None else leaf.grad + g
+
+
+def _run_backward(
+    roots: Sequence[Tensor],
+    root_grads: Sequence[Any],
+    retain_graph: bool,
+    captured: dict[int, Any] | None = None,
+) -> None:
+    grads: dict[int, Any] = {}
+    nodes = []
+    for root, g in zip(roots, root_grads):
+        if root.grad_fn is None:
+            _accumulate_leaf(root, g, captured)
+        else:
+            key = id(root.grad_fn)
+            grads[key] = g if key not in grads else grads[key] + g
+            nodes.append(root.grad_fn)
+    for node in reversed(_toposort(nodes)):
+        gy = grads.pop(id(node), None)
+        if gy is None:  # every path to this node carried a None gradient
+            continue
+        if node._freed:
+            raise RuntimeError(_freed_message(node))
+        if node._retained is not None and (tensor := node._retained()) is not None:
+            tensor.grad = np.array(gy, copy=True) if tensor.grad is None else tensor.grad + gy
+        input_grads = _check_gradients(node, node.function.backward(node, gy))
+        for parent, g in zip(node.parents, input_grads):
+            if parent is None or g is None:
+                continue
+            if type(parent) is Context:
+                key = id(parent)
+                grads[key] = g if key not in grads else grads[key] + g
+            else:
+                _accumulate_leaf(parent, g, captured)
+        if not retain_graph:
+            node._free()
+
+
+def _root_grad(t: Tensor, g: Any) -> Any:
+    if not t.requires_grad:
+        raise RuntimeError(
+            "backward: this tensor does not require grad and has no grad_fn; create the inputs "
+            "with requires_grad=True (and not under no_grad) to differentiate through them."
+        )
+    if g is None:
+        if t.size != 1:
+            raise RuntimeError(
+                f"backward: a gradient can be implied only for a single-element output, but this "
+                f"one has shape {t.shape}. Reduce it first (e.g. .sum()) or pass grad= of that shape."
+            )
+        return np.ones_like(t.data)
+    g = g.data if isinstance(g, Tensor) else np.asarray(g)
+    if g.shape != t.shape:
+        raise RuntimeError(f"backward: grad has shape {g.shape} but the output has {t.shape}")
+    return g.astype(t.dtype, copy=False)
+
+
+def backward(
+    tensors: Tensor | Sequence[Tensor],
+    grad_tensors: Any | Sequence[Any] | None = None,
+    retain_graph: bool = False,
+) -> None:
+    """Accumulate d(sum_i <grad_i, tensor_i>)/d(leaf) into the `.grad` of every leaf."""
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if grad_tensors is None or isinstance(grad_tensors, (Tensor, np.ndarray)):
+        grad_tensors = [grad_tensors] * len(tensors) if grad_tensors is None else [grad_tensors]
+    _run_backward(tensors, [_root_grad(t, g) for t, g in zip(tensors, grad_tensors)], retain_graph)
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Sequence[Tensor],
+    grad_outputs: Any | Sequence[Any] | None = None,
+    retain_graph: bool = False,
+) -> list[Any]:
+    """Gradients of the outputs with respect to leaf `inputs`, returned as arrays (None where no
+    path leads); `.grad` attributes are left untouched, as in `torch.autograd.grad`."""
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, (Tensor, np.ndarray)):
+        grad_outputs = [grad_outputs]
+    for t in inputs:
+        if t.grad_fn is not None:
+            raise ValueError("grad: inputs must be leaf tensors (created by the user)")
+    captured: dict[int, Any] = {id(t): None for t in inputs}
+    root_grads = [_root_grad(t, g) for t, g in zip(outputs, grad_outputs)]
+    _run_backward(outputs, root_grads, retain_graph, captured)
+    return [captured[id(t)] for t in inputs]

@@ -1,0 +1,214 @@
+"""gradcheck: compare backward's gradients with central finite differences, in float64.
+
+For f with inputs x and outputs y, backward computes vector-Jacobian products v^T J. Finite
+differences estimate each column of J independently of any backward code:
+
+    J[:, i] ~ (f(x + eps e_i) - f(x - eps e_i)) / (2 eps)      error O(eps^2)
+
+in float64, where rounding in f (about 1e-16 |f| / eps) stays far below the tolerance; in float32
+it would be about 1e-7 / 1e-6 ~ 10%, so gradcheck refuses float32 inputs.
+
+Three ways to compare (pick by input size):
+- full (default, as PyTorch): every entry of J: 2 forwards per input element, 1 backward per
+  output element.
+- upstream="random": one random upstream gradient v, so v^T J (one backward) is compared element
+  by element with the finite differences of v . f. This is what the op test suite runs.
+- fast_mode=True: random v and u, the scalar v^T J u per input: 2 forwards and 1 backward per
+  input, for inputs too large for the others.
+
+On failure it raises `GradcheckError` naming the input, the element, both values, the errors and
+the op that produced the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tinyformer import autograd
+from tinyformer.tensor import Tensor
+
+__all__ = ["GradcheckError", "gradcheck"]
+
+
+class GradcheckError(AssertionError):
+    """Backward disagrees with finite differences (or is not deterministic)."""
+
+
+def _outputs(fn: Callable, inputs: Sequence[Any]) -> list[Tensor]:
+    out = fn(*inputs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind == "f"]
+
+
+def _flat_output(fn: Callable, inputs: Sequence[Any]) -> np.ndarray:
+    with autograd.no_grad():
+        outs = _outputs(fn, inputs)
+    return np.concatenate([o.data.ravel() for o in outs]) if outs else np.zeros(0)
+
+
+def _numeric_columns(fn, inputs, t: Tensor, eps: float, directions=None):
+    """Central differences of the flattened outputs, one column per element of `t` (or per
+    direction in `directions`)."""
+    columns = []
+    steps = directions if directions is not None else range(t.size)
+    for step in steps:
+        original = t.data.copy() if directions is not None else None
+        if directions is None:
+            index = np.unravel_index(step, t.shape)
+            value = t.data[index]
+            t.data[index] = value + eps
+            plus = _flat_output(fn, inputs)
+            t.data[index] = value - eps
+            minus = _flat_output(fn, inputs)
+            t.data[index] = value
+        else:
+            t.data[...] = original + eps * step
+            plus = _flat_output(fn, inputs)
+            t.data[...] = original - eps * step
+            minus = _flat_output(fn, inputs)
+            t.data[...] = original
+        columns.append((plus - minus) / (2 * eps))
+    return np.stack(columns, axis=1) if columns else np.zeros((0, 0))
+
+
+def _analytic_vjp(fn, inputs, checked, v: np.ndarray) -> list[np.ndarray]:
+    """v^T J for every checked tensor, from one forward and one backward."""
+    outs = _outputs(fn, inputs)
+    grads_out, offset = [], 0
+    for o in outs:
+        grads_out.append(v[offset : offset + o.size].reshape(o.shape).astype(o.dtype))
+        offset += o.size
+    live = [(o, g) for o, g in zip(outs, grads_out) if o.requires_grad]
+    result = [np.zeros(t.shape) for t in checked]
+    if live:
+        grads = autograd.grad([o for o, _ in live], checked, [g for _, g in live])
+        result = [np.zeros(t.shape) if g is None else g for t, g in zip(checked, grads)]
+    return result
+
+
+def _producers(fn, inputs) -> str:
+    outs = _outputs(fn, inputs)
+    names = [o.grad_fn.name if o.grad_fn is not None else "no op (a leaf)" for o in outs]
+    return ", ".join(dict.fromkeys(names)) or "nothing"
+
+
+def _report(kind, i, t, analytic, numeric, atol, rtol, producer, where="") -> str:
+    err = np.abs(analytic - numeric)
+    bad = err > atol + rtol * np.abs(numeric)
+    worst = np.unravel_index(int(np.argmax(np.where(bad, err, -1))), analytic.shape)
+    a, n = analytic[worst], numeric[worst]
+    rel = abs(a - n) / max(abs(n), 1e-300)
+    where = where or f"element {tuple(int(w) for w in worst)}"
+    return (
+        f"gradcheck failed ({kind}): the gradient for input {i} (shape {t.shape}) disagrees with "
+        f"finite differences.\n"
+        f"  output produced by: {producer}\n"
+        f"  worst at {where}:\n"
+        f"    analytic (backward)  {a:.8g}\n"
+        f"    numeric (finite diff) {n:.8g}\n"
+        f"    abs error {abs(a - n):.3g}, rel error {rel:.3g} "
+        f"(allowed: atol {atol:g} + rtol {rtol:g} * |numeric|)\n"
+        f"  {int(bad.sum())} of {bad.size} compared values are out of tolerance.\n"
+        "  A wrong backward usually shows as a constant factor (a missing or extra scale), a wrong "
+        "sign, or errors only where inputs are broadcast or repeated."
+    )
+
+
+def _fail(message: str, raise_exception: bool) -> bool:
+    if raise_exception:
+        raise GradcheckError(message)
+    return False
+
+
+def gradcheck(
+    fn: Callable[..., Any],
+    inputs: Tensor | Sequence[Any],
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    fast_mode: bool = False,
+    upstream: str | Sequence[np.ndarray] | None = None,
+    check_reentrant: bool = True,
+    raise_exception: bool = True,
+    seed: int = 0,
+) -> bool:
+    """Check `fn`'s backward against finite differences; return True or raise GradcheckError.
+
+    Args:
+        fn: a function of the inputs returning a Tensor or a tuple of Tensors, or a module (then
+            its `parameters()` are checked too).
+        inputs: the inputs; float64 tensors with requires_grad=True are checked.
+        eps, atol, rtol: step and tolerances: |analytic - numeric| <= atol + rtol * |numeric|.
+        fast_mode: compare random projections v^T J u only (cheap, for large inputs).
+        upstream: None for the full Jacobian; "random" (or arrays, one per output) to compare
+            v^T J for one upstream gradient v.
+        check_reentrant: run backward twice and require identical results.
+        raise_exception: raise on failure (default) instead of returning False.
+        seed: for the random v and u.
+    """
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    params = list(fn.parameters()) if hasattr(fn, "parameters") else []
+    checked = [t for t in (*inputs, *params) if isinstance(t, Tensor) and t.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input requires grad; nothing to check")
+    for i, t in enumerate(checked):
+        if t.dtype != np.float64:
+            raise ValueError(
+                f"gradcheck: input {i} is {t.dtype}; use float64 (x.data.astype('float64')): "
+                "float32 finite differences carry ~1e-3 relative rounding error, more than the "
+                "tolerance, so the check would fail for correct backwards"
+            )
+    rng = np.random.default_rng(seed)
+    n_out = _flat_output(fn, inputs).size
+    producer = _producers(fn, inputs)
+
+    if fast_mode or upstream is not None:
+        if upstream is None or isinstance(upstream, str):
+            v = rng.standard_normal(n_out)
+        else:
+            v = np.concatenate([np.asarray(g, np.float64).ravel() for g in upstream])
+        analytic = _analytic_vjp(fn, inputs, checked, v)
+        for i, (t, a) in enumerate(zip(checked, analytic)):
+            if fast_mode:
+                u = rng.standard_normal(t.shape)
+                numeric = v @ _numeric_columns(fn, inputs, t, eps, directions=[u])
+                a_proj = np.array([np.sum(a * u)])
+                if not np.allclose(a_proj, numeric, rtol=rtol, atol=atol):
+                    where = "the random projection v^T J u (rerun with fast_mode=False for elements)"
+                    msg = _report("fast", i, t, a_proj, numeric, atol, rtol, producer, where)
+                    return _fail(msg, raise_exception)
+            else:
+                numeric = (v @ _numeric_columns(fn, inputs, t, eps)).reshape(t.shape)
+                if not np.allclose(a, numeric, rtol=rtol, atol=atol):
+                    msg = _report("random upstream", i, t, a, numeric, atol, rtol, producer)
+                    return _fail(msg, raise_exception)
+    else:
+        for i, t in enumerate(checked):
+            numeric = _numeric_columns(fn, inputs, t, eps)  # (n_out, t.size)
+            rows = [
+                _analytic_vjp(fn, inputs, [t], np.eye(1, n_out, j)[0])[0].ravel()
+                for j in range(n_out)
+            ]
+            analytic = np.stack(rows) if rows else np.zeros_like(numeric)
+            if not np.allclose(analytic, numeric, rtol=rtol, atol=atol):
+                msg = _report("full Jacobian", i, t, analytic, numeric, atol, rtol, producer)
+                msg = msg.replace("element (", "Jacobian entry (output, input element) = (", 1)
+                return _fail(msg, raise_exception)
+
+    if check_reentrant:
+        v = rng.standard_normal(n_out)
+        first = _analytic_vjp(fn, inputs, checked, v)
+        second = _analytic_vjp(fn, inputs, checked, v)
+        for i, (a, b) in enumerate(zip(first, second)):
+            if not np.array_equal(a, b):
+                return _fail(
+                    f"gradcheck failed (reentrant): backward gave different gradients for input "
+                    f"{i} on two identical runs (max difference {np.abs(a - b).max():.3g}); "
+                    f"output produced by: {producer}",
+                    raise_exception,
+                )
+    return True

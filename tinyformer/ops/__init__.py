@@ -1,0 +1,54 @@
+"""Every op, one file each: math docstring, NumPy reference, Function, functional wrapper, spec.
+
+Adding an op: write `ops/<name>.py` (see docs/adding-an-op.md) and import its wrapper here.
+"""
+
+from tinyformer.ops.abs import abs
+from tinyformer.ops.add import add
+from tinyformer.ops.attention import scaled_dot_product_attention
+from tinyformer.ops.cat import cat, concatenate, stack
+from tinyformer.ops.clip import clip
+from tinyformer.ops.cross_entropy import cross_entropy
+from tinyformer.ops.div import div
+from tinyformer.ops.dropout import dropout
+from tinyformer.ops.embedding import embedding
+from tinyformer.ops.exp import exp
+from tinyformer.ops.expand import expand
+from tinyformer.ops.gelu import gelu
+from tinyformer.ops.getitem import getitem
+from tinyformer.ops.layer_norm import layer_norm
+from tinyformer.ops.linear import linear
+from tinyformer.ops.log import log
+from tinyformer.ops.log_softmax import log_softmax
+from tinyformer.ops.logsumexp import logsumexp
+from tinyformer.ops.masked_fill import masked_fill
+from tinyformer.ops.matmul import matmul
+from tinyformer.ops.max import max, min
+from tinyformer.ops.maximum import maximum, minimum
+from tinyformer.ops.mean import mean
+from tinyformer.ops.mul import mul
+from tinyformer.ops.neg import neg
+from tinyformer.ops.pad import pad
+from tinyformer.ops.permute import permute, transpose
+from tinyformer.ops.pow import pow
+from tinyformer.ops.relu import relu
+from tinyformer.ops.reshape import reshape
+from tinyformer.ops.sigmoid import sigmoid
+from tinyformer.ops.softmax import softmax
+from tinyformer.ops.split import chunk, split
+from tinyformer.ops.sqrt import sqrt
+from tinyformer.ops.squeeze import squeeze, unsqueeze
+from tinyformer.ops.sub import sub
+from tinyformer.ops.sum import sum
+from tinyformer.ops.tanh import tanh
+from tinyformer.ops.var import std, var
+from tinyformer.ops.where import where
+
+__all__ = [
+    "abs", "add", "cat", "chunk", "clip", "concatenate", "cross_entropy", "div", "dropout",
+    "embedding", "exp", "expand", "gelu", "getitem", "layer_norm", "linear", "log",
+    "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "maximum", "mean", "min",
+    "minimum", "mul", "neg", "pad", "permute", "pow", "relu", "reshape",
+    "scaled_dot_product_attention", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack",
+    "std", "sub", "sum", "tanh", "transpose", "unsqueeze", "var", "where",
+]  # fmt: skip

@@ -1,0 +1,78 @@
+"""Helpers shared by the ops: the broadcasting gradient rule, axis handling, argument coercion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinyformer.autograd import OpError
+from tinyformer.tensor import Tensor
+
+
+def unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum the gradient `g` down to `shape`: the one gradient rule of broadcasting.
+
+    Broadcasting copies an input along the leading axes it lacks and along its size-1 axes, so each
+    of its elements fed several outputs; its gradient is the sum of theirs.
+    """
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+    )
+    return g.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
+    """`axis` (None, an int or a tuple, possibly negative) as a sorted tuple of positive axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1):
+            raise OpError(f"{op}: axis {a} is out of range for a tensor of {ndim} dimensions")
+        out.append(int(a) % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise OpError(f"{op}: repeated axis in {axis}")
+    return tuple(sorted(out))
+
+
+def expand_reduced(g: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool):
+    """Broadcast the gradient of a reduction back to the input's shape."""
+    if not keepdims:
+        g = np.expand_dims(g, axes)
+    return np.broadcast_to(g, shape)
+
+
+def as_operand(x: Any, like: Any = None) -> Any:
+    """A Tensor stays; anything else becomes an array (a Python scalar takes the float dtype of
+    the other operand, so `x * 2` stays float32)."""
+    if isinstance(x, Tensor):
+        return x
+    like_data = like.data if isinstance(like, Tensor) else like
+    dtype = getattr(like_data, "dtype", None)
+    if dtype is not None and dtype.kind == "f" and isinstance(x, (int, float, bool, np.number)):
+        return np.asarray(x, dtype=dtype)
+    array = np.asarray(x)
+    return array.astype(np.float32) if array.dtype == np.float64 and not isinstance(
+        x, np.ndarray
+    ) else array
+
+
+def binary_operands(x1: Any, x2: Any) -> tuple[Any, Any]:
+    return as_operand(x1, x2), as_operand(x2, x1)
+
+
+def data_of(x: Any) -> Any:
+    """The array behind a Tensor, or the value itself."""
+    return x.data if isinstance(x, Tensor) else x
+
+
+def shape_arg(shape: tuple) -> tuple[int, ...]:
+    """Accept `f(x, 2, 3)` and `f(x, (2, 3))` alike."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)

@@ -1,0 +1,178 @@
+"""scaled_dot_product_attention: softmax(q k^T * scale + mask) v.
+
+Shapes    q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv) -> y (..., Tq, dv); the leading
+          (batch, head) dims broadcast. A boolean mask (True = may attend, as in PyTorch) or an
+          additive float mask broadcasts to (..., Tq, Tk). `is_causal` lets query i attend to
+          keys j <= i (PyTorch's top-left alignment when Tq != Tk).
+Forward   s = q k^T * scale  (masked entries -inf),  lse = logsumexp over each row of s
+          p = exp(s - lse)   (the attention weights),  y = p v
+          A row with every key masked has no distribution: its output is 0 (not NaN), and its lse
+          is stored as +inf so that exp(s - lse) = 0 in backward as well.
+Backward  gv = p^T gy,   gp = gy v^T
+          gs = p * (gp - D),  D = rowsum(gp * p) = rowsum(gy * y)   (the softmax backward; the
+          second form of D needs no T x T product)
+          gq = gs k * scale,   gk = gs^T q * scale
+Saved     q, k, v, y and lse (one number per query row), never the (Tq, Tk) weights: backward
+          recomputes s and p from lse. The reference still forms s in each pass; the fused kernel
+          of the same signatures (issue 3) works tile by tile and never does.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tinyformer import registry
+from tinyformer.autograd import Function, OpError
+from tinyformer.ops._util import data_of, unbroadcast
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, Sample, broadcastable, floats
+
+
+def _scores(q, k, mask, causal, scale):
+    """s = q k^T * scale with the masks applied: (..., Tq, Tk)."""
+    s = (q @ np.swapaxes(k, -1, -2)) * np.asarray(scale, q.dtype)
+    neg_inf = np.asarray(-np.inf, s.dtype)
+    if causal:
+        tq, tk = s.shape[-2:]
+        s = np.where(np.tri(tq, tk, dtype=bool), s, neg_inf)
+    if mask is not None:
+        s = np.where(mask, s, neg_inf) if mask.dtype == np.bool_ else s + mask
+    return s
+
+
+def _row_softmax(s):
+    """Softmax over the last axis, and its log-sum-exp; rows with every entry -inf give p = 0
+    and lse = +inf."""
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, np.zeros((), s.dtype))
+    e = np.exp(s - m)
+    total = e.sum(axis=-1, keepdims=True)
+    empty = total == 0
+    with np.errstate(divide="ignore"):
+        lse = np.where(empty, np.asarray(np.inf, s.dtype), m + np.log(total))
+    return e / np.where(empty, 1, total), lse[..., 0]
+
+
+@registry.reference("attention.forward")
+def attention_forward(q, k, v, mask, causal, scale):
+    """-> y (..., Tq, dv), lse (..., Tq)."""
+    p, lse = _row_softmax(_scores(q, k, mask, causal, scale))
+    return p @ v, lse
+
+
+@registry.reference("attention.backward")
+def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
+    """-> gq, gk, gv (before summing over broadcast batch dims)."""
+    p = np.exp(_scores(q, k, mask, causal, scale) - lse[..., None])
+    gv = np.swapaxes(p, -1, -2) @ gy
+    gp = gy @ np.swapaxes(v, -1, -2)
+    gs = p * (gp - (gy * y).sum(axis=-1, keepdims=True))
+    scale = np.asarray(scale, q.dtype)
+    return (gs @ k) * scale, (np.swapaxes(gs, -1, -2) @ q) * scale, gv
+
+
+def attention_weights(q, k, mask, causal, scale) -> np.ndarray:
+    """The (..., Tq, Tk) softmax weights, for plotting (fully masked rows are 0)."""
+    return _row_softmax(_scores(q, k, mask, causal, scale))[0]
+
+
+class ScaledDotProductAttention(Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask, *, causal, scale):
+        y, lse = registry.call("attention.forward", q, k, v, mask, causal, scale)
+        ctx.causal, ctx.scale = causal, scale
+        ctx.save_for_backward(q, k, v, mask, y, lse)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        q, k, v, mask, y, lse = ctx.saved_tensors
+        gq, gk, gv = registry.call(
+            "attention.backward", gy, q, k, v, y, lse, mask, ctx.causal, ctx.scale
+        )
+        return unbroadcast(gq, q.shape), unbroadcast(gk, k.shape), unbroadcast(gv, v.shape), None
+
+
+def _check_shapes(q, k, v, mask) -> None:
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise OpError(
+            f"scaled_dot_product_attention: q, k, v need shape (..., T, d); got q {q.shape}, "
+            f"k {k.shape}, v {v.shape}"
+        )
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise OpError(
+            f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit: "
+            "need q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv)"
+        )
+    try:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        if mask is not None:
+            scores = (*batch, q.shape[-2], k.shape[-2])
+            if np.broadcast_shapes(mask.shape, scores) != scores:
+                raise ValueError
+    except ValueError:
+        raise OpError(
+            f"scaled_dot_product_attention: shapes do not broadcast: q {q.shape}, k {k.shape}, "
+            f"v {v.shape}" + ("" if mask is None else f", mask {mask.shape}")
+        ) from None
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Any = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    return_weights: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Attention as `torch.nn.functional.scaled_dot_product_attention` (without dropout).
+
+    Args:
+        query, key, value: (..., Tq, d), (..., Tk, d), (..., Tk, dv).
+        attn_mask: boolean (True = attend) or additive float mask, broadcasting to (..., Tq, Tk).
+        is_causal: query i attends only to keys j <= i.
+        scale: defaults to 1 / sqrt(d).
+        return_weights: also return the (..., Tq, Tk) attention weights (no gradient), to plot.
+    """
+    mask = None if attn_mask is None else np.asarray(data_of(attn_mask))
+    _check_shapes(query, key, value, mask)
+    if mask is not None and mask.dtype != np.bool_:
+        mask = mask.astype(query.dtype, copy=False)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    y = ScaledDotProductAttention.apply(query, key, value, mask, causal=is_causal, scale=scale)
+    if not return_weights:
+        return y
+    weights = attention_weights(query.data, key.data, mask, is_causal, scale)
+    return y, Tensor._make(weights, None)
+
+
+def _sample(draw) -> Sample:
+    batch = draw.shape(min_dims=0, max_dims=2, max_side=3)
+    tq, tk, d, dv = (draw.integers(1, 4) for _ in range(4))
+    causal = bool(draw.integers(0, 1))
+    kind = draw.choice([None, "bool", "float"])
+    mask = None
+    if kind == "bool":  # may mask whole rows: they must come out as zeros, not NaN
+        mask = draw.rng.random((*broadcastable(draw, batch), tq, tk)) < 0.7
+    elif kind == "float":
+        mask = floats(draw, (tq, tk), -1.0, 1.0)
+    q = floats(draw, (*broadcastable(draw, batch), tq, d))
+    k = floats(draw, (*batch, tk, d))
+    v = floats(draw, (*broadcastable(draw, batch), tk, dv))
+    return Sample([q, k, v], {"attn_mask": mask, "is_causal": causal})
+
+
+SPECS = [
+    OpSpec(
+        "scaled_dot_product_attention",
+        scaled_dot_product_attention,
+        _sample,
+        functions=(ScaledDotProductAttention,),
+        primitives=("attention.forward", "attention.backward"),
+    )
+]

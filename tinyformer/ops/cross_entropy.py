@@ -1,0 +1,158 @@
+"""cross_entropy: softmax cross-entropy of logits against class indices.
+
+Shapes    logits (N, C) or (N, C, d1, ...) with classes on axis 1, as in PyTorch; target (N,) or
+          (N, d1, ...) of integer class indices. The primitives see rows: logits (R, C), target (R,).
+Forward   lse = logsumexp(logits row),  log p_c = logits_c - lse
+          loss_row = (1 - eps) * (-log p_target) + eps * mean_c(-log p_c)   (eps = label_smoothing)
+          rows whose target is `ignore_index` give 0 and are left out of the mean.
+          reduction: "mean" (over kept rows; NaN if none is kept, as in PyTorch), "sum", "none".
+Backward  glogits = g_row * (p - (1 - eps) * onehot(target) - eps / C),   p = exp(logits - lse)
+          0 for ignored rows. No one-hot matrix is formed: 1 - eps is subtracted in place.
+Saved     logits, target and lse (one number a row): p is recomputed in backward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinyformer import registry
+from tinyformer.autograd import Function, OpError
+from tinyformer.ops._util import data_of
+from tinyformer.ops.permute import permute
+from tinyformer.ops.reshape import reshape
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, Sample, floats
+
+
+@registry.reference("cross_entropy.forward")
+def cross_entropy_forward(logits, target, ignore_index, label_smoothing):
+    """logits (R, C), target (R,) -> loss (R,), lse (R,)."""
+    rows = np.arange(logits.shape[0])
+    m = logits.max(axis=1)
+    lse = m + np.log(np.exp(logits - m[:, None]).sum(axis=1))
+    keep = target != ignore_index
+    safe_target = np.where(keep, target, 0)
+    loss = lse - logits[rows, safe_target]
+    if label_smoothing:
+        loss = (1 - label_smoothing) * loss + label_smoothing * (lse - logits.mean(axis=1))
+    return np.where(keep, loss, np.zeros((), logits.dtype)), lse
+
+
+@registry.reference("cross_entropy.backward")
+def cross_entropy_backward(gloss, logits, target, lse, ignore_index, label_smoothing):
+    """gloss (R,) -> glogits (R, C)."""
+    rows = np.arange(logits.shape[0])
+    keep = target != ignore_index
+    g = np.exp(logits - lse[:, None])
+    if label_smoothing:
+        g -= label_smoothing / logits.shape[1]
+    g[rows, np.where(keep, target, 0)] -= 1 - label_smoothing
+    return g * np.where(keep, gloss, np.zeros((), gloss.dtype))[:, None]
+
+
+class CrossEntropy(Function):
+    @staticmethod
+    def forward(ctx, logits, target, *, ignore_index, label_smoothing):
+        loss, lse = registry.call(
+            "cross_entropy.forward", logits, target, ignore_index, label_smoothing
+        )
+        ctx.ignore_index, ctx.label_smoothing = ignore_index, label_smoothing
+        ctx.save_for_backward(logits, target, lse)
+        return loss
+
+    @staticmethod
+    def backward(ctx, gloss):
+        logits, target, lse = ctx.saved_tensors
+        glogits = registry.call(
+            "cross_entropy.backward",
+            gloss,
+            logits,
+            target,
+            lse,
+            ctx.ignore_index,
+            ctx.label_smoothing,
+        )
+        return glogits, None
+
+
+def _check_target(logits_shape: tuple[int, ...], target: np.ndarray, ignore_index: int) -> None:
+    expected = logits_shape[:1] + logits_shape[2:]
+    if target.shape != expected:
+        raise OpError(
+            f"cross_entropy: target of shape {target.shape} does not fit logits of shape "
+            f"{logits_shape}; expected {expected} (classes are on axis 1)"
+        )
+    if target.dtype.kind not in "iu":
+        raise OpError(f"cross_entropy: target must hold integer class indices, got {target.dtype}")
+    n_classes = logits_shape[1]
+    bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
+    if bad.any():
+        position = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise OpError(
+            f"cross_entropy: target {int(target[position])} at position {position} is out of "
+            f"range for {n_classes} classes (valid: 0..{n_classes - 1}, or ignore_index="
+            f"{ignore_index})"
+        )
+
+
+def cross_entropy(
+    input: Tensor,  # noqa: A002 (named as in PyTorch)
+    target: Any,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """Cross-entropy between logits `input` (N, C, ...) and class indices `target` (N, ...)."""
+    target = np.asarray(data_of(target))
+    if input.ndim == 1:  # one unbatched example: (C,) and a scalar target
+        input, target = reshape(input, 1, -1), target.reshape(1)
+    if input.ndim < 2:
+        raise OpError(f"cross_entropy: logits need shape (N, C, ...), got {input.shape}")
+    if reduction not in ("mean", "sum", "none"):
+        raise OpError(f"cross_entropy: reduction must be mean, sum or none, got {reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise OpError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    _check_target(input.shape, target, ignore_index)
+    n_classes = input.shape[1]
+    if input.ndim > 2:  # (N, C, d...) -> (N, d..., C) -> (R, C)
+        input = permute(input, 0, *range(2, input.ndim), 1)
+    rows = CrossEntropy.apply(
+        reshape(input, -1, n_classes),
+        target.reshape(-1),
+        ignore_index=ignore_index,
+        label_smoothing=label_smoothing,
+    )
+    if reduction == "none":
+        return reshape(rows, target.shape)
+    if reduction == "sum":
+        return rows.sum()
+    kept = int((target != ignore_index).sum())
+    return rows.sum() / kept if kept else rows.sum() * float("nan")
+
+
+def _sample(draw) -> Sample:
+    n, c = draw.integers(1, 5), draw.integers(2, 5)
+    extra = draw.shape(min_dims=0, max_dims=1, max_side=3)
+    target = draw.rng.integers(0, c, size=(n, *extra))
+    ignore = draw.choice([-100, 0])
+    if ignore == 0:
+        target[0] = 1  # keep at least one row that counts
+    kwargs = {
+        "ignore_index": ignore,
+        "reduction": draw.choice(["mean", "sum", "none"]),
+        "label_smoothing": draw.choice([0.0, 0.1]),
+    }
+    return Sample([floats(draw, (n, c, *extra), -3, 3), target], kwargs)
+
+
+SPECS = [
+    OpSpec(
+        "cross_entropy",
+        cross_entropy,
+        _sample,
+        functions=(CrossEntropy,),
+        primitives=("cross_entropy.forward", "cross_entropy.backward"),
+    )
+]

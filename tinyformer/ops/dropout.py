@@ -1,0 +1,101 @@
+"""dropout: zero each element with probability p in training, scale the rest by 1 / (1 - p).
+
+Forward   keep ~ Bernoulli(1 - p) per element,  y = x * keep / (1 - p)
+          (inverted dropout: the expected value of y is x, so evaluation needs no rescaling)
+          In eval mode (`training=False`) or with p = 0, y = x and nothing is recorded.
+Backward  gx = gy * keep / (1 - p)
+Saved     the boolean keep mask (one byte an element).
+
+The mask comes from a counter-based generator: element i of a call seeded with s keeps
+iff u(s, i) >= p, where u is the splitmix64 hash of (s, i) mapped to [0, 1). The seed is drawn
+from tinyformer's generator, so `tinyformer.manual_seed` makes masks reproducible, and any
+backend (a Numba or CUDA kernel) can regenerate the same mask from (s, i) alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyformer import random, registry
+from tinyformer.autograd import Function, OpError
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, Sample, floats
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def uniform_hash(seed: int, n: int) -> np.ndarray:
+    """n floats in [0, 1): splitmix64 of the counters seed * golden + i (i = 1..n), top 53 bits.
+
+    Unsigned 64-bit arithmetic wraps around, which is what the hash relies on.
+    """
+    z = np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN + np.full(n, seed, np.uint64) * _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def dropout_mask(shape: tuple[int, ...], p: float, seed: int) -> np.ndarray:
+    """The boolean keep mask of a call seeded with `seed`."""
+    return (uniform_hash(seed, int(np.prod(shape))) >= p).reshape(shape)
+
+
+@registry.reference("dropout.forward")
+def dropout_forward(x: np.ndarray, p: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """-> y, keep."""
+    keep = dropout_mask(x.shape, p, seed)
+    return x * keep * np.asarray(1.0 / (1.0 - p), x.dtype), keep
+
+
+@registry.reference("dropout.backward")
+def dropout_backward(gy: np.ndarray, keep: np.ndarray, p: float) -> np.ndarray:
+    return gy * keep * np.asarray(1.0 / (1.0 - p), gy.dtype)
+
+
+class Dropout(Function):
+    @staticmethod
+    def forward(ctx, x, *, p, seed):
+        y, keep = registry.call("dropout.forward", x, p, seed)
+        ctx.p = p
+        ctx.save_for_backward(keep)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        (keep,) = ctx.saved_tensors
+        return registry.call("dropout.backward", gy, keep, ctx.p)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | None = None) -> Tensor:
+    """Randomly zero elements with probability `p` while training; identity otherwise.
+
+    `seed` fixes the mask (for tests); by default it is drawn from tinyformer's generator.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise OpError(f"dropout: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    if seed is None:
+        seed = int(random.generator().integers(0, 2**63))
+    return Dropout.apply(x, p=p, seed=seed)
+
+
+def _sample(draw) -> Sample:
+    x = floats(draw, draw.shape(min_dims=0))
+    return Sample([x], {"p": draw.choice([0.1, 0.5]), "seed": draw.integers(0, 2**31)})
+
+
+SPECS = [
+    OpSpec(
+        "dropout",
+        dropout,
+        _sample,
+        functions=(Dropout,),
+        primitives=("dropout.forward", "dropout.backward"),
+    )
+]

@@ -1,0 +1,88 @@
+"""embedding: look up rows of a weight table by integer index.
+
+Shapes    indices (...) of ints in [0, V), weight (V, D) -> y (..., D)
+Forward   y[...] = weight[indices[...]]
+Backward  gweight[v] = sum of gy over every position whose index is v (a scatter-add; a token
+          that appears twice gets both gradients), 0 for rows never looked up and for
+          `padding_idx`. The indices get no gradient.
+Saved     the indices and the table's size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinyformer import registry
+from tinyformer.autograd import Function, OpError
+from tinyformer.ops._util import data_of
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, Sample, floats
+
+
+@registry.reference("embedding.backward")
+def embedding_backward(gy, indices, num_embeddings, padding_idx):
+    """gy (R, D), indices (R,) -> gweight (V, D). `np.add.at` sums repeated indices."""
+    gw = np.zeros((num_embeddings, gy.shape[1]), gy.dtype)
+    np.add.at(gw, indices, gy)
+    if padding_idx is not None:
+        gw[padding_idx] = 0
+    return gw
+
+
+class Embedding(Function):
+    @staticmethod
+    def forward(ctx, indices, weight, *, padding_idx):
+        ctx.save_for_backward(indices)
+        ctx.num_embeddings, ctx.padding_idx = weight.shape[0], padding_idx
+        return weight[indices]
+
+    @staticmethod
+    def backward(ctx, gy):
+        (indices,) = ctx.saved_tensors
+        d = gy.shape[-1]
+        gw = registry.call(
+            "embedding.backward",
+            gy.reshape(-1, d),
+            indices.reshape(-1),
+            ctx.num_embeddings,
+            ctx.padding_idx,
+        )
+        return None, gw
+
+
+def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
+    """Rows of `weight` (V, D) picked by the integer tensor `input`."""
+    indices = np.asarray(data_of(input))
+    if indices.dtype.kind not in "iu":
+        raise OpError(f"embedding: indices must be integers, got {indices.dtype}")
+    if weight.ndim != 2:
+        raise OpError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
+    n = weight.shape[0]
+    bad = (indices < 0) | (indices >= n)
+    if bad.any():
+        position = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise OpError(
+            f"embedding: index {int(indices[position])} at position {position} is out of range "
+            f"for a table of {n} rows (valid: 0..{n - 1})"
+        )
+    if padding_idx is not None and not -n <= padding_idx < n:
+        raise OpError(f"embedding: padding_idx {padding_idx} is out of range for {n} rows")
+    padding_idx = None if padding_idx is None else padding_idx % n
+    return Embedding.apply(indices, weight, padding_idx=padding_idx)
+
+
+def _sample(draw) -> Sample:
+    v, d = draw.integers(1, 6), draw.integers(1, 4)
+    indices = draw.rng.integers(0, v, size=draw.shape(min_dims=0, max_dims=2, max_side=6))
+    # padding_idx is a deliberate stop-gradient (its row gets none although the forward reads
+    # it), so finite differences cannot check it; tests/test_op_properties.py does.
+    return Sample([indices, floats(draw, (v, d))])
+
+
+SPECS = [
+    OpSpec(
+        "embedding", embedding, _sample, functions=(Embedding,), primitives=("embedding.backward",)
+    )
+]

@@ -1,0 +1,59 @@
+"""linear: y = x @ W^T + b, the affine map of `torch.nn.functional.linear`.
+
+Shapes    x (..., in), W (out, in), b (out,) or None -> y (..., out)
+Forward   y = x W^T + b
+Backward  gx = gy W;   gW = sum over rows of gy^T x (all leading dims flattened into rows);
+          gb = sum over rows of gy
+Saved     x and W.
+
+One Function instead of matmul + transpose + add: one node in the graph, and gW comes from a
+single (out, rows) @ (rows, in) product.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyformer.autograd import Function, OpError
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, Sample, floats
+
+
+class Linear(Function):
+    @staticmethod
+    def forward(ctx, x, w, b):
+        if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
+            raise OpError(
+                f"linear: input of shape {x.shape} does not fit weight of shape {w.shape} "
+                "(expected input (..., in) and weight (out, in))"
+            )
+        if b is not None and b.shape != (w.shape[0],):
+            raise OpError(f"linear: bias of shape {b.shape} does not fit weight {w.shape}")
+        ctx.save_for_backward(x, w)
+        y = x @ w.T
+        return y + b if b is not None else y
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        gy2 = gy.reshape(-1, gy.shape[-1])  # (rows, out)
+        gx = gy @ w if need_x else None
+        gw = gy2.T @ x.reshape(-1, x.shape[-1]) if need_w else None
+        gb = gy2.sum(axis=0) if need_b else None
+        return gx, gw, gb
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """`x @ weight.T + bias`, with `weight` of shape (out_features, in_features)."""
+    return Linear.apply(x, weight, bias)
+
+
+def _sample(draw) -> Sample:
+    lead = draw.shape(min_dims=1, max_dims=3)
+    n_in, n_out = draw.integers(1, 4), draw.integers(1, 4)
+    bias = floats(draw, (n_out,)) if draw.integers(0, 1) else None
+    return Sample([floats(draw, (*lead, n_in)), floats(draw, (n_out, n_in)), bias])
+
+
+SPECS = [OpSpec("linear", linear, _sample, functions=(Linear,))]

@@ -1,0 +1,34 @@
+"""log: natural logarithm.
+
+Forward   y = log(x)
+Backward  gx = gy / x
+Saved     x.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyformer.autograd import Function
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, unary_sample
+
+
+class Log(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.log(x)
+
+    @staticmethod
+    def backward(ctx, gy):
+        (x,) = ctx.saved_tensors
+        return gy / x
+
+
+def log(x: Tensor) -> Tensor:
+    """Elementwise natural logarithm."""
+    return Log.apply(x)
+
+
+SPECS = [OpSpec("log", log, unary_sample(0.2, 3.0), functions=(Log,))]

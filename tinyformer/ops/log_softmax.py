@@ -1,0 +1,59 @@
+"""log_softmax: logarithm of softmax along one axis, computed without forming softmax.
+
+Forward   y_i = x_i - logsumexp(x) = (x_i - m) - log sum_j exp(x_j - m),   m = max_j x_j
+          (stays finite for logits like +-1e4, where log(softmax(x)) would give log(0) = -inf)
+Backward  gx_i = gy_i - exp(y_i) * sum_j gy_j          (exp(y) is the softmax)
+Saved     y.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyformer import registry
+from tinyformer.autograd import Function
+from tinyformer.ops.softmax import axis_sample, check_axis
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec
+
+
+@registry.reference("log_softmax.forward")
+def log_softmax_forward(x: np.ndarray) -> np.ndarray:
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+@registry.reference("log_softmax.backward")
+def log_softmax_backward(gy: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return gy - np.exp(y) * gy.sum(axis=-1, keepdims=True)
+
+
+class LogSoftmax(Function):
+    @staticmethod
+    def forward(ctx, x, *, axis):
+        ctx.axis = axis
+        y = np.moveaxis(registry.call("log_softmax.forward", np.moveaxis(x, axis, -1)), -1, axis)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        (y,) = ctx.saved_tensors
+        last = (np.moveaxis(a, ctx.axis, -1) for a in (gy, y))
+        return np.moveaxis(registry.call("log_softmax.backward", *last), -1, ctx.axis)
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """log(softmax(x)) along `axis`, computed stably."""
+    return LogSoftmax.apply(x, axis=check_axis("log_softmax", axis, x.ndim))
+
+
+SPECS = [
+    OpSpec(
+        "log_softmax",
+        log_softmax,
+        axis_sample(),
+        functions=(LogSoftmax,),
+        primitives=("log_softmax.forward", "log_softmax.backward"),
+    )
+]

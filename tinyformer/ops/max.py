@@ -1,0 +1,54 @@
+"""max and min reductions over `axis` (values only; NumPy's `amax` / `amin`).
+
+Forward   y = max_{i in axis} x_i                 (min(x) = -max(-x))
+Backward  the gradient goes to the maximal elements. At ties, it is split evenly among all the
+          elements equal to the maximum: gx = gy * [x == y] / count(x == y). This is PyTorch's
+          `amax` rule, and the average of the one-sided derivatives: moving any one tied element
+          up moves the max, moving it down does not.
+Saved     x and y (with the reduced axes kept), to find the maximal elements.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyformer.autograd import Function, OpError
+from tinyformer.ops._util import expand_reduced, normalize_axes
+from tinyformer.ops.neg import neg
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, distinct, reduction_sample
+
+
+class Max(Function):
+    @staticmethod
+    def forward(ctx, x, *, axis, keepdims):
+        if x.size == 0:
+            raise OpError(f"max: cannot reduce an empty tensor of shape {x.shape}")
+        y = x.max(axis=axis, keepdims=True)
+        ctx.axes, ctx.keepdims = axis, keepdims
+        ctx.save_for_backward(x, y)
+        return y if keepdims else y.squeeze(axis)
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, y = ctx.saved_tensors
+        is_max = x == y
+        count = is_max.sum(axis=ctx.axes, keepdims=True)
+        g = expand_reduced(gy, x.shape, ctx.axes, ctx.keepdims)
+        return (g * is_max / count).astype(gy.dtype, copy=False)
+
+
+def max(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Largest element over `axis`; ties share the gradient evenly."""
+    return Max.apply(x, axis=normalize_axes(axis, x.ndim, "max"), keepdims=keepdims)
+
+
+def min(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Smallest element over `axis`, as `-max(-x)`."""
+    return neg(max(neg(x), axis, keepdims))
+
+
+SPECS = [
+    OpSpec("max", max, reduction_sample(distinct), functions=(Max,)),
+    OpSpec("min", min, reduction_sample(distinct), functions=(Max,)),
+]

@@ -1,0 +1,30 @@
+"""neg: y = -x.
+
+Forward   y = -x
+Backward  gx = -gy
+Saved     nothing.
+"""
+
+from __future__ import annotations
+
+from tinyformer.autograd import Function
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, unary_sample
+
+
+class Neg(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return -x
+
+    @staticmethod
+    def backward(ctx, gy):
+        return -gy
+
+
+def neg(x: Tensor) -> Tensor:
+    """Elementwise `-x`."""
+    return Neg.apply(x)
+
+
+SPECS = [OpSpec("neg", neg, unary_sample(), functions=(Neg,))]

@@ -1,0 +1,60 @@
+"""permute and transpose: reorder the axes.
+
+Forward   y = x with axes reordered: y.shape[i] = x.shape[axes[i]]
+Backward  gx = gy permuted by the inverse permutation (argsort(axes))
+Saved     the permutation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinyformer.autograd import Function, OpError
+from tinyformer.ops._util import shape_arg
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, Sample, floats
+
+
+class Permute(Function):
+    @staticmethod
+    def forward(ctx, x, *, axes):
+        if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)):
+            raise OpError(f"permute: {axes} is not a permutation of the {x.ndim} axes of {x.shape}")
+        ctx.axes = axes
+        return np.transpose(x, axes)
+
+    @staticmethod
+    def backward(ctx, gy):
+        return np.transpose(gy, np.argsort([a % gy.ndim for a in ctx.axes]))
+
+
+def permute(x: Tensor, *axes: Any) -> Tensor:
+    """Reorder the axes: `permute(x, 0, 2, 1)` or `permute(x, (0, 2, 1))`."""
+    return Permute.apply(x, axes=shape_arg(axes))
+
+
+def transpose(x: Tensor, axis0: int = -2, axis1: int = -1) -> Tensor:
+    """Swap two axes (the last two by default)."""
+    axes = list(range(x.ndim))
+    axes[axis0], axes[axis1] = axes[axis1], axes[axis0]
+    return Permute.apply(x, axes=tuple(axes))
+
+
+def _sample(draw) -> Sample:
+    shape = draw.shape(min_dims=1, max_dims=4)
+    axes = tuple(int(a) for a in draw.rng.permutation(len(shape)))
+    return Sample([floats(draw, shape)], {"axes": axes})
+
+
+def _sample_transpose(draw) -> Sample:
+    shape = draw.shape(min_dims=2, max_dims=4)
+    n = len(shape)
+    return Sample([floats(draw, shape)], {"axis0": draw.integers(-n, n - 1), "axis1": -1})
+
+
+SPECS = [
+    OpSpec("permute", lambda x, axes: permute(x, axes), _sample, functions=(Permute,)),
+    OpSpec("transpose", transpose, _sample_transpose, functions=(Permute,)),
+]

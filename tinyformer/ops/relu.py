@@ -1,0 +1,35 @@
+"""relu: rectified linear unit.
+
+Forward   y = max(x, 0)
+Backward  gx = gy where x > 0, else 0 (the gradient at exactly 0 is 0, as in PyTorch)
+Saved     the boolean mask x > 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyformer.autograd import Function
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, unary_sample
+
+
+class ReLU(Function):
+    @staticmethod
+    def forward(ctx, x):
+        positive = x > 0
+        ctx.save_for_backward(positive)
+        return np.where(positive, x, np.zeros((), x.dtype))
+
+    @staticmethod
+    def backward(ctx, gy):
+        (positive,) = ctx.saved_tensors
+        return gy * positive
+
+
+def relu(x: Tensor) -> Tensor:
+    """Elementwise `max(x, 0)`."""
+    return ReLU.apply(x)
+
+
+SPECS = [OpSpec("relu", relu, unary_sample(avoid=(0.0,)), functions=(ReLU,))]

@@ -1,0 +1,37 @@
+"""sigmoid: the logistic function.
+
+Forward   y = 1 / (1 + e^-x), computed as e^-|x| based forms so that no exp overflows:
+          x >= 0: 1 / (1 + e^-x);   x < 0: e^x / (1 + e^x)
+Backward  gx = gy * y * (1 - y)
+Saved     y: the derivative only needs the output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyformer.autograd import Function
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, unary_sample
+
+
+class Sigmoid(Function):
+    @staticmethod
+    def forward(ctx, x):
+        z = np.exp(-np.abs(x))
+        y = np.where(x >= 0, 1 / (1 + z), z / (1 + z))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        (y,) = ctx.saved_tensors
+        return gy * y * (1 - y)
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """Elementwise logistic sigmoid."""
+    return Sigmoid.apply(x)
+
+
+SPECS = [OpSpec("sigmoid", sigmoid, unary_sample(-4.0, 4.0), functions=(Sigmoid,))]

@@ -1,0 +1,76 @@
+"""softmax: normalised exponentials along one axis.
+
+Forward   y_i = exp(x_i - m) / sum_j exp(x_j - m),   m = max_j x_j
+          (subtracting m changes nothing mathematically and keeps exp from overflowing)
+Backward  gx_i = y_i * (gy_i - sum_j gy_j y_j)
+          from the Jacobian dy_i/dx_j = y_i (delta_ij - y_j)
+Saved     y: the backward needs only the output, never x.
+
+The primitives work on the last axis; other axes are moved there and back (views, no copies).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyformer import registry
+from tinyformer.autograd import Function, OpError
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, Sample, floats
+
+
+@registry.reference("softmax.forward")
+def softmax_forward(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@registry.reference("softmax.backward")
+def softmax_backward(gy: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return y * (gy - (gy * y).sum(axis=-1, keepdims=True))
+
+
+def check_axis(op: str, axis: int, ndim: int) -> int:
+    if ndim == 0 or not -ndim <= axis < ndim:
+        raise OpError(f"{op}: axis {axis} is out of range for a tensor of {ndim} dimensions")
+    return axis % ndim
+
+
+class Softmax(Function):
+    @staticmethod
+    def forward(ctx, x, *, axis):
+        ctx.axis = axis
+        y = np.moveaxis(registry.call("softmax.forward", np.moveaxis(x, axis, -1)), -1, axis)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        (y,) = ctx.saved_tensors
+        last = (np.moveaxis(a, ctx.axis, -1) for a in (gy, y))
+        return np.moveaxis(registry.call("softmax.backward", *last), -1, ctx.axis)
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """exp(x) normalised to sum to 1 along `axis`."""
+    return Softmax.apply(x, axis=check_axis("softmax", axis, x.ndim))
+
+
+def axis_sample(low: float = -3.0, high: float = 3.0):
+    def sample(draw) -> Sample:
+        shape = draw.shape(min_dims=1)
+        x = floats(draw, shape, low, high)
+        return Sample([x], {"axis": draw.integers(-len(shape), len(shape) - 1)})
+
+    return sample
+
+
+SPECS = [
+    OpSpec(
+        "softmax",
+        softmax,
+        axis_sample(),
+        functions=(Softmax,),
+        primitives=("softmax.forward", "softmax.backward"),
+    )
+]

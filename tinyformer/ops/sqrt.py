@@ -1,0 +1,35 @@
+"""sqrt: square root.
+
+Forward   y = sqrt(x)
+Backward  gx = gy / (2 y)      (d sqrt(x)/dx = 1 / (2 sqrt(x)))
+Saved     y: the derivative only needs the output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyformer.autograd import Function
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, unary_sample
+
+
+class Sqrt(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = np.sqrt(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        (y,) = ctx.saved_tensors
+        return gy / (2 * y)
+
+
+def sqrt(x: Tensor) -> Tensor:
+    """Elementwise square root."""
+    return Sqrt.apply(x)
+
+
+SPECS = [OpSpec("sqrt", sqrt, unary_sample(0.2, 3.0), functions=(Sqrt,))]

@@ -1,0 +1,64 @@
+"""var and std over `axis`, with Bessel's `correction` (1 by default, as in PyTorch).
+
+Forward   m = mean(x),  y = sum (x_i - m)^2 / (n - correction)        std = sqrt(var)
+Backward  gx = gy * 2 (x - m) / (n - correction)
+          (the path through m vanishes: sum_i (x_i - m) = 0)
+Saved     x - m, the centred input, which is all the gradient needs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tinyformer.autograd import Function, OpError
+from tinyformer.ops._util import expand_reduced, normalize_axes
+from tinyformer.ops.sqrt import sqrt
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, Sample, floats
+
+
+class Var(Function):
+    @staticmethod
+    def forward(ctx, x, *, axis, keepdims, correction):
+        n = math.prod(x.shape[a] for a in axis)
+        if n - correction <= 0:
+            raise OpError(
+                f"var: {n} elements per reduction with correction={correction} leave no degrees "
+                f"of freedom (input shape {x.shape}, axis {axis})"
+            )
+        xc = x - x.mean(axis=axis, keepdims=True)
+        ctx.axes, ctx.keepdims, ctx.dof = axis, keepdims, n - correction
+        ctx.save_for_backward(xc)
+        return (xc * xc).sum(axis=axis, keepdims=keepdims) / ctx.dof
+
+    @staticmethod
+    def backward(ctx, gy):
+        (xc,) = ctx.saved_tensors
+        g = expand_reduced(gy, xc.shape, ctx.axes, ctx.keepdims)
+        return g * xc * (2.0 / ctx.dof)
+
+
+def var(x: Tensor, axis: Any = None, keepdims: bool = False, *, correction: int = 1) -> Tensor:
+    """Variance over `axis`, dividing by `n - correction`."""
+    axes = normalize_axes(axis, x.ndim, "var")
+    return Var.apply(x, axis=axes, keepdims=keepdims, correction=correction)
+
+
+def std(x: Tensor, axis: Any = None, keepdims: bool = False, *, correction: int = 1) -> Tensor:
+    """Standard deviation over `axis`, as `sqrt(var)`."""
+    return sqrt(var(x, axis, keepdims, correction=correction))
+
+
+def _sample(draw) -> Sample:
+    shape = draw.shape(min_dims=1, min_side=2)
+    ndim = len(shape)
+    axis = draw.choice([None, draw.integers(-ndim, ndim - 1)])
+    kwargs = {"axis": axis, "keepdims": bool(draw.integers(0, 1)), "correction": draw.integers(0, 1)}
+    return Sample([floats(draw, shape)], kwargs)
+
+
+SPECS = [
+    OpSpec("var", var, _sample, functions=(Var,)),
+    OpSpec("std", std, _sample, functions=(Var,)),
+]

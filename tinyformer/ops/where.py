@@ -1,0 +1,53 @@
+"""where: y = x1 where cond is true, x2 elsewhere (cond, x1, x2 broadcast together).
+
+Forward   y = cond ? x1 : x2
+Backward  gx1 = unbroadcast(cond ? gy : 0, shape(x1)),  gx2 = unbroadcast(cond ? 0 : gy, shape(x2));
+          cond is a boolean mask and gets no gradient.
+Saved     cond (the routing), and the input shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinyformer.autograd import Function
+from tinyformer.ops._util import binary_operands, data_of, unbroadcast
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, Sample, broadcast_pair, broadcastable, floats
+
+
+class Where(Function):
+    @staticmethod
+    def forward(ctx, cond, x1, x2):
+        ctx.shapes = (x1.shape, x2.shape)
+        ctx.save_for_backward(cond)
+        return np.where(cond, x1, x2)
+
+    @staticmethod
+    def backward(ctx, gy):
+        (cond,) = ctx.saved_tensors
+        s1, s2 = ctx.shapes
+        zero = np.zeros((), gy.dtype)
+        gx1 = unbroadcast(np.where(cond, gy, zero), s1)
+        gx2 = unbroadcast(np.where(cond, zero, gy), s2)
+        return None, gx1, gx2
+
+
+def where(cond: Any, x1: Any, x2: Any) -> Tensor:
+    """`x1` where `cond` is true, else `x2`."""
+    cond = np.asarray(data_of(cond))
+    if cond.dtype != np.bool_:
+        raise TypeError(f"where: cond must be boolean, got {cond.dtype}")
+    return Where.apply(cond, *binary_operands(x1, x2))
+
+
+def _sample(draw) -> Sample:
+    s1, s2 = broadcast_pair(draw)
+    cond_shape = broadcastable(draw, np.broadcast_shapes(s1, s2))
+    cond = draw.rng.random(cond_shape) < 0.5
+    return Sample([cond, floats(draw, s1), floats(draw, s2)])
+
+
+SPECS = [OpSpec("where", where, _sample, functions=(Where,))]

@@ -1,0 +1,38 @@
+"""tinyformer's random number generator: one seeded NumPy generator behind every random op.
+
+`manual_seed(s)` makes `randn`, `rand`, dropout masks and parameter initialisation reproducible.
+The generator is created on first use (never at import), from fresh entropy unless seeded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["generator", "get_rng_state", "manual_seed", "set_rng_state"]
+
+_generator: np.random.Generator | None = None
+
+
+def manual_seed(seed: int) -> None:
+    """Reset tinyformer's generator to a known state."""
+    global _generator
+    _generator = np.random.default_rng(seed)
+
+
+def generator() -> np.random.Generator:
+    """The generator every random op draws from."""
+    global _generator
+    if _generator is None:
+        _generator = np.random.default_rng()
+    return _generator
+
+
+def get_rng_state() -> dict[str, Any]:
+    """The generator's state as plain data (a dict of ints and strings), for checkpoints."""
+    return generator().bit_generator.state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    generator().bit_generator.state = state

@@ -1,0 +1,186 @@
+"""The kernel registry: which implementation of a primitive runs, and why.
+
+A primitive is a named array function such as `"softmax.forward"`. Every primitive has a NumPy
+reference, registered in its op file with `@reference(name)`: the single source of truth. Fast
+versions live in `tinyformer/kernels/<backend>/<op>.py` and register the same name with
+`@kernel(name, backend=..., dtypes=...)`; dropping such a file in is all it takes to add one.
+
+Choosing, on each call: a kernel of the preferred backend is used when one is registered for the
+primitive and the input's dtype, else the reference. The preference is, in order: the innermost
+`prefer(...)` block, the environment variable `TINYFORMER_BACKEND` (read at the first dispatch,
+not at import), else "numba" for NumPy arrays. `explain(name)` says what runs and why.
+
+Kernel files are imported on the first dispatch. A backend whose library is not installed (no
+numba, no cupy) is skipped silently, and the references run; any other error in a kernel file is
+raised, because a broken kernel must not hide behind a silent fallback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import os
+import pkgutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "REFERENCE",
+    "backends",
+    "call",
+    "explain",
+    "implementation",
+    "kernel",
+    "prefer",
+    "primitives",
+    "reference",
+]
+
+REFERENCE = "numpy"
+# backend name -> the library it needs; a backend whose library is missing is skipped silently.
+BACKEND_LIBRARIES = {"numba": "numba", "cuda": "cupy"}
+ENV_VAR = "TINYFORMER_BACKEND"
+
+
+@dataclass(frozen=True)
+class Implementation:
+    primitive: str
+    backend: str
+    fn: Callable[..., Any]
+    dtypes: frozenset[np.dtype] | None  # None: any dtype
+
+    def supports(self, dtype: np.dtype) -> bool:
+        return self.dtypes is None or dtype in self.dtypes
+
+
+_table: dict[str, dict[str, Implementation]] = {}
+_preferred: list[str] = []  # stack of prefer() blocks
+_state = {"kernels_loaded": False, "env": None}
+_cache: dict[tuple, Implementation] = {}
+
+
+def reference(name: str) -> Callable[[Callable], Callable]:
+    """Register `fn` as the NumPy reference of primitive `name`."""
+
+    def register(fn: Callable) -> Callable:
+        _add(Implementation(name, REFERENCE, fn, None))
+        return fn
+
+    return register
+
+
+def kernel(name: str, *, backend: str, dtypes: tuple[Any, ...]) -> Callable[[Callable], Callable]:
+    """Register `fn` as a `backend` kernel of primitive `name` for the given dtypes."""
+
+    def register(fn: Callable) -> Callable:
+        _add(Implementation(name, backend, fn, frozenset(np.dtype(d) for d in dtypes)))
+        return fn
+
+    return register
+
+
+def _add(impl: Implementation) -> None:
+    _table.setdefault(impl.primitive, {})[impl.backend] = impl
+    _cache.clear()
+
+
+def _load_kernels() -> None:
+    """Import every kernel file once, and read the environment preference."""
+    _state["kernels_loaded"] = True
+    _state["env"] = os.environ.get(ENV_VAR) or None
+    if importlib.util.find_spec("tinyformer.kernels") is None:  # a source tree never installed
+        return
+    for backend, library in BACKEND_LIBRARIES.items():
+        if importlib.util.find_spec(library) is None:
+            continue
+        package = importlib.import_module(f"tinyformer.kernels.{backend}")
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+    _cache.clear()
+
+
+def _preference(array: Any) -> tuple[str, str]:
+    """The backend to try first, and where that preference came from."""
+    if _preferred:
+        return _preferred[-1], "prefer() block"
+    if _state["env"]:
+        return _state["env"], f"environment variable {ENV_VAR}"
+    if type(array).__module__.startswith("cupy"):
+        return "cuda", "default for CuPy arrays"
+    return "numba", "default for NumPy arrays"
+
+
+def implementation(name: str, array: Any) -> Implementation:
+    """The implementation of `name` that runs for an input like `array`."""
+    if not _state["kernels_loaded"]:
+        _load_kernels()
+    dtype = getattr(array, "dtype", None)
+    key = (name, dtype, type(array), _preferred[-1] if _preferred else None)
+    impl = _cache.get(key)
+    if impl is None:
+        impls = _table.get(name)
+        if impls is None:
+            raise KeyError(f"no primitive named {name!r}; known: {', '.join(primitives())}")
+        backend, _ = _preference(array)
+        impl = impls.get(backend)
+        if impl is None or dtype is None or not impl.supports(dtype):
+            impl = impls[REFERENCE]
+        _cache[key] = impl
+    return impl
+
+
+def call(name: str, *args: Any, **kwargs: Any) -> Any:
+    """Run primitive `name` with the implementation chosen for its first argument."""
+    return implementation(name, args[0]).fn(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def prefer(backend: str) -> Iterator[None]:
+    """Prefer `backend` inside the block; `prefer("numpy")` forces every reference."""
+    known = {REFERENCE, *BACKEND_LIBRARIES}
+    if backend not in known:
+        raise ValueError(f"prefer: unknown backend {backend!r}; choose from {sorted(known)}")
+    _preferred.append(backend)
+    try:
+        yield
+    finally:
+        _preferred.pop()
+
+
+def primitives() -> list[str]:
+    if not _state["kernels_loaded"]:
+        _load_kernels()
+    return sorted(_table)
+
+
+def backends(name: str) -> list[str]:
+    """The backends that implement primitive `name`, the reference first."""
+    if not _state["kernels_loaded"]:
+        _load_kernels()
+    return sorted(_table.get(name, {}), key=lambda b: (b != REFERENCE, b))
+
+
+def explain(name: str, dtype: Any = np.float32) -> str:
+    """Say which implementation of `name` runs for a NumPy input of `dtype`, and why."""
+    array = np.empty(0, dtype)
+    impl = implementation(name, array)
+    wanted, source = _preference(array)
+    available = ", ".join(
+        f"{b} ({'any dtype' if i.dtypes is None else '/'.join(sorted(map(str, i.dtypes)))})"
+        for b, i in sorted(_table[name].items())
+    )
+    if impl.backend == wanted:
+        why = f"{wanted} is preferred ({source}) and supports {np.dtype(dtype)}"
+    elif wanted not in _table[name]:
+        library = BACKEND_LIBRARIES.get(wanted)
+        missing = library is not None and importlib.util.find_spec(library) is None
+        why = f"{wanted} is preferred ({source}) but " + (
+            f"{library} is not installed" if missing else f"has no kernel for {name}"
+        )
+    else:
+        why = f"{wanted} is preferred ({source}) but its kernel does not support {np.dtype(dtype)}"
+    return f"{name} [{np.dtype(dtype)}]: runs {impl.backend}; {why}. Registered: {available}."

@@ -1,0 +1,403 @@
+"""`Tensor`: an n-dimensional array plus what autograd needs (`requires_grad`, `grad`, `grad_fn`).
+
+The array lives in `.data` (a NumPy array; CuPy later). Every method that computes something
+forwards to a function in `tinyformer.ops`, so each op is written once, in its own file.
+Python data becomes float32 by default (as in PyTorch); NumPy arrays keep their dtype.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tinyformer import random as _random
+
+__all__ = [
+    "Tensor",
+    "arange",
+    "from_numpy",
+    "full",
+    "ones",
+    "ones_like",
+    "rand",
+    "randn",
+    "tensor",
+    "zeros",
+    "zeros_like",
+]
+
+DEFAULT_DTYPE = np.float32
+
+
+def _as_array(data: Any, dtype: Any = None) -> np.ndarray:
+    if isinstance(data, Tensor):
+        data = data.data
+    if isinstance(data, np.ndarray):
+        return data if dtype is None else data.astype(dtype, copy=False)
+    array = np.asarray(data, dtype=dtype)
+    if dtype is None and array.dtype == np.float64:  # Python floats: float32, as in PyTorch
+        array = array.astype(DEFAULT_DTYPE)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"Tensor: unsupported data of dtype {array.dtype}")
+    return array
+
+
+class Tensor:
+    """An array that can record the ops applied to it and differentiate through them.
+
+    Args:
+        data: array-like. A NumPy array is wrapped without a copy; Python data is converted.
+        requires_grad: record ops on this tensor so that `backward()` fills its `.grad`.
+        dtype: NumPy dtype to convert to.
+    """
+
+    __slots__ = ("data", "grad", "grad_fn", "_requires_grad", "__weakref__")
+    # NumPy must not treat a Tensor as an array in `ndarray + Tensor`: defer to our __radd__.
+    __array_ufunc__ = None
+
+    def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None) -> None:
+        self.data = _as_array(data, dtype)
+        self.grad: np.ndarray | None = None
+        self.grad_fn = None
+        self._requires_grad = False
+        self.requires_grad = requires_grad
+
+    @classmethod
+    def _make(cls, data: np.ndarray, grad_fn: Any) -> Tensor:
+        """Fast constructor for op outputs: no conversion, no checks."""
+        t = object.__new__(cls)
+        t.data = data
+        t.grad = None
+        t.grad_fn = grad_fn
+        t._requires_grad = grad_fn is not None
+        return t
+
+    # -- autograd -------------------------------------------------------------------------------
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if value and self.data.dtype.kind != "f":
+            raise TypeError(
+                f"only floating-point tensors can require gradients; this one is {self.dtype} "
+                "(indices, masks and targets are not differentiable)"
+            )
+        if not value and self.grad_fn is not None:
+            raise RuntimeError("requires_grad can only be changed on leaf tensors; use .detach()")
+        self._requires_grad = bool(value)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
+        """Accumulate the gradient of this tensor into the `.grad` of every leaf it depends on."""
+        from tinyformer.autograd import backward  # autograd imports this module
+
+        backward(self, grad, retain_graph=retain_graph)
+
+    def retain_grad(self) -> None:
+        """Also fill `.grad` of this non-leaf tensor during backward (for inspection)."""
+        if self.grad_fn is not None:
+            self.grad_fn._retained = weakref.ref(self)
+
+    def detach(self) -> Tensor:
+        """The same data, cut from the graph."""
+        return Tensor._make(self.data, None)
+
+    def requires_grad_(self, value: bool = True) -> Tensor:
+        self.requires_grad = value
+        return self
+
+    # -- array facts ----------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    def numpy(self) -> np.ndarray:
+        """The underlying array (shared, not copied)."""
+        return self.data
+
+    def item(self) -> float | int | bool:
+        if self.data.size != 1:
+            raise ValueError(f"item: only a one-element tensor converts, this one has {self.shape}")
+        return self.data.item()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return np.array(self.data, dtype=dtype, copy=copy)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, separator=", ", prefix="tensor(", precision=4)
+        extra = ""
+        if self.dtype != DEFAULT_DTYPE:
+            extra += f", dtype={self.dtype}"
+        if self.grad_fn is not None:
+            extra += f", grad_fn={self.grad_fn!r}"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise TypeError(
+            "Tensor does not support item assignment: it would silently break the gradients of "
+            "every op that saved it. Build a new tensor with where / masked_fill / cat, or edit "
+            ".data explicitly outside of autograd."
+        )
+
+    # -- arithmetic sugar: each forwards to its op ---------------------------------------------
+
+    def __add__(self, other: Any) -> Tensor:
+        return _ops.add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _ops.add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _ops.sub(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _ops.sub(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _ops.mul(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _ops.mul(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _ops.div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _ops.div(other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return _ops.pow(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return _ops.pow(other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _ops.matmul(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ops.neg(self)
+
+    def __abs__(self) -> Tensor:
+        return _ops.abs(self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return _ops.getitem(self, index)
+
+    # Comparisons give boolean tensors, which carry no gradient.
+    def __lt__(self, other: Any) -> Tensor:
+        return Tensor._make(self.data < _data(other), None)
+
+    def __le__(self, other: Any) -> Tensor:
+        return Tensor._make(self.data <= _data(other), None)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return Tensor._make(self.data > _data(other), None)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return Tensor._make(self.data >= _data(other), None)
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return Tensor._make(self.data == _data(other), None)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return Tensor._make(self.data != _data(other), None)
+
+    __hash__ = object.__hash__
+
+    # -- methods: each forwards to its op -------------------------------------------------------
+
+    def exp(self) -> Tensor:
+        return _ops.exp(self)
+
+    def log(self) -> Tensor:
+        return _ops.log(self)
+
+    def sqrt(self) -> Tensor:
+        return _ops.sqrt(self)
+
+    def abs(self) -> Tensor:
+        return _ops.abs(self)
+
+    def tanh(self) -> Tensor:
+        return _ops.tanh(self)
+
+    def sigmoid(self) -> Tensor:
+        return _ops.sigmoid(self)
+
+    def relu(self) -> Tensor:
+        return _ops.relu(self)
+
+    def clip(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
+        return _ops.clip(self, min, max)
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops.sum(self, axis, keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops.mean(self, axis, keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops.max(self, axis, keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops.min(self, axis, keepdims)
+
+    def var(self, axis: Any = None, keepdims: bool = False, correction: int = 1) -> Tensor:
+        return _ops.var(self, axis, keepdims, correction=correction)
+
+    def std(self, axis: Any = None, keepdims: bool = False, correction: int = 1) -> Tensor:
+        return _ops.std(self, axis, keepdims, correction=correction)
+
+    def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops.logsumexp(self, axis, keepdims)
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        return _ops.softmax(self, axis)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        return _ops.log_softmax(self, axis)
+
+    def matmul(self, other: Any) -> Tensor:
+        return _ops.matmul(self, other)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        return _ops.reshape(self, *shape)
+
+    view = reshape
+
+    def permute(self, *axes: Any) -> Tensor:
+        return _ops.permute(self, *axes)
+
+    def transpose(self, axis0: int = -2, axis1: int = -1) -> Tensor:
+        return _ops.transpose(self, axis0, axis1)
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802
+        """All axes reversed, as `numpy.ndarray.T`."""
+        return _ops.permute(self, *reversed(range(self.ndim)))
+
+    def expand(self, *shape: Any) -> Tensor:
+        return _ops.expand(self, *shape)
+
+    def squeeze(self, axis: Any = None) -> Tensor:
+        return _ops.squeeze(self, axis)
+
+    def unsqueeze(self, axis: int) -> Tensor:
+        return _ops.unsqueeze(self, axis)
+
+    def split(self, split_size_or_sections: Any, axis: int = 0) -> list[Tensor]:
+        return _ops.split(self, split_size_or_sections, axis)
+
+    def chunk(self, chunks: int, axis: int = 0) -> list[Tensor]:
+        return _ops.chunk(self, chunks, axis)
+
+    def masked_fill(self, mask: Any, value: float) -> Tensor:
+        return _ops.masked_fill(self, mask, value)
+
+
+def _data(x: Any) -> Any:
+    return x.data if isinstance(x, Tensor) else x
+
+
+# -- creation ---------------------------------------------------------------------------------
+
+
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of `data` (Python floats become float32)."""
+    return Tensor(np.array(_as_array(data, dtype), copy=True), requires_grad=requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with `array`."""
+    return Tensor(array)
+
+
+def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def zeros(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
+    return Tensor(np.zeros(_shape(shape), dtype), requires_grad=requires_grad)
+
+
+def ones(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
+    return Tensor(np.ones(_shape(shape), dtype), requires_grad=requires_grad)
+
+
+def full(shape: Any, value: float, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False):
+    return Tensor(np.full(shape, value, dtype), requires_grad=requires_grad)
+
+
+def zeros_like(x: Tensor, requires_grad: bool = False) -> Tensor:
+    return Tensor(np.zeros_like(_data(x)), requires_grad=requires_grad)
+
+
+def ones_like(x: Tensor, requires_grad: bool = False) -> Tensor:
+    return Tensor(np.ones_like(_data(x)), requires_grad=requires_grad)
+
+
+def arange(*args: float, dtype: Any = None) -> Tensor:
+    """Like `numpy.arange`; integer arguments give int64, others float32."""
+    array = np.arange(*args)
+    if dtype is None and array.dtype.kind == "f":
+        dtype = DEFAULT_DTYPE
+    return Tensor(array, dtype=dtype)
+
+
+def randn(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples from tinyformer's generator (see `tinyformer.manual_seed`)."""
+    array = _random.generator().standard_normal(_shape(shape)).astype(dtype)
+    return Tensor(array, requires_grad=requires_grad)
+
+
+def rand(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1) from tinyformer's generator."""
+    array = _random.generator().random(_shape(shape)).astype(dtype)
+    return Tensor(array, requires_grad=requires_grad)
+
+
+# The ops need `Tensor` and the methods above need the ops: import them once Tensor exists.
+from tinyformer import ops as _ops  # noqa: E402
