@@ -1,0 +1,64 @@
+"""Bad input gets a clear error naming the op and the shapes or values involved."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinyformer as tf
+import tinyformer.nn.functional as F
+
+
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (lambda: tf.zeros(2, 3) @ tf.zeros(4, 5), r"matmul: inner dimensions .*\(2, 3\) @ \(4, 5\)"),
+        (lambda: tf.zeros(2, 3, 4) @ tf.zeros(5, 4, 2), r"matmul: batch .*\(2, 3, 4\).*\(5, 4, 2\)"),
+        (lambda: tf.zeros(2, 3) + tf.zeros(4), r"Add: .*\(2, 3\), \(4,\)"),
+        (lambda: tf.zeros(2, 3) * tf.zeros(2, 2), r"Mul: .*\(2, 3\), \(2, 2\)"),
+        (lambda: F.linear(tf.zeros(2, 3), tf.zeros(4, 5)), r"linear: .*\(2, 3\).*\(4, 5\)"),
+        (
+            lambda: F.cross_entropy(tf.zeros(4, 3), np.zeros(5, int)),
+            r"cross_entropy: target of shape \(5,\).*\(4, 3\)",
+        ),
+        (
+            lambda: F.cross_entropy(tf.zeros(2, 3), np.array([0, 7])),
+            r"cross_entropy: target 7 at position \(1,\) is out of range for 3 classes",
+        ),
+        (
+            lambda: F.embedding(np.array([[0, 9]]), tf.zeros(5, 2)),
+            r"embedding: index 9 at position \(0, 1\) is out of range for a table of 5 rows",
+        ),
+        (
+            lambda: F.scaled_dot_product_attention(tf.zeros(2, 4, 8), tf.zeros(2, 4, 6), tf.zeros(2, 4, 8)),
+            r"scaled_dot_product_attention: q \(2, 4, 8\), k \(2, 4, 6\), v \(2, 4, 8\)",
+        ),
+        (
+            lambda: F.scaled_dot_product_attention(
+                tf.zeros(2, 4, 8), tf.zeros(2, 5, 8), tf.zeros(2, 5, 8), attn_mask=np.ones((4, 4), bool)
+            ),
+            r"mask \(4, 4\)",
+        ),
+        (lambda: F.layer_norm(tf.zeros(2, 3), 4), r"layer_norm: input of shape \(2, 3\) does not end in \(4,\)"),
+        (lambda: tf.zeros(2, 3).reshape(4, 2), r"Reshape: .*size 6.*\(2, 3\)"),
+        (lambda: tf.zeros(2, 3).sum(axis=2), r"sum: axis 2 is out of range"),
+        (lambda: tf.cat([tf.zeros(2, 3), tf.zeros(3, 2)]), r"cat: shapes \(2, 3\), \(3, 2\) differ"),
+        (lambda: tf.zeros(2, 3).masked_fill(np.ones(4, bool), 0.0), r"masked_fill: mask of shape \(4,\)"),
+        (lambda: F.softmax(tf.zeros(2, 3), axis=3), r"softmax: axis 3 is out of range"),
+        (lambda: F.dropout(tf.zeros(3), p=1.5), r"dropout: p must be in \[0, 1\], got 1.5"),
+        (lambda: tf.zeros(3).squeeze(0), r"squeeze: axis 0 of shape \(3,\) has size 3"),
+        (lambda: tf.zeros(3)[5], r"GetItem: .*index 5 is out of bounds"),
+    ],
+)
+def test_errors_name_the_op_and_the_shapes(call, pattern):
+    with pytest.raises(tf.OpError, match=pattern):
+        call()
+
+
+def test_op_errors_are_value_errors():
+    assert issubclass(tf.OpError, ValueError)
+
+
+def test_item_assignment_is_refused_with_advice():
+    with pytest.raises(TypeError, match="masked_fill"):
+        tf.zeros(3)[0] = 1.0

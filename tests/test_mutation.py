@@ -1,0 +1,83 @@
+"""The suite must catch wrong gradients: plant a bug in each op's backward, one returned gradient
+at a time, and require the generic gradient check (tests/op_checks.check_backward, the body of
+test_ops_generic.test_backward_matches_finite_differences) to fail.
+
+Bugs planted, for every Function of every spec and every input that receives a gradient:
+- "scale": the gradient times 1.01 (a wrong constant, like a forgotten 1/n or a scale typo);
+- "one_element": one element of the gradient off by 1% of the gradient's size plus 1e-3 (an
+  indexing slip, a dropped term that matters in one place).
+A mutant that never changes any gradient on the drawn inputs (e.g. the gradient slot of a mask)
+is not a bug and is not counted. The closing line of the test run reports the kill rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from tests import mutation_log
+from tests.op_checks import HypothesisDraw, check_backward
+from tinyformer.testing import all_specs
+
+MAX_INPUTS = 4  # no Function here takes more differentiable inputs than this
+CASES = [
+    pytest.param(spec, function, id=f"{spec.name}-{function.__name__}")
+    for spec in all_specs()
+    for function in spec.functions
+]
+
+
+def _plant(function, index: int, kind: str, changed: list):
+    original = function.backward
+
+    def backward(ctx, gy):
+        grads = original(ctx, gy)
+        grads = list(grads) if isinstance(grads, tuple) else [grads]
+        g = grads[index] if index < len(grads) else None
+        if g is None or g.size == 0:
+            return tuple(grads) if len(grads) > 1 else grads[0]
+        if kind == "scale":
+            bad = g * g.dtype.type(1.01)
+        else:
+            bad = np.array(g, copy=True)
+            bad.flat[0] += 0.01 * np.abs(g).max() + 1e-3
+        changed[0] = changed[0] or bool(np.any(bad != g))
+        grads[index] = bad
+        return tuple(grads) if len(grads) > 1 else grads[0]
+
+    return staticmethod(backward)
+
+
+@pytest.mark.mutation
+@pytest.mark.parametrize("kind", ["scale", "one_element"])
+@pytest.mark.parametrize("spec, function", CASES)
+def test_planted_bug_is_caught(spec, function, kind, monkeypatch):
+    survivors = []
+    for index in range(MAX_INPUTS):
+        changed = [False]
+        monkeypatch.setattr(function, "backward", _plant(function, index, kind, changed))
+
+        @settings(
+            max_examples=40,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(data=st.data())
+        def generic_check(data):
+            check_backward(spec, HypothesisDraw(data))
+
+        try:
+            generic_check()
+            caught = False
+        except AssertionError:
+            caught = True
+        monkeypatch.undo()
+        if not changed[0]:
+            continue  # this input never gets a gradient: nothing was planted
+        mutation_log.RESULTS[f"{spec.name}:{function.__name__}:grad{index}:{kind}"] = caught
+        if not caught:
+            survivors.append(index)
+    assert not survivors, f"planted {kind} bugs in gradients {survivors} were not caught"

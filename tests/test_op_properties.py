@@ -1,0 +1,195 @@
+"""Properties that explain the ops: what softmax, attention, losses and friends guarantee."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import tinyformer as tf
+import tinyformer.nn.functional as F
+from tinyformer.ops.gelu import erfc
+
+
+def t64(a, grad=True):
+    return tf.Tensor(np.asarray(a, np.float64), requires_grad=grad)
+
+
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3), elements=st.floats(-50, 50)))
+def test_softmax_rows_sum_to_one(x):
+    y = F.softmax(tf.Tensor(x), axis=-1).data
+    np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-12)
+    assert (y >= 0).all()
+
+
+def test_log_softmax_and_cross_entropy_stay_finite_for_huge_logits():
+    logits = t64([[1e4, -1e4, 0.0], [-1e4, -1e4, 1e4]])
+    logp = F.log_softmax(logits)
+    assert np.isfinite(logp.data).all()
+    loss = F.cross_entropy(logits, [1, 0], label_smoothing=0.1)
+    loss.backward()
+    assert np.isfinite(loss.data).all() and np.isfinite(logits.grad).all()
+    np.testing.assert_allclose(logp.data[0], [0.0, -2e4, -1e4])
+
+
+def _qkv(b=2, t=6, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return [t64(rng.standard_normal((b, t, d))) for _ in range(3)]
+
+
+def test_causal_attention_never_looks_ahead():
+    q, k, v = _qkv()
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True).data
+    k2, v2 = k.data.copy(), v.data.copy()
+    k2[:, 4:], v2[:, 4:] = 100.0, -100.0  # change tokens 4 and 5
+    y2 = F.scaled_dot_product_attention(q, t64(k2), t64(v2), is_causal=True).data
+    np.testing.assert_array_equal(y[:, :4], y2[:, :4])
+    assert not np.allclose(y[:, 4:], y2[:, 4:])
+
+
+def test_causal_gradient_of_an_early_output_ignores_later_tokens():
+    q, k, v = _qkv()
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    y[:, 2].sum().backward()
+    assert np.all(k.grad[:, 3:] == 0) and np.all(v.grad[:, 3:] == 0)
+    assert np.any(k.grad[:, :3] != 0)
+
+
+def test_fully_masked_row_gives_zeros_not_nan():
+    q, k, v = _qkv(b=1, t=3)
+    mask = np.ones((3, 3), bool)
+    mask[1] = False  # query 1 may attend to nothing
+    y, w = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, return_weights=True)
+    (y * y).sum().backward()
+    assert np.isfinite(y.data).all() and np.all(y.data[:, 1] == 0)
+    assert np.all(w.data[:, 1] == 0)
+    np.testing.assert_allclose(w.data[:, [0, 2]].sum(-1), 1.0)
+    for t in (q, k, v):
+        assert np.isfinite(t.grad).all()
+    assert np.all(q.grad[:, 1] == 0)
+
+
+def test_boolean_and_additive_masks_agree():
+    q, k, v = _qkv(seed=3)
+    keep = np.random.default_rng(1).random((6, 6)) < 0.6
+    keep[:, 0] = True
+    additive = np.where(keep, 0.0, -np.inf)
+    a = F.scaled_dot_product_attention(q, k, v, attn_mask=keep).data
+    b = F.scaled_dot_product_attention(q, k, v, attn_mask=additive).data
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_attention_matches_the_textbook_formula():
+    q, k, v = _qkv(seed=4)
+    s = q.data @ np.swapaxes(k.data, -1, -2) / math.sqrt(4)
+    s = np.where(np.tri(6, dtype=bool), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True).data
+    np.testing.assert_allclose(y, p @ v.data, rtol=1e-12)
+
+
+def test_erfc_is_accurate_to_float64():
+    z = np.linspace(-6, 27, 20001)
+    exact = np.array([math.erfc(v) for v in z])
+    assert np.abs(erfc(z) - exact).max() < 2e-15
+
+
+def test_gelu_tanh_form_approximates_the_exact_form():
+    x = tf.Tensor(np.linspace(-5, 5, 1001))
+    exact, approx = F.gelu(x).data, F.gelu(x, approximate="tanh").data
+    assert np.abs(exact - approx).max() < 1e-3
+
+
+def test_max_splits_the_gradient_evenly_at_ties():
+    x = t64([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]])
+    x.max(axis=1).sum().backward()
+    np.testing.assert_allclose(x.grad, [[0, 0.5, 0.5], [0.5, 0, 0.5]])
+
+
+def test_maximum_gives_half_to_each_at_ties():
+    a, b = t64([1.0, 2.0]), t64([1.0, 0.0])
+    tf.maximum(a, b).sum().backward()
+    np.testing.assert_allclose(a.grad, [0.5, 1.0])
+    np.testing.assert_allclose(b.grad, [0.5, 0.0])
+
+
+def test_repeated_indices_accumulate_in_embedding_and_getitem():
+    w = t64(np.arange(8.0).reshape(4, 2))
+    F.embedding(np.array([[1, 1], [3, 1]]), w).sum().backward()
+    np.testing.assert_allclose(w.grad[:, 0], [0, 3, 0, 1])
+    x = t64([1.0, 2.0, 3.0])
+    x[np.array([0, 0, 2])].sum().backward()
+    np.testing.assert_allclose(x.grad, [2, 0, 1])
+
+
+def test_embedding_padding_idx_gets_no_gradient():
+    w = t64(np.ones((4, 2)))
+    F.embedding(np.array([0, 2, 0]), w, padding_idx=0).sum().backward()
+    np.testing.assert_allclose(w.grad, [[0, 0], [0, 0], [1, 1], [0, 0]])
+
+
+def test_cross_entropy_is_the_negative_log_likelihood():
+    rng = np.random.default_rng(0)
+    logits, target = rng.standard_normal((5, 4)), np.array([0, 3, 1, 1, 2])
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    loss = F.cross_entropy(t64(logits), target).item()
+    np.testing.assert_allclose(loss, -logp[np.arange(5), target].mean(), rtol=1e-12)
+    smooth = F.cross_entropy(t64(logits), target, label_smoothing=0.2).item()
+    expected = (0.8 * -logp[np.arange(5), target] - 0.2 * logp.mean(1)).mean()
+    np.testing.assert_allclose(smooth, expected, rtol=1e-12)
+
+
+def test_cross_entropy_mean_skips_ignored_rows():
+    logits = t64(np.random.default_rng(1).standard_normal((4, 3)))
+    target = np.array([2, -100, 0, -100])
+    per_row = F.cross_entropy(logits, target, reduction="none").data
+    assert per_row[1] == 0 and per_row[3] == 0
+    mean = F.cross_entropy(logits, target).item()
+    np.testing.assert_allclose(mean, per_row.sum() / 2)
+    assert math.isnan(F.cross_entropy(logits, np.full(4, -100)).item())
+
+
+def test_cross_entropy_accepts_class_axis_one_like_pytorch():
+    rng = np.random.default_rng(2)
+    logits = rng.standard_normal((2, 5, 3))  # (N, C, T)
+    target = rng.integers(0, 5, (2, 3))
+    a = F.cross_entropy(t64(logits), target).item()
+    b = F.cross_entropy(t64(logits.transpose(0, 2, 1).reshape(6, 5)), target.reshape(6)).item()
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_layer_norm_normalises_each_row():
+    x = tf.Tensor(np.random.default_rng(0).standard_normal((4, 16)) * 5 + 3)
+    y = F.layer_norm(x, 16, eps=0.0).data
+    np.testing.assert_allclose(y.mean(1), 0, atol=1e-12)
+    np.testing.assert_allclose(y.var(1), 1, rtol=1e-10)
+
+
+def test_var_and_std_follow_the_correction():
+    a = np.random.default_rng(0).standard_normal((3, 5))
+    np.testing.assert_allclose(tf.var(tf.Tensor(a), 1).data, a.var(1, ddof=1))
+    np.testing.assert_allclose(tf.std(tf.Tensor(a), 1, correction=0).data, a.std(1))
+
+
+def test_dropout_is_reproducible_scaled_and_off_in_eval():
+    x = tf.ones(100_000)
+    tf.manual_seed(0)
+    a = F.dropout(x, p=0.3).data
+    tf.manual_seed(0)
+    b = F.dropout(x, p=0.3).data
+    np.testing.assert_array_equal(a, b)
+    assert abs((a == 0).mean() - 0.3) < 0.01
+    np.testing.assert_allclose(a[a != 0], 1 / 0.7, rtol=1e-6)
+    assert F.dropout(x, p=0.3, training=False) is x
+
+
+def test_dropout_gradient_uses_the_same_mask():
+    x = t64(np.ones(1000))
+    y = F.dropout(x, p=0.5, seed=7)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad, y.data)

@@ -1,0 +1,74 @@
+"""The kernel registry: references run by default, kernels are picked per backend and dtype,
+prefer() and the environment variable steer the choice, and explain() says why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinyformer.nn.functional as F
+from tinyformer import registry
+from tinyformer.tensor import Tensor
+
+
+@pytest.fixture
+def fake_kernel():
+    """A 'numba' kernel for softmax.forward, float32 only, removed after the test."""
+    calls = []
+
+    def softmax_forward(x):
+        calls.append(x.dtype)
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    registry.kernel("softmax.forward", backend="numba", dtypes=("float32",))(softmax_forward)
+    yield calls
+    del registry._table["softmax.forward"]["numba"]
+    registry._cache.clear()
+
+
+def test_every_op_primitive_has_a_reference():
+    for name in registry.primitives():
+        assert registry.REFERENCE in registry.backends(name)
+
+
+def test_kernel_is_chosen_for_its_dtype_only(fake_kernel):
+    F.softmax(Tensor(np.ones((2, 3), np.float32)))
+    F.softmax(Tensor(np.ones((2, 3), np.float64)))
+    assert fake_kernel == [np.float32]
+
+
+def test_prefer_numpy_forces_the_reference(fake_kernel):
+    with registry.prefer("numpy"):
+        F.softmax(Tensor(np.ones((2, 3), np.float32)))
+        assert "runs numpy" in registry.explain("softmax.forward")
+    assert fake_kernel == []
+    # outside the block the kernel runs again
+    F.softmax(Tensor(np.ones((2, 3), np.float32)))
+    assert fake_kernel == [np.float32]
+
+
+def test_explain_says_what_runs_and_why(fake_kernel):
+    text = registry.explain("softmax.forward", np.float32)
+    assert "runs numba" in text and "numba is preferred" in text
+    text = registry.explain("softmax.forward", np.float64)
+    assert "runs numpy" in text and "does not support float64" in text
+    with registry.prefer("numpy"):
+        assert "prefer() block" in registry.explain("softmax.forward")
+
+
+def test_environment_variable_is_read_at_first_dispatch(monkeypatch, fake_kernel):
+    monkeypatch.setattr(registry, "_state", {"kernels_loaded": False, "env": None})
+    monkeypatch.setenv(registry.ENV_VAR, "numpy")
+    F.softmax(Tensor(np.ones((2, 3), np.float32)))
+    assert fake_kernel == []
+    assert f"environment variable {registry.ENV_VAR}" in registry.explain("softmax.forward")
+    registry._cache.clear()
+
+
+def test_unknown_backend_and_primitive_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        with registry.prefer("tpu"):
+            pass
+    with pytest.raises(KeyError, match="no primitive named 'nope.forward'"):
+        registry.call("nope.forward", np.ones(1))

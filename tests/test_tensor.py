@@ -1,0 +1,57 @@
+"""Tensor creation, dtypes and the operator sugar."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tinyformer as tf
+
+
+def test_python_floats_become_float32_numpy_keeps_its_dtype():
+    assert tf.tensor([1.0, 2.0]).dtype == np.float32
+    assert tf.tensor([1, 2]).dtype == np.int64
+    assert tf.tensor(np.ones(2)).dtype == np.float64
+    assert tf.randn(2, 3).dtype == np.float32 and tf.zeros((2, 3)).shape == (2, 3)
+    assert tf.arange(3).dtype == np.int64 and tf.arange(0.0, 1.0, 0.5).dtype == np.float32
+
+
+def test_float32_stays_float32_through_scalar_arithmetic():
+    x = tf.randn(3)
+    for y in (x * 2, 2 * x, x / 3, 1 - x, x**2, -x, x + 0.5):
+        assert y.dtype == np.float32
+
+
+def test_operators_match_numpy():
+    a, b = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0.5, -1.0])
+    x, y = tf.Tensor(a), tf.Tensor(b)
+    np.testing.assert_allclose((x + y).data, a + b)
+    np.testing.assert_allclose((x @ y).data, a @ b)
+    np.testing.assert_allclose((b - x).data, b - a)  # ndarray on the left defers to Tensor
+    np.testing.assert_allclose(x.T.data, a.T)
+    assert ((x > 2).data == (a > 2)).all() and (x > 2).dtype == np.bool_
+
+
+def test_seeded_randomness_is_reproducible():
+    tf.manual_seed(123)
+    a = tf.randn(5).data
+    state = tf.get_rng_state()
+    b = tf.randn(5).data
+    tf.manual_seed(123)
+    np.testing.assert_array_equal(tf.randn(5).data, a)
+    tf.set_rng_state(state)
+    np.testing.assert_array_equal(tf.randn(5).data, b)
+
+
+def test_repr_item_and_numpy():
+    x = tf.tensor([1.5], requires_grad=True)
+    assert repr(x) == "tensor([1.5], requires_grad=True)"
+    assert "grad_fn=<MulBackward>" in repr(x * 2)
+    assert x.item() == 1.5 and isinstance(x.numpy(), np.ndarray)
+    assert np.asarray(x).shape == (1,)
+
+
+def test_split_and_chunk_sizes_follow_pytorch():
+    x = tf.arange(10.0)
+    assert [p.shape[0] for p in x.split(4)] == [4, 4, 2]
+    assert [p.shape[0] for p in x.split([3, 7])] == [3, 7]
+    assert [p.shape[0] for p in x.chunk(3)] == [4, 4, 2]
