@@ -45,7 +45,7 @@ def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
 
 def _sample(draw) -> Sample:
     shape = draw.shape(min_dims=0)
-    mask = draw.rng.random(broadcastable(draw, shape)) < 0.5
+    mask = np.asarray(draw.rng.random(broadcastable(draw, shape)) < 0.5)
     return Sample([floats(draw, shape), mask], {"value": draw.choice([0.0, -1e4, 2.5])})
 
 

@@ -46,7 +46,7 @@ def where(cond: Any, x1: Any, x2: Any) -> Tensor:
 def _sample(draw) -> Sample:
     s1, s2 = broadcast_pair(draw)
     cond_shape = broadcastable(draw, np.broadcast_shapes(s1, s2))
-    cond = draw.rng.random(cond_shape) < 0.5
+    cond = np.asarray(draw.rng.random(cond_shape) < 0.5)
     return Sample([cond, floats(draw, s1), floats(draw, s2)])
 
 

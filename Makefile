@@ -1,0 +1,54 @@
+# tinyformer: run `make help` for the targets. Use it inside a virtualenv (see README.md).
+PYTHON ?= python
+PIP := $(PYTHON) -m pip
+NOTEBOOKS := $(patsubst tutorials/%.py,tutorials/%.ipynb,$(wildcard tutorials/[0-9]*.py))
+PYTEST_FLAGS ?= -q
+
+.PHONY: help install dev test unit notebooks lint format docs bench clean
+
+help:
+	@echo "install    pip install -e . (the library and its command line)"
+	@echo "test       install the test tools, then run: lint, unit tests (with the planted-bug"
+	@echo "           check and, if torch is installed, the PyTorch oracle), notebooks, docs"
+	@echo "lint       ruff check + ruff format --check"
+	@echo "format     ruff format + ruff check --fix"
+	@echo "docs       build the MkDocs site into site/ (strict, offline)"
+	@echo "bench      benchmark tables -> bench-results/ (JSON + PNG)"
+	@echo "clean      remove build outputs and caches"
+
+install:
+	$(PIP) install -e .
+
+dev:
+	$(PIP) install -e ".[dev]"
+
+test: dev lint unit notebooks docs
+
+unit:
+	$(PYTHON) -m pytest $(PYTEST_FLAGS)
+
+# Notebooks are generated from their jupytext sources, then executed (headless matplotlib).
+tutorials/%.ipynb: tutorials/%.py
+	$(PYTHON) -m jupytext --to ipynb --set-kernel python3 -o $@ $<
+
+notebooks: $(NOTEBOOKS)
+	MPLBACKEND=Agg TINYFORMER_SMALL=1 $(PYTHON) -m pytest --nbmake $(NOTEBOOKS)
+
+lint:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+format:
+	$(PYTHON) -m ruff format .
+	$(PYTHON) -m ruff check --fix .
+
+docs:
+	$(PYTHON) -m mkdocs build --strict --site-dir site
+
+bench:
+	$(PYTHON) -m tinyformer.bench --out bench-results
+
+clean:
+	rm -rf build dist site bench-results .pytest_cache .hypothesis .ruff_cache *.egg-info \
+		tutorials/*.ipynb
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

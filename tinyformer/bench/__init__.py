@@ -1,0 +1,95 @@
+"""Benchmark harness: time cases, print a table, keep the figures as JSON and a PNG chart.
+
+Run `python -m tinyformer.bench` (or `make bench`). Timings are the median of several repeats
+after a warm-up; they are measurements of this machine, not tests: nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["median_time", "print_table", "save_json", "save_chart"]
+
+
+def median_time(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2) -> float:
+    """Median wall time of `fn()` in seconds."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def print_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    def cell(v: Any) -> str:
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    widths = [max(len(c), *(len(cell(r.get(c, ""))) for r in rows)) for c in columns]
+    print(f"\n{title}")
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(cell(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
+
+
+def machine() -> dict[str, Any]:
+    import numpy as np
+
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def save_json(path: Path, results: dict[str, Any]) -> None:
+    _atomic_write(path, lambda f: json.dump(results, f, indent=2))
+
+
+def save_chart(path: Path, rows: list[dict[str, Any]], label: str, bars: list[str], title: str):
+    """A grouped horizontal bar chart of `bars` columns (milliseconds) per row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.5))
+    height = 0.8 / len(bars)
+    for i, column in enumerate(bars):
+        ys = [j + i * height for j in range(len(rows))]
+        ax.barh(ys, [r[column] for r in rows], height=height, label=column)
+    ax.set_yticks([j + 0.4 - height / 2 for j in range(len(rows))])
+    ax.set_yticklabels([r[label] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("milliseconds (median)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    _atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=110), mode="wb")
+    plt.close(fig)

@@ -1,0 +1,175 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent,ipynb
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 1. Autograd from scratch
+#
+# A neural network is a function built from small operations. Training needs the gradient of
+# the loss with respect to every parameter. **Reverse-mode automatic differentiation** gets all
+# of them in one backward sweep, for about the cost of one more forward pass.
+#
+# In this notebook we
+# 1. build a tiny graph by hand, with scalars, and run backward through it step by step;
+# 2. write the same machinery as a 30-line class;
+# 3. see the same computation in tinyformer, where each node is a `Function` on arrays.
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import tinyformer as tf
+
+# %% [markdown]
+# ## A graph by hand
+#
+# Take $L = (a \cdot b + c)^2$ with $a = 2, b = -3, c = 10$. Forward, one node at a time:
+
+# %%
+a, b, c = 2.0, -3.0, 10.0
+d = a * b  # node 1: mul
+e = d + c  # node 2: add
+L = e**2  # node 3: square
+print(f"d = {d}, e = {e}, L = {L}")
+
+# %% [markdown]
+# Backward walks the nodes in reverse. Each node knows its **local** derivative; the chain rule
+# multiplies it by the gradient arriving from above ("upstream"):
+#
+# | node | local derivative | gradient |
+# |---|---|---|
+# | $L = e^2$ | $\partial L/\partial e = 2e$ | $g_e = 2e$ |
+# | $e = d + c$ | $\partial e/\partial d = \partial e/\partial c = 1$ | $g_d = g_c = g_e$ |
+# | $d = a b$ | $\partial d/\partial a = b,\ \partial d/\partial b = a$ | $g_a = g_d b,\ g_b = g_d a$ |
+
+# %%
+g_L = 1.0  # dL/dL
+g_e = g_L * 2 * e
+g_d = g_e * 1.0
+g_c = g_e * 1.0
+g_a = g_d * b
+g_b = g_d * a
+print(f"dL/da = {g_a}, dL/db = {g_b}, dL/dc = {g_c}")
+
+# %% [markdown]
+# ## The same, as a class
+#
+# Each value remembers its parents and how to push a gradient to them. `backward()` sorts the
+# graph so that a node runs only after everything that uses it has sent its gradient, then
+# visits nodes in reverse. We sort **iteratively**: a recursive sort would crash on deep graphs.
+
+
+# %%
+class Value:
+    def __init__(self, data, parents=(), backward=lambda g: ()):
+        self.data, self.grad = data, 0.0
+        self.parents, self._backward = parents, backward
+
+    def __mul__(self, other):
+        return Value(self.data * other.data, (self, other), lambda g: (g * other.data, g * self.data))
+
+    def __add__(self, other):
+        return Value(self.data + other.data, (self, other), lambda g: (g, g))
+
+    def square(self):
+        return Value(self.data**2, (self,), lambda g: (g * 2 * self.data,))
+
+    def backward(self):
+        order, seen, stack = [], set(), [(self, False)]
+        while stack:  # iterative depth-first search: parents before children
+            node, done = stack.pop()
+            if done:
+                order.append(node)
+            elif id(node) not in seen:
+                seen.add(id(node))
+                stack.append((node, True))
+                stack.extend((p, False) for p in node.parents)
+        self.grad = 1.0
+        for node in reversed(order):
+            for parent, g in zip(node.parents, node._backward(node.grad)):
+                parent.grad += g  # += : a value used twice receives both gradients
+
+
+va, vb, vc = Value(2.0), Value(-3.0), Value(10.0)
+vL = (va * vb + vc).square()
+vL.backward()
+print(va.grad, vb.grad, vc.grad)
+
+# %% [markdown]
+# ## The same in tinyformer
+#
+# tinyformer does exactly this, on arrays. Every op is a `Function` with a `forward` and a
+# `backward`; `y.grad_fn` is the node that made `y`.
+
+# %%
+ta = tf.tensor(2.0, requires_grad=True)
+tb = tf.tensor(-3.0, requires_grad=True)
+tc = tf.tensor(10.0, requires_grad=True)
+tL = (ta * tb + tc) ** 2
+print("graph:", tL.grad_fn, "<-", tL.grad_fn.parents)
+tL.backward()
+print(ta.grad, tb.grad, tc.grad)
+assert (ta.grad, tb.grad, tc.grad) == (g_a, g_b, g_c)
+
+# %% [markdown]
+# ## Fan-out: gradients add up
+#
+# When a value feeds several ops, its gradient is the **sum** of what each use sends back.
+# In $f(x) = x \cdot x + 3x$, $x$ is used three times, and $f'(x) = 2x + 3$.
+
+# %%
+x = tf.tensor(4.0, requires_grad=True)
+f = x * x + x * 3
+f.backward()
+print(f"f'(4) = {x.grad} (expected {2 * 4 + 3})")
+
+# %% [markdown]
+# ## Derivatives of a whole curve
+#
+# With arrays, one backward gives the derivative at every point at once (each output depends on
+# its own input only). Here $f(x) = \tanh(x) \cdot x$, against the derivative we work out by hand:
+# $f'(x) = \tanh(x) + x (1 - \tanh^2 x)$.
+
+# %%
+xs = tf.Tensor(np.linspace(-3, 3, 200), requires_grad=True)
+ys = xs.tanh() * xs
+ys.sum().backward()
+by_hand = np.tanh(xs.data) + xs.data * (1 - np.tanh(xs.data) ** 2)
+assert np.allclose(xs.grad, by_hand)
+
+fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.plot(xs.data, ys.data, label="f(x) = x tanh(x)")
+ax.plot(xs.data, xs.grad, label="f'(x) from backward")
+ax.plot(xs.data[::12], by_hand[::12], "k.", label="f'(x) by hand")
+ax.axhline(0, color="gray", lw=0.5)
+ax.legend()
+ax.set_title("One backward pass, 200 derivatives")
+plt.show()
+
+# %% [markdown]
+# ## Deep graphs
+#
+# Because the sort is iterative, a chain of 10,000 ops is fine. (`math.prod` of the local
+# derivatives is the chain rule spelled out.) In float64, so that 10,000 roundings stay small.
+
+# %%
+x = tf.tensor([1.0], dtype="float64", requires_grad=True)
+y = x
+for _ in range(10_000):
+    y = y * 1.0001
+y.sum().backward()
+print(x.grad, "vs", math.prod([1.0001] * 10_000))
+
+# %% [markdown]
+# Next: how do we know a `backward` is right? Notebook 2 checks it against finite differences.

@@ -1,0 +1,166 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent,ipynb
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 2. Gradient checking
+#
+# A hand-written `backward` can be wrong in ways training hides for hours: a missing factor,
+# a transposed matrix, a gradient that forgets to sum over a broadcast axis. The cure is to
+# compare it with a derivative computed without any backward code at all: **finite differences**.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+import tinyformer as tf
+
+# %% [markdown]
+# ## Central differences
+#
+# $$f'(x) \approx \frac{f(x + \varepsilon) - f(x - \varepsilon)}{2\varepsilon}$$
+#
+# The error of this **central** difference shrinks like $\varepsilon^2$ (the one-sided
+# $(f(x+\varepsilon) - f(x))/\varepsilon$ only like $\varepsilon$). But a small $\varepsilon$
+# divides rounding noise: each $f$ carries a relative rounding error of about the machine
+# epsilon, $10^{-16}$ in float64 and $10^{-7}$ in float32, which the division by $\varepsilon$
+# amplifies. Let us measure both effects on $f(x) = e^x$ at $x = 1$, where $f'(1) = e$.
+
+# %%
+epsilons = np.logspace(-12, -1, 45)
+errors = {}
+for dtype in (np.float32, np.float64):
+    x = dtype(1.0)
+    errs = []
+    for eps in epsilons:
+        e = dtype(eps)
+        estimate = (np.exp(x + e) - np.exp(x - e)) / (2 * e)
+        errs.append(abs(float(estimate) - np.e) / np.e)
+    errors[np.dtype(dtype).name] = errs
+
+fig, ax = plt.subplots(figsize=(6, 3.5))
+for name, errs in errors.items():
+    ax.loglog(epsilons, errs, ".-", label=name)
+ax.axvline(1e-6, color="gray", ls="--", label="gradcheck's eps = 1e-6")
+ax.set_xlabel("step eps")
+ax.set_ylabel("relative error of f'(1)")
+ax.legend()
+ax.set_title("Truncation error falls, rounding error rises")
+plt.show()
+
+# %% [markdown]
+# In float64, $\varepsilon = 10^{-6}$ sits near the bottom of the curve: relative error
+# around $10^{-10}$. In float32 the best possible error is around $10^{-3}$ to $10^{-2}$,
+# as large as the bugs we want to catch. **So gradient checks run in float64.**
+
+# %%
+print({name: f"{errs[np.argmin(abs(epsilons - 1e-6))]:.1e}" for name, errs in errors.items()})
+
+# %% [markdown]
+# ## Relative error, not absolute
+#
+# A gradient of $10^{4}$ off by $10^{-3}$ is excellent; a gradient of $10^{-4}$ off by
+# $10^{-3}$ is garbage. `gradcheck` accepts $|a - n| \le \text{atol} + \text{rtol}\,|n|$
+# (analytic $a$, numeric $n$; PyTorch's rule, defaults atol $10^{-5}$, rtol $10^{-3}$).
+#
+# ## A correct backward passes
+
+# %%
+x = tf.Tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)
+print(tf.gradcheck(lambda x: tf.nn.functional.softmax(x, axis=-1), [x]))
+
+# %% [markdown]
+# `gradcheck` perturbed each of the 12 inputs, re-ran the forward twice per input, and compared
+# every entry of the $12 \times 12$ Jacobian with what backward produced for each one-hot
+# upstream gradient.
+#
+# ## A deliberately wrong backward
+#
+# Here is softmax with a classic slip: the backward forgets the $-\sum_j g_j y_j$ term.
+# (The right rule is $g_x = y \odot (g_y - \sum_j g_{y,j} y_j)$.)
+
+
+# %%
+class BrokenSoftmax(tf.Function):
+    @staticmethod
+    def forward(ctx, x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        y = e / e.sum(axis=-1, keepdims=True)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        (y,) = ctx.saved_tensors
+        return y * gy  # BUG: the - sum(gy * y) term is missing
+
+
+try:
+    tf.gradcheck(BrokenSoftmax.apply, [x])
+except tf.GradcheckError as error:
+    print(error)
+
+# %% [markdown]
+# Reading the report:
+# - **input 0 (shape (3, 4))** — which input's gradient is wrong;
+# - **output produced by: BrokenSoftmax** — which op made the output;
+# - **Jacobian entry (output, input element)** — the worst disagreement;
+# - **analytic vs numeric**, with the absolute and relative errors against the tolerance;
+# - how many entries are wrong: 48 of 144. Softmax mixes only within a row, so the entries
+#   linking different rows are zero for both methods; the 48 wrong ones are every entry of each
+#   row's 4 x 4 block. Errors everywhere the op has a derivative point at a missing term, not a
+#   single bad index.
+#
+# ## Subtler: off by one percent
+#
+# A gradient scaled by 1.01 trains almost as well, and silently. gradcheck still sees it:
+
+# %%
+class SlightlyOff(tf.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, gy):
+        (x,) = ctx.saved_tensors
+        return 2.02 * x * gy  # 1% too large
+
+
+print(tf.gradcheck(SlightlyOff.apply, [x], raise_exception=False))
+
+# %% [markdown]
+# ## Big inputs: fast mode
+#
+# The full Jacobian costs two forwards per input element and one backward per output element.
+# For big tensors, `fast_mode=True` compares one random projection $v^\top J u$ instead: two
+# forwards and one backward per input. A wrong gradient almost surely changes the projection.
+
+# %%
+big = tf.Tensor(np.random.default_rng(1).standard_normal((64, 128)), requires_grad=True)
+print("correct:", tf.gradcheck(lambda t: tf.nn.functional.softmax(t), [big], fast_mode=True))
+print("broken: ", tf.gradcheck(BrokenSoftmax.apply, [big], fast_mode=True, raise_exception=False))
+
+# %% [markdown]
+# ## Why float32 is refused
+
+# %%
+try:
+    tf.gradcheck(lambda t: t * 2, [tf.randn(3, requires_grad=True)])
+except ValueError as error:
+    print(error)
+
+# %% [markdown]
+# tinyformer's own test suite runs `gradcheck` on every op with random shapes (including
+# broadcasting and non-contiguous arrays), and checks that it would notice a 1% bug planted in
+# any op's backward. Try it yourself: `tinyformer gradcheck --op softmax`.
