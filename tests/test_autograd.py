@@ -86,7 +86,7 @@ def test_saved_arrays_are_released_after_backward():
     node = y.grad_fn
     y.sum().backward()
     with pytest.raises(RuntimeError, match="freed"):
-        node.saved_tensors
+        _ = node.saved_tensors
 
 
 def test_backward_on_non_scalar_needs_grad():

@@ -12,8 +12,14 @@ import tinyformer.nn.functional as F
 @pytest.mark.parametrize(
     "call, pattern",
     [
-        (lambda: tf.zeros(2, 3) @ tf.zeros(4, 5), r"matmul: inner dimensions .*\(2, 3\) @ \(4, 5\)"),
-        (lambda: tf.zeros(2, 3, 4) @ tf.zeros(5, 4, 2), r"matmul: batch .*\(2, 3, 4\).*\(5, 4, 2\)"),
+        (
+            lambda: tf.zeros(2, 3) @ tf.zeros(4, 5),
+            r"matmul: inner dimensions .*\(2, 3\) @ \(4, 5\)",
+        ),
+        (
+            lambda: tf.zeros(2, 3, 4) @ tf.zeros(5, 4, 2),
+            r"matmul: batch .*\(2, 3, 4\).*\(5, 4, 2\)",
+        ),
         (lambda: tf.zeros(2, 3) + tf.zeros(4), r"Add: .*\(2, 3\), \(4,\)"),
         (lambda: tf.zeros(2, 3) * tf.zeros(2, 2), r"Mul: .*\(2, 3\), \(2, 2\)"),
         (lambda: F.linear(tf.zeros(2, 3), tf.zeros(4, 5)), r"linear: .*\(2, 3\).*\(4, 5\)"),
@@ -30,20 +36,34 @@ import tinyformer.nn.functional as F
             r"embedding: index 9 at position \(0, 1\) is out of range for a table of 5 rows",
         ),
         (
-            lambda: F.scaled_dot_product_attention(tf.zeros(2, 4, 8), tf.zeros(2, 4, 6), tf.zeros(2, 4, 8)),
+            lambda: F.scaled_dot_product_attention(
+                tf.zeros(2, 4, 8), tf.zeros(2, 4, 6), tf.zeros(2, 4, 8)
+            ),
             r"scaled_dot_product_attention: q \(2, 4, 8\), k \(2, 4, 6\), v \(2, 4, 8\)",
         ),
         (
             lambda: F.scaled_dot_product_attention(
-                tf.zeros(2, 4, 8), tf.zeros(2, 5, 8), tf.zeros(2, 5, 8), attn_mask=np.ones((4, 4), bool)
+                tf.zeros(2, 4, 8),
+                tf.zeros(2, 5, 8),
+                tf.zeros(2, 5, 8),
+                attn_mask=np.ones((4, 4), bool),
             ),
             r"mask \(4, 4\)",
         ),
-        (lambda: F.layer_norm(tf.zeros(2, 3), 4), r"layer_norm: input of shape \(2, 3\) does not end in \(4,\)"),
+        (
+            lambda: F.layer_norm(tf.zeros(2, 3), 4),
+            r"layer_norm: input of shape \(2, 3\) does not end in \(4,\)",
+        ),
         (lambda: tf.zeros(2, 3).reshape(4, 2), r"Reshape: .*size 6.*\(2, 3\)"),
         (lambda: tf.zeros(2, 3).sum(axis=2), r"sum: axis 2 is out of range"),
-        (lambda: tf.cat([tf.zeros(2, 3), tf.zeros(3, 2)]), r"cat: shapes \(2, 3\), \(3, 2\) differ"),
-        (lambda: tf.zeros(2, 3).masked_fill(np.ones(4, bool), 0.0), r"masked_fill: mask of shape \(4,\)"),
+        (
+            lambda: tf.cat([tf.zeros(2, 3), tf.zeros(3, 2)]),
+            r"cat: shapes \(2, 3\), \(3, 2\) differ",
+        ),
+        (
+            lambda: tf.zeros(2, 3).masked_fill(np.ones(4, bool), 0.0),
+            r"masked_fill: mask of shape \(4,\)",
+        ),
         (lambda: F.softmax(tf.zeros(2, 3), axis=3), r"softmax: axis 3 is out of range"),
         (lambda: F.dropout(tf.zeros(3), p=1.5), r"dropout: p must be in \[0, 1\], got 1.5"),
         (lambda: tf.zeros(3).squeeze(0), r"squeeze: axis 0 of shape \(3,\) has size 3"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -19,7 +18,9 @@ def t64(a, grad=True):
     return tf.Tensor(np.asarray(a, np.float64), requires_grad=grad)
 
 
-@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3), elements=st.floats(-50, 50)))
+@given(
+    hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3), elements=st.floats(-50, 50))
+)
 def test_softmax_rows_sum_to_one(x):
     y = F.softmax(tf.Tensor(x), axis=-1).data
     np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-12)

@@ -347,7 +347,8 @@ def _root_grad(t: Tensor, g: Any) -> Any:
         if t.size != 1:
             raise RuntimeError(
                 f"backward: a gradient can be implied only for a single-element output, but this "
-                f"one has shape {t.shape}. Reduce it first (e.g. .sum()) or pass grad= of that shape."
+                f"one has shape {t.shape}. Reduce it first (e.g. .sum()) or pass grad= of that "
+                "shape."
             )
         return np.ones_like(t.data)
     g = g.data if isinstance(g, Tensor) else np.asarray(g)

@@ -1,13 +1,14 @@
 """The `tinyformer` command line.
 
-    tinyformer demo                   autograd on a small attention layer, then gradcheck every op
-    tinyformer gradcheck [--samples]  gradcheck every op (or --op NAME) and print a table
-    tinyformer explain [PRIMITIVE]    which kernel runs for each primitive, and why
+tinyformer demo                   autograd on a small attention layer, then gradcheck every op
+tinyformer gradcheck [--samples]  gradcheck every op (or --op NAME) and print a table
+tinyformer explain [PRIMITIVE]    which kernel runs for each primitive, and why
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 
@@ -71,7 +72,7 @@ def _gradcheck_all(samples: int, only: str | None) -> int:
             if not any(isinstance(t, tf.Tensor) and t.requires_grad for t in inputs):
                 continue
             try:
-                tf.gradcheck(lambda *xs: spec.fn(*xs, **sample.kwargs), inputs, upstream="random")
+                tf.gradcheck(functools.partial(spec.fn, **sample.kwargs), inputs, upstream="random")
             except tf.GradcheckError as error:
                 status, failures = f"FAILED (sample {seed})\n{error}", failures + 1
                 break

@@ -178,7 +178,9 @@ def gradcheck(
                 numeric = v @ _numeric_columns(fn, inputs, t, eps, directions=[u])
                 a_proj = np.array([np.sum(a * u)])
                 if not np.allclose(a_proj, numeric, rtol=rtol, atol=atol):
-                    where = "the random projection v^T J u (rerun with fast_mode=False for elements)"
+                    where = (
+                        "the random projection v^T J u (rerun with fast_mode=False for elements)"
+                    )
                     msg = _report("fast", i, t, a_proj, numeric, atol, rtol, producer, where)
                     return _fail(msg, raise_exception)
             else:

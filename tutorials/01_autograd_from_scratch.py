@@ -47,11 +47,11 @@ print(f"d = {d}, e = {e}, L = {L}")
 # Backward walks the nodes in reverse. Each node knows its **local** derivative; the chain rule
 # multiplies it by the gradient arriving from above ("upstream"):
 #
-# | node | local derivative | gradient |
+# | node | local derivatives | gradients |
 # |---|---|---|
-# | $L = e^2$ | $\partial L/\partial e = 2e$ | $g_e = 2e$ |
-# | $e = d + c$ | $\partial e/\partial d = \partial e/\partial c = 1$ | $g_d = g_c = g_e$ |
-# | $d = a b$ | $\partial d/\partial a = b,\ \partial d/\partial b = a$ | $g_a = g_d b,\ g_b = g_d a$ |
+# | $L = e^2$ | $L'_e = 2e$ | $g_e = 2e$ |
+# | $e = d + c$ | $e'_d = e'_c = 1$ | $g_d = g_c = g_e$ |
+# | $d = ab$ | $d'_a = b$, $d'_b = a$ | $g_a = g_d b$, $g_b = g_d a$ |
 
 # %%
 g_L = 1.0  # dL/dL
@@ -77,7 +77,9 @@ class Value:
         self.parents, self._backward = parents, backward
 
     def __mul__(self, other):
-        return Value(self.data * other.data, (self, other), lambda g: (g * other.data, g * self.data))
+        return Value(
+            self.data * other.data, (self, other), lambda g: (g * other.data, g * self.data)
+        )
 
     def __add__(self, other):
         return Value(self.data + other.data, (self, other), lambda g: (g, g))

@@ -124,6 +124,7 @@ except tf.GradcheckError as error:
 #
 # A gradient scaled by 1.01 trains almost as well, and silently. gradcheck still sees it:
 
+
 # %%
 class SlightlyOff(tf.Function):
     @staticmethod

@@ -89,19 +89,22 @@ def _op_cases(s: dict[str, int]) -> list[tuple[str, str, Callable[[], tf.Tensor]
     ]
 
 
+def _forward_backward(fn: Callable[[], tf.Tensor], leaves: list) -> Callable[[], None]:
+    gy = np.ones_like(fn().data)
+
+    def run() -> None:
+        for t in leaves:
+            t.grad = None
+        fn().backward(gy)
+
+    return run
+
+
 def op_timings(shapes: dict[str, int] = BABY, repeats: int = 7) -> list[dict[str, Any]]:
     rows = []
     for name, shape, fn, leaves in _op_cases(shapes):
-        y = fn()
-        gy = np.ones_like(y.data)
-
-        def forward_backward():
-            for t in leaves:
-                t.grad = None
-            fn().backward(gy)
-
         t_fwd = median_time(fn, repeats)
-        t_all = median_time(forward_backward, repeats)
+        t_all = median_time(_forward_backward(fn, leaves), repeats)
         rows.append(
             {
                 "op": name,

@@ -57,9 +57,11 @@ def as_operand(x: Any, like: Any = None) -> Any:
     if dtype is not None and dtype.kind == "f" and isinstance(x, (int, float, bool, np.number)):
         return np.asarray(x, dtype=dtype)
     array = np.asarray(x)
-    return array.astype(np.float32) if array.dtype == np.float64 and not isinstance(
-        x, np.ndarray
-    ) else array
+    return (
+        array.astype(np.float32)
+        if array.dtype == np.float64 and not isinstance(x, np.ndarray)
+        else array
+    )
 
 
 def binary_operands(x1: Any, x2: Any) -> tuple[Any, Any]:

@@ -1,7 +1,8 @@
 """cross_entropy: softmax cross-entropy of logits against class indices.
 
 Shapes    logits (N, C) or (N, C, d1, ...) with classes on axis 1, as in PyTorch; target (N,) or
-          (N, d1, ...) of integer class indices. The primitives see rows: logits (R, C), target (R,).
+          (N, d1, ...) of integer class indices. The primitives see rows: logits (R, C),
+          target (R,).
 Forward   lse = logsumexp(logits row),  log p_c = logits_c - lse
           loss_row = (1 - eps) * (-log p_target) + eps * mean_c(-log p_c)   (eps = label_smoothing)
           rows whose target is `ignore_index` give 0 and are left out of the mean.

@@ -3,7 +3,8 @@
 Forward   exact:  y = x * Phi(x),   Phi(x) = P(N(0,1) <= x) = erfc(-x / sqrt 2) / 2
           tanh:   y = x/2 * (1 + tanh(u)),   u = sqrt(2/pi) * (x + 0.044715 x^3)
 Backward  exact:  gx = gy * (Phi(x) + x * phi(x)),   phi(x) = exp(-x^2/2) / sqrt(2 pi)
-          tanh:   gx = gy * (1/2 (1 + tanh u) + x/2 (1 - tanh^2 u) * sqrt(2/pi) (1 + 3 * 0.044715 x^2))
+          tanh:   gx = gy * (1/2 (1 + tanh u) + x/2 (1 - tanh^2 u) u'),
+                  u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 Saved     x: recomputing Phi or tanh(u) in backward is cheaper than storing a second array.
 
 NumPy has no erf, so `erfc` below is written here: the Numerical Recipes form

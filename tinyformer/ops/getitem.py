@@ -69,9 +69,13 @@ def _sample(draw) -> Sample:
     elif kind == "mask":
         index = draw.rng.random(shape) < 0.5
     else:
-        index = (slice(None), None, Ellipsis) if len(shape) == 1 else (
-            draw.rng.integers(0, n, size=3),
-            slice(None, None, -1),
+        index = (
+            (slice(None), None, Ellipsis)
+            if len(shape) == 1
+            else (
+                draw.rng.integers(0, n, size=3),
+                slice(None, None, -1),
+            )
         )
     return Sample([floats(draw, shape)], {"index": index})
 

@@ -12,8 +12,6 @@ single (out, rows) @ (rows, in) product.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats

@@ -46,7 +46,5 @@ def logsumexp(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
 
 
 SPECS = [
-    OpSpec(
-        "logsumexp", logsumexp, reduction_sample(lambda d, s: floats(d, s, -5, 5)), (LogSumExp,)
-    )
+    OpSpec("logsumexp", logsumexp, reduction_sample(lambda d, s: floats(d, s, -5, 5)), (LogSumExp,))
 ]

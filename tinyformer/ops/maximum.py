@@ -1,7 +1,8 @@
 """maximum and minimum: elementwise larger / smaller of two tensors, with broadcasting.
 
 Forward   y = max(x1, x2)                      (minimum(x1, x2) = -maximum(-x1, -x2))
-Backward  the gradient goes to whichever input is larger: gx1 = gy * [x1 > x2], gx2 = gy * [x2 > x1];
+Backward  the gradient goes to whichever input is larger:
+          gx1 = gy * [x1 > x2],  gx2 = gy * [x2 > x1];
           at ties, each gets half (gy / 2), the average of the two one-sided derivatives, as
           PyTorch does. Then `unbroadcast` to each input's shape.
 Saved     x1 and x2, to know which was larger.

@@ -35,7 +35,9 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.
     if mode != "constant":
         raise OpError(f"pad: only mode='constant' is implemented, got {mode!r}")
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
-        raise OpError(f"pad: {tuple(pad)} must hold (before, after) pairs for at most {x.ndim} axes")
+        raise OpError(
+            f"pad: {tuple(pad)} must hold (before, after) pairs for at most {x.ndim} axes"
+        )
     if any(p < 0 for p in pad):
         raise OpError(f"pad: negative padding {tuple(pad)} is not supported")
     pairs = [(pad[i], pad[i + 1]) for i in range(0, len(pad), 2)]

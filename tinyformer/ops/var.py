@@ -54,7 +54,11 @@ def _sample(draw) -> Sample:
     shape = draw.shape(min_dims=1, min_side=2)
     ndim = len(shape)
     axis = draw.choice([None, draw.integers(-ndim, ndim - 1)])
-    kwargs = {"axis": axis, "keepdims": bool(draw.integers(0, 1)), "correction": draw.integers(0, 1)}
+    kwargs = {
+        "axis": axis,
+        "keepdims": bool(draw.integers(0, 1)),
+        "correction": draw.integers(0, 1),
+    }
     return Sample([floats(draw, shape)], kwargs)
 
 
