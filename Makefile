@@ -2,7 +2,7 @@
 PYTHON ?= python
 PIP := $(PYTHON) -m pip
 NOTEBOOKS := $(patsubst tutorials/%.py,tutorials/%.ipynb,$(wildcard tutorials/[0-9]*.py))
-PYTEST_FLAGS ?= -q
+PYTEST_FLAGS ?= -q -rs
 
 .PHONY: help install dev test unit notebooks lint format docs bench clean
 
