@@ -233,7 +233,7 @@ class Function:
             y = np.asarray(y)
         if _anomaly_enabled:
             _check_finite(y, cls.__name__, "forward output")
-        if True not in needs:
+        if not any(needs):
             return Tensor._make(y, None)
         ctx.parents = tuple(
             (x.grad_fn if x.grad_fn is not None else x) if need else None

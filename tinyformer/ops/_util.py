@@ -52,16 +52,13 @@ def as_operand(x: Any, like: Any = None) -> Any:
     the other operand, so `x * 2` stays float32)."""
     if isinstance(x, Tensor):
         return x
-    like_data = like.data if isinstance(like, Tensor) else like
-    dtype = getattr(like_data, "dtype", None)
+    dtype = getattr(data_of(like), "dtype", None)
     if dtype is not None and dtype.kind == "f" and isinstance(x, (int, float, bool, np.number)):
         return np.asarray(x, dtype=dtype)
-    array = np.asarray(x)
-    return (
-        array.astype(np.float32)
-        if array.dtype == np.float64 and not isinstance(x, np.ndarray)
-        else array
-    )
+    if isinstance(x, np.ndarray):
+        return x
+    array = np.asarray(x)  # Python data: floats become float32, as in tinyformer.tensor
+    return array.astype(np.float32) if array.dtype == np.float64 else array
 
 
 def binary_operands(x1: Any, x2: Any) -> tuple[Any, Any]:
