@@ -42,6 +42,11 @@ def test_bench_quick_writes_json_and_png(tmp_path, capsys):
     assert bench_main(["--quick", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "bench.json").read_text())
     assert results["engine"]["total_us_per_op"] > 0
-    assert {row["op"] for row in results["ops"]} >= {"linear", "softmax", "attention"}
-    assert (tmp_path / "ops.png").read_bytes()[:4] == b"\x89PNG"
+    assert {row["op"] for row in results["ops"]["rows"]} >= {"linear", "softmax", "attention"}
+    kernels = results["kernels_quick"]["rows"]
+    assert {row["primitive"] for row in kernels} >= {"attention.backward", "adamw.step"}
+    assert all(row["numpy_ms"] > 0 for row in kernels)
+    assert [row["T"] for row in results["attention_memory"]] == [64, 128]
+    for chart in ("ops.png", "speedup_quick.png"):
+        assert (tmp_path / chart).read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files

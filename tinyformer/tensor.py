@@ -367,7 +367,9 @@ def ones(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -
     return Tensor(np.ones(_shape(shape), dtype), requires_grad=requires_grad)
 
 
-def full(shape: Any, value: float, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False):
+def full(
+    shape: Any, value: float, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False
+) -> Tensor:
     return Tensor(np.full(shape, value, dtype), requires_grad=requires_grad)
 
 

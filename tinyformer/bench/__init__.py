@@ -72,8 +72,15 @@ def save_json(path: Path, results: dict[str, Any]) -> None:
     _atomic_write(path, lambda f: json.dump(results, f, indent=2))
 
 
-def save_chart(path: Path, rows: list[dict[str, Any]], label: str, bars: list[str], title: str):
-    """A grouped horizontal bar chart of `bars` columns (milliseconds) per row."""
+def save_chart(
+    path: Path,
+    rows: list[dict[str, Any]],
+    label: str,
+    bars: list[str],
+    title: str,
+    unit: str = "milliseconds (median)",
+) -> None:
+    """A grouped horizontal bar chart of the `bars` columns, one group per row."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -87,7 +94,7 @@ def save_chart(path: Path, rows: list[dict[str, Any]], label: str, bars: list[st
     ax.set_yticks([j + 0.4 - height / 2 for j in range(len(rows))])
     ax.set_yticklabels([r[label] for r in rows])
     ax.invert_yaxis()
-    ax.set_xlabel("milliseconds (median)")
+    ax.set_xlabel(unit)
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()

@@ -1,4 +1,5 @@
-"""`python -m tinyformer.bench [--quick] [--out DIR]`: print the tables, write JSON and a PNG."""
+"""`python -m tinyformer.bench [--only SECTIONS] [--quick] [--out DIR]`: print the tables, write
+JSON and PNG charts. Sections: engine, ops, kernels, memory."""
 
 from __future__ import annotations
 
@@ -7,35 +8,90 @@ from pathlib import Path
 
 from tinyformer.bench import machine, print_table, save_chart, save_json
 from tinyformer.bench.cases import BABY, engine_overhead, op_timings
+from tinyformer.bench.kernels import attention_memory, geometric_mean, kernel_timings
+
+SMALL = {"B": 8, "T": 256, "C": 384, "nh": 6, "V": 65, "layers": 6}
+QUICK = {"B": 2, "T": 8, "C": 16, "nh": 2, "V": 11}
+SECTIONS = ("engine", "ops", "kernels", "memory")
+
+
+def _kernels(name: str, shapes: dict, repeats: int, out: Path, results: dict) -> None:
+    rows = kernel_timings(shapes, repeats)
+    speedups = [r["speedup"] for r in rows if "speedup" in r]
+    columns = ["primitive", "shape", "numpy_ms", "numba_ms", "speedup", "GB/s", "GFLOP/s"]
+    if any("torch_ms" in r for r in rows):
+        columns.append("torch_ms")
+    title = f"Kernels at {name} shapes {shapes} (milliseconds, median)"
+    print_table(title, rows, columns)
+    print(f"geometric mean speedup: {geometric_mean(speedups):.2f}x over {len(speedups)} rows")
+    results[f"kernels_{name}"] = {
+        "shapes": shapes,
+        "rows": rows,
+        "geomean": geometric_mean(speedups),
+    }
+    if speedups:
+        chart = [{"primitive": r["primitive"], "speedup": r["speedup"]} for r in rows]
+        save_chart(
+            out / f"speedup_{name}.png",
+            chart,
+            "primitive",
+            ["speedup"],
+            f"Numba speedup over the NumPy reference, {name} shapes",
+            unit="x reference",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tinyformer.bench", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
     args = parser.parse_args(argv)
+    only = set(args.only.split(","))
+    unknown = only - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    repeats = 3 if args.quick else 15
+    results: dict = {"machine": machine()}
 
-    shapes = {"B": 2, "T": 8, "C": 16, "nh": 2, "V": 11} if args.quick else BABY
-    engine = engine_overhead(n_ops=500 if args.quick else 10_000, repeats=3 if args.quick else 5)
-    ops = op_timings(shapes, repeats=2 if args.quick else 7)
-
-    print_table(
-        f"Engine overhead: a chain of {engine['ops']} elementwise ops on one element "
-        "(microseconds per op)",
-        [engine],
-        ["forward_us_per_op", "backward_us_per_op", "total_us_per_op", "numpy_us_per_op",
-         "bookkeeping_us_per_op"],
-    )  # fmt: skip
-    print_table(
-        f"Ops at shapes B={shapes['B']} T={shapes['T']} C={shapes['C']} nh={shapes['nh']} "
-        f"V={shapes['V']} (milliseconds, median)",
-        ops,
-        ["op", "shape", "forward_ms", "backward_ms", "total_ms"],
-    )
-    results = {"machine": machine(), "shapes": shapes, "engine": engine, "ops": ops}
+    if "engine" in only:
+        engine = engine_overhead(
+            n_ops=500 if args.quick else 10_000, repeats=3 if args.quick else 5
+        )
+        results["engine"] = engine
+        print_table(
+            f"Engine overhead: a chain of {engine['ops']} elementwise ops on one element "
+            "(microseconds per op)",
+            [engine],
+            ["forward_us_per_op", "backward_us_per_op", "total_us_per_op", "numpy_us_per_op",
+             "bookkeeping_us_per_op"],
+        )  # fmt: skip
+    if "ops" in only:
+        shapes = QUICK if args.quick else BABY
+        ops = op_timings(shapes, repeats=2 if args.quick else 7)
+        results["ops"] = {"shapes": shapes, "rows": ops}
+        print_table(
+            f"Ops through autograd at shapes {shapes} (milliseconds, median)",
+            ops,
+            ["op", "shape", "forward_ms", "backward_ms", "total_ms"],
+        )
+        save_chart(args.out / "ops.png", ops, "op", ["forward_ms", "backward_ms"], "tinyformer ops")
+    if "kernels" in only:
+        for name, shapes in (
+            [("quick", QUICK)] if args.quick else [("baby", BABY), ("small", SMALL)]
+        ):
+            _kernels(name, shapes, repeats, args.out, results)
+    if "memory" in only:
+        lengths = (64, 128) if args.quick else (256, 1024, 4096)
+        memory = attention_memory(lengths)
+        results["attention_memory"] = memory
+        print_table(
+            "Attention forward + backward: peak extra memory (MiB), one head of size 64",
+            memory,
+            list(memory[0]),
+        )
     save_json(args.out / "bench.json", results)
-    save_chart(args.out / "ops.png", ops, "op", ["forward_ms", "backward_ms"], "tinyformer ops")
-    print(f"\nwrote {args.out / 'bench.json'} and {args.out / 'ops.png'}")
+    print(f"\nwrote {args.out}/bench.json and charts")
     return 0
 
 

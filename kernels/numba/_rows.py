@@ -1,0 +1,23 @@
+"""Array plumbing shared by the Numba kernel wrappers (no kernels here)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+FLOATS = ("float32", "float64")
+# LLVM's fast-math flags minus "nnan" and "ninf": those let the compiler assume no NaN or Inf,
+# but masked attention, masked_fill(-inf) + softmax and fully masked rows rely on -inf behaving
+# exactly (exp(-inf) = 0). Reassociation (vectorised sums), contraction (FMA) and fast
+# approximations of exp/log stay on.
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+
+def flat(x: np.ndarray) -> np.ndarray:
+    """x as a C-contiguous 1-D array (a view when x is contiguous)."""
+    return np.ascontiguousarray(x).reshape(-1)
+
+
+def as_rows(x: np.ndarray) -> np.ndarray:
+    """x as a C-contiguous (rows, last axis) array: a view when x is contiguous, else a copy."""
+    x = np.ascontiguousarray(x)
+    return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)

@@ -1,0 +1,73 @@
+"""Numba kernels for fused softmax cross-entropy over rows of (R, C): log-sum-exp and the
+picked logit in one pass per row; the backward writes p - (1 - eps) onehot - eps / C directly,
+never forming a one-hot matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+from tinyformer.kernels.numba._fastexp import exp_nonpositive
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
+
+from tinyformer.registry import kernel
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _forward(logits, target, ignore_index, smoothing, loss, lse):
+    n, c = logits.shape
+    zero, one = logits.dtype.type(0), logits.dtype.type(1)
+    for i in prange(n):
+        top = logits[i, 0]
+        total_logits = zero
+        for j in range(c):
+            top = max(top, logits[i, j])
+            total_logits += logits[i, j]
+        total = zero
+        for j in range(c):
+            total += exp_nonpositive(logits[i, j] - top)
+        row_lse = top + np.log(total)
+        lse[i] = row_lse
+        t = target[i]
+        if t == ignore_index:
+            loss[i] = zero
+        else:
+            nll = row_lse - logits[i, t]
+            smooth = row_lse - total_logits / c
+            loss[i] = (one - smoothing) * nll + smoothing * smooth
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _backward(gloss, logits, target, lse, ignore_index, smoothing, glogits):
+    n, c = logits.shape
+    zero, one = logits.dtype.type(0), logits.dtype.type(1)
+    uniform = smoothing / c
+    for i in prange(n):
+        t = target[i]
+        if t == ignore_index:
+            for j in range(c):
+                glogits[i, j] = zero
+            continue
+        g = gloss[i]
+        for j in range(c):
+            glogits[i, j] = g * (exp_nonpositive(logits[i, j] - lse[i]) - uniform)
+        glogits[i, t] -= g * (one - smoothing)
+
+
+@kernel("cross_entropy.forward", backend="numba", dtypes=FLOATS)
+def cross_entropy_forward(logits, target, ignore_index, label_smoothing):
+    logits = np.ascontiguousarray(logits)
+    n = logits.shape[0]
+    loss, lse = np.empty(n, logits.dtype), np.empty(n, logits.dtype)
+    eps = logits.dtype.type(label_smoothing)
+    _forward(logits, np.ascontiguousarray(target), ignore_index, eps, loss, lse)
+    return loss, lse
+
+
+@kernel("cross_entropy.backward", backend="numba", dtypes=FLOATS)
+def cross_entropy_backward(gloss, logits, target, lse, ignore_index, label_smoothing):
+    logits = np.ascontiguousarray(logits)
+    glogits = np.empty_like(logits)
+    eps = logits.dtype.type(label_smoothing)
+    gloss = np.ascontiguousarray(gloss)
+    _backward(gloss, logits, np.ascontiguousarray(target), lse, ignore_index, eps, glogits)
+    return glogits

@@ -1,0 +1,181 @@
+"""Kernel benchmarks: every primitive, NumPy reference vs each kernel backend, at model shapes.
+
+For each primitive the table gives the median time of the reference and of the kernel, the
+speedup, and the kernel's achieved throughput: GB/s for memory-bound primitives (bytes read and
+written once, the least any implementation must move) or GFLOP/s for attention (2 flops per
+multiply-add; causal attention counts only the unmasked half). With torch installed, a column
+shows PyTorch CPU on the same inputs (forward primitives only; torch's backward runs through its
+autograd and is not comparable primitive by primitive).
+
+Attention memory: peak memory allocated during attention forward + backward (tracemalloc sees
+NumPy's allocations; the Numba kernels allocate nothing themselves, every buffer is a NumPy array
+made by their Python wrapper), at growing T, one head of size 64.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import math
+import operator
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tinyformer import registry
+from tinyformer.bench import median_time
+
+
+@dataclass
+class Case:
+    primitive: str
+    label: str
+    args: tuple
+    kwargs: dict
+    bytes: int = 0  # minimum bytes moved (for GB/s)
+    flops: int = 0  # for GFLOP/s (attention)
+    torch: Callable[[Any], Any] | None = None  # forward: lambda torch -> thunk
+
+
+def _torch(path: str, *args: Any, **kwargs: Any) -> Callable[[Any], Callable[[], Any]]:
+    """The PyTorch function at `path` (e.g. "nn.functional.gelu") on the same arrays, as a
+    `torch -> thunk` factory, so torch is imported only when it is installed."""
+
+    def make(torch: Any) -> Callable[[], Any]:
+        fn = operator.attrgetter(path)(torch)
+        tensors = [torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in args]
+        return functools.partial(fn, *tensors, **kwargs)
+
+    return make
+
+
+def _cases(s: dict[str, int], dtype=np.float32) -> list[Case]:
+    rng = np.random.default_rng(0)
+    B, T, C, nh, V = s["B"], s["T"], s["C"], s["nh"], s["V"]
+    hs, rows = C // nh, B * T
+
+    def f(*shape):
+        return rng.standard_normal(shape).astype(dtype)
+
+    size = np.dtype(dtype).itemsize
+    scores, logits, x, h = f(B, nh, T, T), f(rows, V), f(rows, C), f(rows, 4 * C)
+    target = rng.integers(0, V, rows)
+    w, b = f(C), f(C)
+    q, k, v, gy_att = f(B, nh, T, hs), f(B, nh, T, hs), f(B, nh, T, hs), f(B, nh, T, hs)
+    scale = 1 / math.sqrt(hs)
+    with registry.prefer(registry.REFERENCE):
+        y_sm = registry.call("softmax.forward", scores)
+        y_lsm = registry.call("log_softmax.forward", logits)
+        _, lse_ce = registry.call("cross_entropy.forward", logits, target, -100, 0.1)
+        _, mu, rstd = registry.call("layer_norm.forward", x, w, b, 1e-5)
+        y_att, lse_att = registry.call("attention.forward", q, k, v, None, True, scale)
+        _, keep = registry.call("dropout.forward", h, 0.1, 1234)
+    n_params = 12 * C * C * s.get("layers", 4) + V * C + T * C
+    p, g, m1, m2 = f(n_params), f(n_params), np.zeros(n_params, dtype), np.ones(n_params, dtype)
+    att_flops = 4 * B * nh * T * (T + 1) // 2 * hs  # causal: T(T+1)/2 pairs, 2 products each
+    sh = {
+        "scores": f"({B},{nh},{T},{T})",
+        "logits": f"({rows},{V})",
+        "x": f"({rows},{C})",
+        "h": f"({rows},{4 * C})",
+        "qkv": f"({B},{nh},{T},{hs}) causal",
+    }
+    return [
+        Case("softmax.forward", sh["scores"], (scores,), {}, 2 * scores.nbytes,
+             torch=_torch("softmax", scores, -1)),
+        Case("softmax.backward", sh["scores"], (scores, y_sm), {}, 3 * scores.nbytes),
+        Case("log_softmax.forward", sh["logits"], (logits,), {}, 2 * logits.nbytes,
+             torch=_torch("log_softmax", logits, -1)),
+        Case("log_softmax.backward", sh["logits"], (logits, y_lsm), {}, 3 * logits.nbytes),
+        Case("cross_entropy.forward", sh["logits"], (logits, target, -100, 0.1), {},
+             logits.nbytes + rows * 8,
+             torch=_torch("nn.functional.cross_entropy", logits, target, reduction="none",
+                          label_smoothing=0.1)),
+        Case("cross_entropy.backward", sh["logits"],
+             (np.ones(rows, dtype), logits, target, lse_ce, -100, 0.1), {}, 2 * logits.nbytes),
+        Case("layer_norm.forward", sh["x"], (x, w, b, 1e-5), {}, 2 * x.nbytes,
+             torch=_torch("nn.functional.layer_norm", x, (C,), w, b)),
+        Case("layer_norm.backward", sh["x"], (x, x, w, mu, rstd), {}, 3 * x.nbytes),
+        Case("gelu.forward", sh["h"], (h, "none"), {}, 2 * h.nbytes,
+             torch=_torch("nn.functional.gelu", h)),
+        Case("gelu.backward", sh["h"], (h, h, "none"), {}, 3 * h.nbytes),
+        Case("gelu.forward[tanh]", sh["h"], (h, "tanh"), {}, 2 * h.nbytes,
+             torch=_torch("nn.functional.gelu", h, approximate="tanh")),
+        Case("gelu.backward[tanh]", sh["h"], (h, h, "tanh"), {}, 3 * h.nbytes),
+        Case("embedding.backward", f"({rows},{C}) into ({V},{C})", (x, target, V, None), {},
+             x.nbytes + V * C * size),
+        Case("attention.forward", sh["qkv"], (q, k, v, None, True, scale), {}, flops=att_flops,
+             torch=_torch("nn.functional.scaled_dot_product_attention", q, k, v, is_causal=True)),
+        Case("attention.backward", sh["qkv"],
+             (gy_att, q, k, v, y_att, lse_att, None, True, scale), {}, flops=2 * att_flops),
+        Case("dropout.forward", sh["h"], (h, 0.1, 1234), {}, 2 * h.nbytes + h.size),
+        Case("dropout.backward", sh["h"], (h, keep, 0.1), {}, 2 * h.nbytes + h.size),
+        Case("adamw.step", f"({n_params},) params", (p, g, m1, m2),
+             {"lr": 1e-3, "beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.1,
+              "step": 10}, 7 * p.nbytes),
+    ]  # fmt: skip
+
+
+def _primitive_name(case: Case) -> str:
+    return case.primitive.split("[")[0]
+
+
+def kernel_timings(shapes: dict[str, int], repeats: int = 15) -> list[dict[str, Any]]:
+    torch = None
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        torch.set_num_threads(2)  # the machines this project targets have 2 cores
+    rows = []
+    for case in _cases(shapes):
+        name = _primitive_name(case)
+
+        def run(backend: str, case: Case = case, name: str = name) -> float:
+            with registry.prefer(backend):
+                return median_time(lambda: registry.call(name, *case.args, **case.kwargs), repeats)
+
+        row = {"primitive": case.primitive, "shape": case.label}
+        row["numpy_ms"] = run(registry.REFERENCE) * 1e3
+        for backend in registry.backends(name):
+            if backend == registry.REFERENCE:
+                continue
+            t = run(backend)
+            row[f"{backend}_ms"] = t * 1e3
+            row["speedup"] = row["numpy_ms"] / row[f"{backend}_ms"]
+            if case.flops:
+                row["GFLOP/s"] = case.flops / t / 1e9
+            else:
+                row["GB/s"] = case.bytes / t / 1e9
+        if torch is not None and case.torch is not None:
+            with torch.no_grad():
+                row["torch_ms"] = median_time(case.torch(torch), repeats) * 1e3
+        rows.append(row)
+    return rows
+
+
+def geometric_mean(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
+
+
+def attention_memory(lengths: tuple[int, ...] = (256, 1024, 4096), head: int = 64):
+    """Peak bytes allocated by attention forward + backward beyond the inputs, per backend."""
+    rows = []
+    rng = np.random.default_rng(0)
+    for t in lengths:
+        q, k, v, gy = (rng.standard_normal((1, t, head)).astype(np.float32) for _ in range(4))
+        row: dict[str, Any] = {"T": t}
+        for backend in registry.backends("attention.forward"):
+            with registry.prefer(backend):
+                registry.call("attention.forward", q[:, :8], k[:, :8], v[:, :8], None, True, 0.1)
+                tracemalloc.start()
+                y, lse = registry.call("attention.forward", q, k, v, None, True, 0.125)
+                grads = registry.call("attention.backward", gy, q, k, v, y, lse, None, True, 0.125)
+                _, peak = tracemalloc.get_traced_memory()
+                tracemalloc.stop()
+                del y, lse, grads
+            row[f"{backend}_MB"] = peak / 2**20
+        rows.append(row)
+    return rows
