@@ -17,40 +17,39 @@ def _forward(logits, target, ignore_index, smoothing, loss, lse):
     n, c = logits.shape
     zero, one = logits.dtype.type(0), logits.dtype.type(1)
     for i in prange(n):
-        top = logits[i, 0]
-        total_logits = zero
-        for j in range(c):
-            top = max(top, logits[i, j])
-            total_logits += logits[i, j]
+        row = logits[i]  # a 1-D view: 2-D indexing in the inner loops blocks vectorisation
+        top = row.max()
         total = zero
         for j in range(c):
-            total += exp_nonpositive(logits[i, j] - top)
+            total += exp_nonpositive(row[j] - top)
         row_lse = top + np.log(total)
         lse[i] = row_lse
         t = target[i]
         if t == ignore_index:
             loss[i] = zero
         else:
-            nll = row_lse - logits[i, t]
-            smooth = row_lse - total_logits / c
+            nll = row_lse - row[t]
+            smooth = row_lse - row.sum() / c
             loss[i] = (one - smoothing) * nll + smoothing * smooth
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _backward(gloss, logits, target, lse, ignore_index, smoothing, glogits):
     n, c = logits.shape
-    zero, one = logits.dtype.type(0), logits.dtype.type(1)
+    one = logits.dtype.type(1)
     uniform = smoothing / c
     for i in prange(n):
+        row = logits[i]
+        grow = glogits[i]
         t = target[i]
-        if t == ignore_index:
-            for j in range(c):
-                glogits[i, j] = zero
-            continue
-        g = gloss[i]
+        # Multiply by 0 for ignored rows rather than `continue`: Numba's parfor pass hoisted the
+        # row views out of the loop when they were made after a `continue` (every row got row 0).
+        g = gloss[i] * row.dtype.type(t != ignore_index)
+        row_lse = lse[i]
         for j in range(c):
-            glogits[i, j] = g * (exp_nonpositive(logits[i, j] - lse[i]) - uniform)
-        glogits[i, t] -= g * (one - smoothing)
+            grow[j] = g * (exp_nonpositive(row[j] - row_lse) - uniform)
+        if t != ignore_index:
+            grow[t] -= g * (one - smoothing)
 
 
 @kernel("cross_entropy.forward", backend="numba", dtypes=FLOATS)

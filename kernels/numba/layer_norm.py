@@ -20,17 +20,15 @@ def _forward(x, w, b, eps, y, mu, rstd):
     n, d = x.shape
     inv_d = x.dtype.type(1) / d
     for i in prange(n):
-        total = x.dtype.type(0)
-        for j in range(d):
-            total += x[i, j]
-        m = total * inv_d
+        xi, yi = x[i], y[i]  # 1-D views: 2-D indexing in the inner loops blocks vectorisation
+        m = xi.sum() * inv_d
         sq = x.dtype.type(0)
         for j in range(d):
-            c = x[i, j] - m
+            c = xi[j] - m
             sq += c * c
         r = x.dtype.type(1) / np.sqrt(sq * inv_d + eps)
         for j in range(d):
-            y[i, j] = (x[i, j] - m) * r * w[j] + b[j]
+            yi[j] = (xi[j] - m) * r * w[j] + b[j]
         mu[i] = m
         rstd[i] = r
 
@@ -41,22 +39,24 @@ def _backward(gy, x, w, mu, rstd, gx, gw_parts, gb_parts):
     chunks = gw_parts.shape[0]
     inv_d = x.dtype.type(1) / d
     for c in prange(chunks):
+        gw_c, gb_c = gw_parts[c], gb_parts[c]
         for i in range(c * n // chunks, (c + 1) * n // chunks):
+            xi, gyi, gxi = x[i], gy[i], gx[i]  # 1-D views, for vectorisation
             m, r = mu[i], rstd[i]
             mean_g = x.dtype.type(0)
             mean_gxhat = x.dtype.type(0)
             for j in range(d):
-                xhat = (x[i, j] - m) * r
-                g = gy[i, j] * w[j]
+                xhat = (xi[j] - m) * r
+                g = gyi[j] * w[j]
                 mean_g += g
                 mean_gxhat += g * xhat
-                gw_parts[c, j] += gy[i, j] * xhat
-                gb_parts[c, j] += gy[i, j]
+                gw_c[j] += gyi[j] * xhat
+                gb_c[j] += gyi[j]
             mean_g *= inv_d
             mean_gxhat *= inv_d
             for j in range(d):
-                xhat = (x[i, j] - m) * r
-                gx[i, j] = r * (gy[i, j] * w[j] - mean_g - xhat * mean_gxhat)
+                xhat = (xi[j] - m) * r
+                gxi[j] = r * (gyi[j] * w[j] - mean_g - xhat * mean_gxhat)
 
 
 @kernel("layer_norm.forward", backend="numba", dtypes=FLOATS)

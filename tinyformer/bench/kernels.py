@@ -124,13 +124,9 @@ def _primitive_name(case: Case) -> str:
 
 
 def kernel_timings(shapes: dict[str, int], repeats: int = 15) -> list[dict[str, Any]]:
-    torch = None
-    if importlib.util.find_spec("torch") is not None:
-        import torch
-
-        torch.set_num_threads(2)  # the machines this project targets have 2 cores
+    cases = _cases(shapes)
     rows = []
-    for case in _cases(shapes):
+    for case in cases:
         name = _primitive_name(case)
 
         def run(backend: str, case: Case = case, name: str = name) -> float:
@@ -149,10 +145,17 @@ def kernel_timings(shapes: dict[str, int], repeats: int = 15) -> list[dict[str, 
                 row["GFLOP/s"] = case.flops / t / 1e9
             else:
                 row["GB/s"] = case.bytes / t / 1e9
-        if torch is not None and case.torch is not None:
-            with torch.no_grad():
-                row["torch_ms"] = median_time(case.torch(torch), repeats) * 1e3
         rows.append(row)
+    # PyTorch last, in its own pass: its OpenMP workers spin after each call and would slow
+    # whatever is timed next.
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        torch.set_num_threads(2)  # the machines this project targets have 2 cores
+        with torch.no_grad():
+            for case, row in zip(cases, rows):
+                if case.torch is not None:
+                    row["torch_ms"] = median_time(case.torch(torch), repeats) * 1e3
     return rows
 
 
