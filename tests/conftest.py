@@ -18,9 +18,16 @@ def pytest_terminal_summary(terminalreporter):
     from tests import mutation_log
 
     if mutation_log.RESULTS:
-        planted = len(mutation_log.RESULTS)
-        caught = sum(mutation_log.RESULTS.values())
+        kinds = {"backward bugs": False, "drifting kernels": True}
+        parts = []
+        for label, is_drift in kinds.items():
+            outcomes = [
+                v for k, v in mutation_log.RESULTS.items() if k.endswith(":drift") == is_drift
+            ]
+            if outcomes:
+                parts.append(f"{sum(outcomes)} of {len(outcomes)} {label}")
+        caught, planted = sum(mutation_log.RESULTS.values()), len(mutation_log.RESULTS)
         terminalreporter.write_line(
-            f"planted-bug check: {caught} of {planted} planted backward bugs caught "
+            f"planted-bug check: caught {' and '.join(parts)} "
             f"({100.0 * caught / planted:.1f}% kill rate)"
         )

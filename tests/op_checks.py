@@ -82,6 +82,22 @@ def check_backward(spec: OpSpec, draw) -> None:
     )
 
 
+def check_backend(spec: OpSpec, backend: str, dtype, draw) -> None:
+    """The op's forward and backward with `backend`'s kernels equal the NumPy reference's."""
+    from tinyformer import registry
+
+    sample = spec.sample(draw)
+    with registry.prefer(registry.REFERENCE):
+        y_ref, g_ref, _ = forward_backward(spec, sample, dtype)
+    with registry.prefer(backend):
+        y, g, _ = forward_backward(spec, sample, dtype)
+    atol, rtol = spec.float32_tol if dtype == np.float32 else (1e-10, 1e-9)
+    np.testing.assert_allclose(y.data, y_ref.data, atol=atol, rtol=rtol)
+    for a, b in zip(g, g_ref):
+        if b is not None:
+            np.testing.assert_allclose(a, b, atol=atol, rtol=rtol)
+
+
 def forward_backward(spec: OpSpec, sample: Sample, dtype, seed: int = 0):
     """Output and input gradients (for a fixed random upstream gradient) as float64 arrays."""
     inputs = tensors(sample, dtype)

@@ -1,6 +1,12 @@
-"""The suite must catch wrong gradients: plant a bug in each op's backward, one returned gradient
-at a time, and require the generic gradient check (tests/op_checks.check_backward, the body of
+"""The suite must catch wrong gradients and drifting kernels.
+
+Backwards: plant a bug in each op's backward, one returned gradient at a time, and require the
+generic gradient check (tests/op_checks.check_backward, the body of
 test_ops_generic.test_backward_matches_finite_differences) to fail.
+
+Kernels: make each registered kernel drift from its reference (one returned array off by a
+relative 1e-3 in one element) and require the generic kernel comparison
+(tests/op_checks.check_backend) to fail.
 
 Bugs planted, for every Function of every spec and every input that receives a gradient:
 - "scale": the gradient times 1.01 (a wrong constant, like a forgotten 1/n or a scale typo);
@@ -12,13 +18,16 @@ is not a bug and is not counted. The closing line of the test run reports the ki
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests import mutation_log
-from tests.op_checks import HypothesisDraw, check_backward
+from tests import mutation_log, test_adamw
+from tests.op_checks import HypothesisDraw, check_backend, check_backward
+from tinyformer import registry
 from tinyformer.testing import all_specs
 
 MAX_INPUTS = 4  # no Function here takes more differentiable inputs than this
@@ -81,3 +90,86 @@ def test_planted_bug_is_caught(spec, function, kind, monkeypatch):
         if not caught:
             survivors.append(index)
     assert not survivors, f"planted {kind} bugs in gradients {survivors} were not caught"
+
+
+KERNEL_CASES = [
+    pytest.param(spec, primitive, backend, id=f"{primitive}-{backend}")
+    for spec in all_specs()
+    for primitive in spec.primitives
+    for backend in registry.backends(primitive)
+    if backend != registry.REFERENCE
+]
+
+
+def _drift(fn, changed: list):
+    """fn, with element 0 of its first float output off by a relative 1e-3 (plus 1e-3)."""
+
+    def drifted(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        first = out[0] if isinstance(out, tuple) else out
+        if first.size and first.dtype.kind == "f":
+            first = np.array(first, copy=True)
+            first.flat[0] += 1e-3 * (abs(first.flat[0]) + 1)
+            changed[0] = True
+            out = (first, *out[1:]) if isinstance(out, tuple) else first
+        return out
+
+    return drifted
+
+
+@pytest.mark.mutation
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("spec, primitive, backend", KERNEL_CASES)
+def test_drifting_kernel_is_caught(spec, primitive, backend, dtype, monkeypatch):
+    impl = registry._table[primitive][backend]
+    changed = [False]
+    monkeypatch.setitem(
+        registry._table[primitive], backend, dataclasses.replace(impl, fn=_drift(impl.fn, changed))
+    )
+    registry._cache.clear()
+
+    @settings(
+        max_examples=40,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(data=st.data())
+    def generic_check(data):
+        check_backend(spec, backend, dtype, HypothesisDraw(data))
+
+    try:
+        generic_check()
+        caught = False
+    except AssertionError:
+        caught = True
+    finally:
+        monkeypatch.undo()
+        registry._cache.clear()
+    assert changed[0], f"{primitive} [{backend}] never ran"
+    mutation_log.RESULTS[f"{primitive}:{backend}:{np.dtype(dtype).name}:drift"] = caught
+    assert caught, f"a drifting {backend} kernel for {primitive} was not caught"
+
+
+@pytest.mark.mutation
+@pytest.mark.parametrize("backend", test_adamw.KERNELS)
+@pytest.mark.parametrize("dtype, tol", test_adamw.TOLERANCES)
+def test_drifting_adamw_kernel_is_caught(backend, dtype, tol, monkeypatch):
+    impl = registry._table["adamw.step"][backend]
+
+    def drifted(param, *args, **kwargs):
+        impl.fn(param, *args, **kwargs)
+        param.flat[0] += 1e-3 * (abs(param.flat[0]) + 1)  # the update is in place
+
+    monkeypatch.setitem(
+        registry._table["adamw.step"], backend, dataclasses.replace(impl, fn=drifted)
+    )
+    registry._cache.clear()
+    try:
+        with pytest.raises(AssertionError):
+            test_adamw.check_kernel(backend, dtype, tol)
+        caught = True
+    finally:
+        monkeypatch.undo()
+        registry._cache.clear()
+    mutation_log.RESULTS[f"adamw.step:{backend}:{np.dtype(dtype).name}:drift"] = caught

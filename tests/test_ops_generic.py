@@ -14,7 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tinyformer as tf
-from tests.op_checks import HypothesisDraw, check_backward, forward_backward, tensors
+from tests.op_checks import (
+    HypothesisDraw,
+    check_backend,
+    check_backward,
+    forward_backward,
+    tensors,
+)
 from tinyformer import registry
 from tinyformer.testing import all_specs
 
@@ -73,13 +79,4 @@ def _kernel_cases():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @given(data=st.data())
 def test_backend_matches_reference(spec, backend, dtype, data):
-    sample = spec.sample(HypothesisDraw(data))
-    with registry.prefer(registry.REFERENCE):
-        y_ref, g_ref, _ = forward_backward(spec, sample, dtype)
-    with registry.prefer(backend):
-        y, g, _ = forward_backward(spec, sample, dtype)
-    atol, rtol = spec.float32_tol if dtype == np.float32 else (1e-10, 1e-9)
-    np.testing.assert_allclose(y.data, y_ref.data, atol=atol, rtol=rtol)
-    for a, b in zip(g, g_ref):
-        if b is not None:
-            np.testing.assert_allclose(a, b, atol=atol, rtol=rtol)
+    check_backend(spec, backend, dtype, HypothesisDraw(data))

@@ -1,0 +1,104 @@
+"""Kernel-specific checks beyond the generic comparison: the vectorised exp, attention at long
+sequences and with every kind of mask, and the registry's fallback rules."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+
+from tinyformer import registry
+
+numba = pytest.importorskip("numba")
+
+
+@pytest.fixture(scope="module")
+def vector_exp():
+    from numba import njit, prange
+    from tinyformer.kernels.numba._fastexp import exp_nonpositive
+    from tinyformer.kernels.numba._rows import FASTMATH
+
+    @njit(parallel=True, fastmath=FASTMATH)
+    def apply(x, y):
+        for i in prange(x.size):
+            y[i] = exp_nonpositive(x[i])
+
+    return apply
+
+
+@pytest.mark.parametrize("dtype, ulps", [(np.float32, 3), (np.float64, 8)])
+def test_fast_exp_is_accurate_and_exact_at_the_ends(vector_exp, dtype, ulps):
+    rng = np.random.default_rng(0)
+    x = np.concatenate([-rng.random(100_000) * 20, [0.0, -0.0, -1e-30, -np.inf]]).astype(dtype)
+    y = np.empty_like(x)
+    vector_exp(x, y)
+    exact = np.exp(x.astype(np.float64))
+    rel = np.abs(y - exact) / exact.clip(np.finfo(dtype).tiny)
+    assert rel[np.isfinite(x)].max() < ulps * np.finfo(dtype).eps
+    assert y[-1] == 0.0 and y[-4] == 1.0  # exp(-inf) = 0 exactly (masked attention needs it)
+    deep = np.array([-1e4, math.log(np.finfo(dtype).tiny) - 1], dtype)
+    vector_exp(deep, y[:2])
+    assert (y[:2] == 0).all()
+
+
+def _attention(backend, q, k, v, mask, causal, gy):
+    scale = 1 / math.sqrt(q.shape[-1])
+    with registry.prefer(backend):
+        y, lse = registry.call("attention.forward", q, k, v, mask, causal, scale)
+        grads = registry.call("attention.backward", gy, q, k, v, y, lse, mask, causal, scale)
+    return (y, *grads)
+
+
+@pytest.mark.parametrize("tq, tk", [(1024, 1024), (1024, 700), (300, 1024)])
+@pytest.mark.parametrize("mask_kind", [None, "padding", "float"])
+def test_attention_kernel_matches_reference_at_long_sequences(tq, tk, mask_kind):
+    rng = np.random.default_rng(tq + tk)
+    q = rng.standard_normal((1, 2, tq, 16))
+    k, v = rng.standard_normal((2, 1, tk, 16)), rng.standard_normal((2, 2, tk, 16))
+    gy = rng.standard_normal((2, 2, tq, 16))
+    mask = None
+    if mask_kind == "padding":  # (B, 1, 1, Tk): the last keys of batch 1 are padding
+        mask = np.ones((2, 1, 1, tk), bool)
+        mask[1, ..., tk // 2 :] = False
+        mask = mask & (rng.random((2, 1, tq, 1)) > 0.05)  # and some queries see nothing at all
+    elif mask_kind == "float":
+        mask = rng.standard_normal((tq, tk))
+    for causal in (False, True):
+        got = _attention("numba", q, k, v, mask, causal, gy)
+        want = _attention("numpy", q, k, v, mask, causal, gy)
+        for a, b in zip(got, want):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_missing_numba_falls_back_to_the_reference_silently(monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "numba" else find_spec(name)
+    )
+    saved = {p: dict(impls) for p, impls in registry._table.items()}
+    for impls in registry._table.values():
+        impls.pop("numba", None)
+    monkeypatch.setattr(registry, "_state", {"kernels_loaded": False, "env": None})
+    registry._cache.clear()
+    try:
+        x = np.ones((2, 3), np.float32)
+        assert registry.implementation("softmax.forward", x).backend == "numpy"
+        assert "numba is not installed" in registry.explain("softmax.forward")
+    finally:
+        registry._table.update(saved)
+        registry._cache.clear()
+
+
+def test_a_broken_kernel_file_is_raised_loudly(tmp_path, monkeypatch):
+    import tinyformer.kernels.numba as package
+
+    (tmp_path / "broken.py").write_text("raise RuntimeError('syntax of the future')\n")
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
+    monkeypatch.setattr(registry, "_state", {"kernels_loaded": False, "env": None})
+    with pytest.raises(RuntimeError, match="syntax of the future"):
+        registry.implementation("softmax.forward", np.ones(2))
+    monkeypatch.undo()
+    registry._cache.clear()
