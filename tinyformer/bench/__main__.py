@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         memory = attention_memory(lengths)
         results["attention_memory"] = memory
         print_table(
-            "Attention forward + backward: peak extra memory (MiB), one head of size 64",
+            "Attention forward + backward, one causal head of size 64: median time (ms) and peak "
+            "memory allocated (MiB)",
             memory,
             list(memory[0]),
         )

@@ -163,22 +163,27 @@ def geometric_mean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
 
 
+def _attention_step(q, k, v, gy, scale) -> None:
+    y, lse = registry.call("attention.forward", q, k, v, None, True, scale)
+    registry.call("attention.backward", gy, q, k, v, y, lse, None, True, scale)
+
+
 def attention_memory(lengths: tuple[int, ...] = (256, 1024, 4096), head: int = 64):
-    """Peak bytes allocated by attention forward + backward beyond the inputs, per backend."""
+    """Per backend: peak bytes allocated by attention forward + backward, and its median time,
+    for one causal head of size `head` at growing T."""
     rows = []
     rng = np.random.default_rng(0)
     for t in lengths:
         q, k, v, gy = (rng.standard_normal((1, t, head)).astype(np.float32) for _ in range(4))
+        scale = 1 / math.sqrt(head)
         row: dict[str, Any] = {"T": t}
         for backend in registry.backends("attention.forward"):
+            step = functools.partial(_attention_step, q, k, v, gy, scale)
             with registry.prefer(backend):
-                registry.call("attention.forward", q[:, :8], k[:, :8], v[:, :8], None, True, 0.1)
+                row[f"{backend}_ms"] = median_time(step, 3, warmup=1) * 1e3
                 tracemalloc.start()
-                y, lse = registry.call("attention.forward", q, k, v, None, True, 0.125)
-                grads = registry.call("attention.backward", gy, q, k, v, y, lse, None, True, 0.125)
-                _, peak = tracemalloc.get_traced_memory()
+                step()
+                row[f"{backend}_MiB"] = tracemalloc.get_traced_memory()[1] / 2**20
                 tracemalloc.stop()
-                del y, lse, grads
-            row[f"{backend}_MB"] = peak / 2**20
         rows.append(row)
     return rows

@@ -1,0 +1,187 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent,ipynb
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3. From the NumPy softmax to a fused Numba kernel
+#
+# Every hot op in tinyformer has a NumPy **reference**: short, vectorised, obviously right.
+# It is also slow in a particular way: each NumPy call makes a full pass over memory and
+# allocates a temporary. A **kernel** does the same math in one loop that touches each element
+# as few times as possible. Here we write one for softmax, check it against the reference, and
+# time both.
+
+# %%
+import os
+import time
+
+import matplotlib.pyplot as plt
+import numpy as np
+from numba import njit, prange
+
+from tinyformer import registry
+from tinyformer.ops.softmax import softmax_forward as reference
+
+SMALL = bool(os.environ.get("TINYFORMER_SMALL"))  # CI runs this notebook with small sizes
+rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## The reference, and what it costs
+#
+# ```python
+# e = np.exp(x - x.max(axis=-1, keepdims=True))   # pass 1: max;  pass 2: subtract (temporary)
+#                                                  # pass 3: exp (temporary)
+# return e / e.sum(axis=-1, keepdims=True)         # pass 4: sum;  pass 5: divide (output)
+# ```
+#
+# Five passes over the array and three arrays as big as the input. For attention scores of a
+# small GPT (batch 12, 4 heads, 64 x 64) that is 196,608 elements per pass.
+
+# %%
+x = rng.standard_normal((12 * 4 * 64, 64)).astype(np.float32)
+y_ref = reference(x)
+print(y_ref.shape, y_ref.dtype, "rows sum to 1:", np.allclose(y_ref.sum(-1), 1))
+
+# %% [markdown]
+# ## A first kernel: loops, compiled
+#
+# `@njit` compiles a Python function to machine code the first time it is called with given
+# types. Loops are fine there; they are the point. Per row: find the max, exponentiate and sum,
+# normalise. The row (64 floats) stays in L1 cache between the three loops.
+
+
+# %%
+@njit
+def softmax_loops(x):
+    y = np.empty_like(x)
+    for i in range(x.shape[0]):
+        row, out = x[i], y[i]  # 1-D views: simpler for the compiler to vectorise than x[i, j]
+        top = row.max()
+        total = 0.0
+        for j in range(row.size):
+            out[j] = np.exp(row[j] - top)
+            total += out[j]
+        for j in range(row.size):
+            out[j] /= total
+    return y
+
+
+y = softmax_loops(x)
+np.testing.assert_allclose(y, y_ref, rtol=1e-5, atol=1e-7)
+print("matches the reference; dtype", y.dtype)
+
+# %% [markdown]
+# ## The float32 trap
+#
+# It works, but look at `total = 0.0`. A Python float is a float64, so `total += out[j]` adds in
+# float64: every element is converted, and the loop cannot use float32 vector instructions.
+# Numba tells us the type it inferred for each variable:
+
+# %%
+types = softmax_loops.overloads[softmax_loops.signatures[0]].type_annotation.typemap
+print("total:", types["total"], "| row:", types["row"])
+
+# %% [markdown]
+# The fix is to make the accumulator the array's own type: `x.dtype.type(0)`. Then we also run
+# rows in parallel (`prange`, `parallel=True`) and let LLVM reorder sums (`fastmath`).
+# tinyformer uses an explicit set of fast-math flags without `nnan` and `ninf`, because masked
+# softmax relies on `-inf` behaving exactly.
+
+# %%
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+
+@njit(parallel=True, fastmath=FASTMATH)
+def softmax_fused(x):
+    y = np.empty_like(x)
+    for i in prange(x.shape[0]):
+        row, out = x[i], y[i]
+        top = row.max()
+        total = x.dtype.type(0)  # float32 stays float32
+        for j in range(row.size):
+            e = np.exp(row[j] - top)
+            out[j] = e
+            total += e
+        inv = x.dtype.type(1) / total
+        for j in range(row.size):
+            out[j] *= inv
+    return y
+
+
+np.testing.assert_allclose(softmax_fused(x), y_ref, rtol=1e-5, atol=1e-7)
+print("matches the reference")
+
+# %% [markdown]
+# ## Timing
+#
+# The median of several runs, after a warm-up (the first call includes compilation). We add
+# tinyformer's own kernel (`kernels/numba/softmax.py`), which also replaces `np.exp` by a
+# vectorisable exp of its own (without Intel's SVML library, LLVM cannot vectorise a loop that
+# calls libm's exp). The registry picks it; `prefer("numba")` makes that explicit.
+
+
+# %%
+def median_ms(fn, repeats=9):
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e3 * sorted(times)[len(times) // 2]
+
+
+def tinyformer_kernel(a):
+    with registry.prefer("numba"):
+        return registry.call("softmax.forward", a)
+
+
+print(registry.explain("softmax.forward"))
+rows_list = [256, 1024, 4096] if SMALL else [256, 1024, 4096, 16384, 65536]
+results = {"reference": [], "loops": [], "fused": [], "tinyformer": []}
+for rows in rows_list:
+    a = rng.standard_normal((rows, 64)).astype(np.float32)
+    for name, fn in [
+        ("reference", reference),
+        ("loops", softmax_loops),
+        ("fused", softmax_fused),
+        ("tinyformer", tinyformer_kernel),
+    ]:
+        results[name].append(median_ms(lambda fn=fn, a=a: fn(a)))
+
+for name, times in results.items():
+    print(f"{name:11s}", "  ".join(f"{t:8.3f}" for t in times), "ms")
+
+# %%
+fig, ax = plt.subplots(figsize=(6.5, 3.8))
+for name in ("loops", "fused", "tinyformer"):
+    speedup = np.array(results["reference"]) / np.array(results[name])
+    ax.plot(rows_list, speedup, "o-", label=name)
+ax.axhline(1, color="gray", lw=0.8)
+ax.set_xscale("log")
+ax.set_xlabel("rows of 64 (float32)")
+ax.set_ylabel("speedup over the NumPy reference")
+ax.set_title("Softmax: one fused pass beats five NumPy passes")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## The rules tinyformer's kernels follow
+#
+# - A kernel registers the **same primitive name and signature** as its reference, and the
+#   generic tests compare the two on random shapes, layouts and dtypes; a kernel that drifts by
+#   a relative 1e-3 in a single element fails the suite.
+# - `registry.prefer("numpy")` forces the reference everywhere: for teaching, and to find out
+#   whether a kernel or the model is at fault.
+# - To step through a kernel in a debugger, run with `NUMBA_DISABLE_JIT=1`: every `@njit`
+#   function runs as plain Python.
+# - See `docs/kernels.md` for the measured tables of every kernel.
