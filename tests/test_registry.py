@@ -12,8 +12,11 @@ from tinyformer.tensor import Tensor
 
 
 @pytest.fixture
-def fake_kernel():
-    """A 'numba' kernel for softmax.forward, float32 only, removed after the test."""
+def fake_kernel(monkeypatch):
+    """A 'numba' kernel for softmax.forward, float32 only, replacing the real one for the test."""
+    monkeypatch.setitem(
+        registry._table, "softmax.forward", dict(registry._table["softmax.forward"])
+    )
     calls = []
 
     def softmax_forward(x):
@@ -23,7 +26,7 @@ def fake_kernel():
 
     registry.kernel("softmax.forward", backend="numba", dtypes=("float32",))(softmax_forward)
     yield calls
-    del registry._table["softmax.forward"]["numba"]
+    monkeypatch.undo()  # the real kernels are back
     registry._cache.clear()
 
 
@@ -72,3 +75,40 @@ def test_unknown_backend_and_primitive_are_clear_errors():
             pass
     with pytest.raises(KeyError, match="no primitive named 'nope.forward'"):
         registry.call("nope.forward", np.ones(1))
+
+
+def test_a_size_rule_picks_the_reference_for_small_calls_unless_preferred(monkeypatch):
+    table = dict(registry._table["log_softmax.forward"])
+    monkeypatch.setitem(registry._table, "log_softmax.forward", table)
+    calls = []
+
+    def big(x):
+        """x has at least 100 elements"""
+        return x.size >= 100
+
+    def log_softmax_forward(x):
+        calls.append(x.size)
+        return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+    registry.kernel("log_softmax.forward", backend="numba", dtypes=("float64",), when=big)(
+        log_softmax_forward
+    )
+    try:
+        registry.call("log_softmax.forward", np.ones((2, 3)))
+        registry.call("log_softmax.forward", np.ones((20, 10)))
+        assert calls == [200]
+        with registry.prefer("numba"):
+            registry.call("log_softmax.forward", np.ones((2, 3)))
+        assert calls == [200, 6]
+        assert "for calls where x has at least 100 elements" in registry.explain(
+            "log_softmax.forward", np.float64
+        )
+    finally:
+        monkeypatch.undo()
+        registry._cache.clear()
+
+
+def test_registry_tests_leave_the_real_kernels_in_place():
+    for name in ("softmax.forward", "log_softmax.forward"):
+        impl = registry._table[name].get("numba")
+        assert impl is None or impl.fn.__module__.startswith("tinyformer.kernels")

@@ -6,7 +6,8 @@ versions live in `tinyformer/kernels/<backend>/<op>.py` and register the same na
 `@kernel(name, backend=..., dtypes=...)`; dropping such a file in is all it takes to add one.
 
 Choosing, on each call: a kernel of the preferred backend is used when one is registered for the
-primitive and the input's dtype, else the reference. The preference is, in order: the innermost
+primitive and the input's dtype (and, if the kernel declares a `when` rule, e.g. a minimum size,
+the call satisfies it), else the reference. The preference is, in order: the innermost
 `prefer(...)` block, the environment variable `TINYFORMER_BACKEND` (read at the first dispatch,
 not at import), else "numba" for NumPy arrays. `explain(name)` says what runs and why.
 
@@ -32,6 +33,7 @@ __all__ = [
     "REFERENCE",
     "backends",
     "call",
+    "choose",
     "explain",
     "implementation",
     "kernel",
@@ -52,6 +54,7 @@ class Implementation:
     backend: str
     fn: Callable[..., Any]
     dtypes: frozenset[np.dtype] | None  # None: any dtype
+    when: Callable[..., bool] | None = None  # run only where this is true of the arguments
 
     def supports(self, dtype: np.dtype) -> bool:
         return self.dtypes is None or dtype in self.dtypes
@@ -73,11 +76,23 @@ def reference(name: str) -> Callable[[Callable], Callable]:
     return register
 
 
-def kernel(name: str, *, backend: str, dtypes: tuple[Any, ...]) -> Callable[[Callable], Callable]:
-    """Register `fn` as a `backend` kernel of primitive `name` for the given dtypes."""
+def kernel(
+    name: str,
+    *,
+    backend: str,
+    dtypes: tuple[Any, ...],
+    when: Callable[..., bool] | None = None,
+) -> Callable[[Callable], Callable]:
+    """Register `fn` as a `backend` kernel of primitive `name` for the given dtypes.
+
+    `when`, a predicate on the primitive's arguments (its docstring says the rule), limits the
+    kernel to the calls where it beats the reference, e.g. problems big enough to amortise its
+    fixed costs. Inside an explicit `prefer(backend)` block the kernel runs regardless: that is
+    how the tests and benchmarks reach it at every size.
+    """
 
     def register(fn: Callable) -> Callable:
-        _add(Implementation(name, backend, fn, frozenset(np.dtype(d) for d in dtypes)))
+        _add(Implementation(name, backend, fn, frozenset(np.dtype(d) for d in dtypes), when))
         return fn
 
     return register
@@ -142,9 +157,17 @@ def implementation(name: str, array: Any) -> Implementation:
     return impl
 
 
+def choose(name: str, *args: Any, **kwargs: Any) -> Implementation:
+    """The implementation a call of `name` with these arguments runs."""
+    impl = implementation(name, args[0])
+    if impl.when is not None and not _preferred and not impl.when(*args, **kwargs):
+        impl = _table[name][REFERENCE]
+    return impl
+
+
 def call(name: str, *args: Any, **kwargs: Any) -> Any:
-    """Run primitive `name` with the implementation chosen for its first argument."""
-    return implementation(name, args[0]).fn(*args, **kwargs)
+    """Run primitive `name` with the implementation chosen for its arguments."""
+    return choose(name, *args, **kwargs).fn(*args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -184,6 +207,9 @@ def explain(name: str, dtype: Any = np.float32) -> str:
     )
     if impl.backend == wanted:
         why = f"{wanted} is preferred ({source}) and supports {np.dtype(dtype)}"
+        if impl.when is not None and not _preferred:
+            rule = (impl.when.__doc__ or impl.when.__name__).strip()
+            why += f", for calls where {rule} (the reference runs for the others)"
     elif wanted not in _table[name]:
         library = BACKEND_LIBRARIES.get(wanted)
         missing = library is not None and importlib.util.find_spec(library) is None

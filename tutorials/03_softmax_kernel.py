@@ -175,6 +175,13 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
+# What the plot shows:
+# - the plain loops **lose** to NumPy: one thread, a float64 accumulator, and a call to libm's
+#   scalar `exp` for every element, while NumPy's `exp` uses SIMD instructions;
+# - parallel rows and a float32 accumulator win about 2x;
+# - tinyformer's kernel, whose `exp` is written to vectorise, wins 3 to 6x, and more as the array
+#   outgrows the cache, where each of NumPy's extra passes costs a trip to memory.
+#
 # ## The rules tinyformer's kernels follow
 #
 # - A kernel registers the **same primitive name and signature** as its reference, and the

@@ -33,6 +33,18 @@ from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
 from tinyformer.registry import kernel
 
 TILE_ELEMENTS = 1 << 20  # scores held at once: 4 MiB in float32
+MIN_SCORES = 1 << 17  # below this the fixed costs lose to the reference (docs/kernels.md)
+
+
+def big_enough(q, k, *args) -> bool:
+    """there are at least 2**17 scores (batch x heads x Tq x Tk)"""
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    return math.prod(batch) * q.shape[-2] * k.shape[-2] >= MIN_SCORES
+
+
+def big_enough_backward(gy, q, k, *args) -> bool:
+    """there are at least 2**17 scores (batch x heads x Tq x Tk)"""
+    return big_enough(q, k)
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -149,7 +161,7 @@ def _setup(q, k, v, mask, causal):
     return batch, q3, k3, v3, (keep, bias, ids, flags)
 
 
-@kernel("attention.forward", backend="numba", dtypes=FLOATS)
+@kernel("attention.forward", backend="numba", dtypes=FLOATS, when=big_enough)
 def attention_forward(q, k, v, mask, causal, scale):
     batch, q3, k3, v3, masks = _setup(q, k, v, mask, causal)
     bh, tq, tk = q3.shape[0], q3.shape[1], k3.shape[1]
@@ -164,7 +176,7 @@ def attention_forward(q, k, v, mask, causal, scale):
     return y.reshape(*batch, tq, -1), lse.reshape(*batch, tq)
 
 
-@kernel("attention.backward", backend="numba", dtypes=FLOATS)
+@kernel("attention.backward", backend="numba", dtypes=FLOATS, when=big_enough_backward)
 def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
     batch, q3, k3, v3, masks = _setup(q, k, v, mask, causal)
     bh, tq, tk = q3.shape[0], q3.shape[1], k3.shape[1]

@@ -18,7 +18,16 @@ SECTIONS = ("engine", "ops", "kernels", "memory")
 def _kernels(name: str, shapes: dict, repeats: int, out: Path, results: dict) -> None:
     rows = kernel_timings(shapes, repeats)
     speedups = [r["speedup"] for r in rows if "speedup" in r]
-    columns = ["primitive", "shape", "numpy_ms", "numba_ms", "speedup", "GB/s", "GFLOP/s"]
+    columns = [
+        "primitive",
+        "shape",
+        "default",
+        "numpy_ms",
+        "numba_ms",
+        "speedup",
+        "GB/s",
+        "GFLOP/s",
+    ]
     if any("torch_ms" in r for r in rows):
         columns.append("torch_ms")
     title = f"Kernels at {name} shapes {shapes} (milliseconds, median)"

@@ -1,9 +1,11 @@
 """Kernel benchmarks: every primitive, NumPy reference vs each kernel backend, at model shapes.
 
-For each primitive the table gives the median time of the reference and of the kernel, the
-speedup, and the kernel's achieved throughput: GB/s for memory-bound primitives (bytes read and
-written once, the least any implementation must move) or GFLOP/s for attention (2 flops per
-multiply-add; causal attention counts only the unmasked half). With torch installed, a column
+For each primitive the table gives the backend that default dispatch runs at that shape
+("default": a kernel may declare a size below which the reference runs), the median time of the
+reference and of the kernel (forced with `prefer`), the speedup, and the kernel's throughput:
+GB/s for memory-bound primitives (bytes read and written once, the least any implementation must
+move) or GFLOP/s for attention (2 flops per multiply-add; causal attention counts only the
+unmasked half). With torch installed, a column
 shows PyTorch CPU on the same inputs (forward primitives only; torch's backward runs through its
 autograd and is not comparable primitive by primitive).
 
@@ -134,6 +136,7 @@ def kernel_timings(shapes: dict[str, int], repeats: int = 15) -> list[dict[str, 
                 return median_time(lambda: registry.call(name, *case.args, **case.kwargs), repeats)
 
         row = {"primitive": case.primitive, "shape": case.label}
+        row["default"] = registry.choose(name, *case.args, **case.kwargs).backend
         row["numpy_ms"] = run(registry.REFERENCE) * 1e3
         for backend in registry.backends(name):
             if backend == registry.REFERENCE:
@@ -177,6 +180,7 @@ def attention_memory(lengths: tuple[int, ...] = (256, 1024, 4096), head: int = 6
         q, k, v, gy = (rng.standard_normal((1, t, head)).astype(np.float32) for _ in range(4))
         scale = 1 / math.sqrt(head)
         row: dict[str, Any] = {"T": t}
+        row["default"] = registry.choose("attention.forward", q, k, v, None, True, scale).backend
         for backend in registry.backends("attention.forward"):
             step = functools.partial(_attention_step, q, k, v, gy, scale)
             with registry.prefer(backend):
