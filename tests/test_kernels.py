@@ -17,6 +17,7 @@ numba = pytest.importorskip("numba")
 @pytest.fixture(scope="module")
 def vector_exp():
     from numba import njit, prange
+
     from tinyformer.kernels.numba._fastexp import exp_nonpositive
     from tinyformer.kernels.numba._rows import FASTMATH
 

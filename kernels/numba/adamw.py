@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
 
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
 from tinyformer.ops.adamw import adamw_step as reference
 from tinyformer.registry import kernel
 

@@ -27,9 +27,9 @@ import math
 
 import numpy as np
 from numba import njit, prange
+
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
-
 from tinyformer.registry import kernel
 
 TILE_ELEMENTS = 1 << 20  # scores held at once: 4 MiB in float32

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
-
 from tinyformer.registry import kernel
 
 

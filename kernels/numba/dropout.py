@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, flat
 
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, flat
 from tinyformer.registry import kernel
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -16,9 +16,9 @@ import math
 import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload, register_jitable
+
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, flat
-
 from tinyformer.ops.gelu import _ERFC_CHEBYSHEV, _FLOAT32_TERMS
 from tinyformer.registry import kernel
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 from numba import njit, prange
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
 
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
 from tinyformer.registry import kernel
 
 
