@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["median_time", "print_table", "save_json", "save_chart"]
+__all__ = ["markdown_table", "median_time", "print_table", "save_json", "save_chart"]
 
 
 def median_time(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2) -> float:
@@ -31,10 +31,21 @@ def median_time(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2) -> flo
     return statistics.median(times)
 
 
-def print_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
-    def cell(v: Any) -> str:
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
+def _cell(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
 
+
+def markdown_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """The same table as `print_table`, in Markdown (for the docs)."""
+    columns = [c for c in columns if any(c in r for r in rows)]
+    lines = [f"**{title}**", "", "| " + " | ".join(columns) + " |"]
+    lines.append("|" + "---|" * len(columns))
+    lines += ["| " + " | ".join(_cell(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def print_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    cell = _cell
     widths = [max(len(c), *(len(cell(r.get(c, ""))) for r in rows)) for c in columns]
     print(f"\n{title}")
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
@@ -70,6 +81,10 @@ def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "w") -> 
 
 def save_json(path: Path, results: dict[str, Any]) -> None:
     _atomic_write(path, lambda f: json.dump(results, f, indent=2))
+
+
+def save_text(path: Path, text: str) -> None:
+    _atomic_write(path, lambda f: f.write(text))
 
 
 def save_chart(

@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tinyformer.bench import machine, print_table, save_chart, save_json
+from tinyformer.bench import (
+    machine,
+    markdown_table,
+    print_table,
+    save_chart,
+    save_json,
+    save_text,
+)
 from tinyformer.bench.cases import BABY, engine_overhead, op_timings
 from tinyformer.bench.kernels import attention_memory, geometric_mean, kernel_timings
 
@@ -15,7 +22,24 @@ QUICK = {"B": 2, "T": 8, "C": 16, "nh": 2, "V": 11}
 SECTIONS = ("engine", "ops", "kernels", "memory")
 
 
-def _kernels(name: str, shapes: dict, repeats: int, out: Path, results: dict) -> None:
+class Report:
+    """Prints each table, and keeps it as Markdown for bench.md."""
+
+    def __init__(self) -> None:
+        self.markdown: list[str] = []
+
+    def table(self, title: str, rows: list[dict], columns: list[str]) -> None:
+        print_table(title, rows, columns)
+        self.markdown.append(markdown_table(title, rows, columns))
+
+    def line(self, text: str) -> None:
+        print(text)
+        self.markdown.append(text + "\n")
+
+
+def _kernels(
+    name: str, shapes: dict, repeats: int, out: Path, results: dict, report: Report
+) -> None:
     rows = kernel_timings(shapes, repeats)
     speedups = [r["speedup"] for r in rows if "speedup" in r]
     columns = [
@@ -31,8 +55,10 @@ def _kernels(name: str, shapes: dict, repeats: int, out: Path, results: dict) ->
     if any("torch_ms" in r for r in rows):
         columns.append("torch_ms")
     title = f"Kernels at {name} shapes {shapes} (milliseconds, median)"
-    print_table(title, rows, columns)
-    print(f"geometric mean speedup: {geometric_mean(speedups):.2f}x over {len(speedups)} rows")
+    report.table(title, rows, columns)
+    report.line(
+        f"geometric mean speedup: {geometric_mean(speedups):.2f}x over {len(speedups)} rows"
+    )
     results[f"kernels_{name}"] = {
         "shapes": shapes,
         "rows": rows,
@@ -62,13 +88,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     repeats = 3 if args.quick else 15
     results: dict = {"machine": machine()}
+    report = Report()
 
     if "engine" in only:
         engine = engine_overhead(
             n_ops=500 if args.quick else 10_000, repeats=3 if args.quick else 5
         )
         results["engine"] = engine
-        print_table(
+        report.table(
             f"Engine overhead: a chain of {engine['ops']} elementwise ops on one element "
             "(microseconds per op)",
             [engine],
@@ -79,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         shapes = QUICK if args.quick else BABY
         ops = op_timings(shapes, repeats=2 if args.quick else 7)
         results["ops"] = {"shapes": shapes, "rows": ops}
-        print_table(
+        report.table(
             f"Ops through autograd at shapes {shapes} (milliseconds, median)",
             ops,
             ["op", "shape", "forward_ms", "backward_ms", "total_ms"],
@@ -89,19 +116,20 @@ def main(argv: list[str] | None = None) -> int:
         for name, shapes in (
             [("quick", QUICK)] if args.quick else [("baby", BABY), ("small", SMALL)]
         ):
-            _kernels(name, shapes, repeats, args.out, results)
+            _kernels(name, shapes, repeats, args.out, results, report)
     if "memory" in only:
         lengths = (64, 128) if args.quick else (256, 1024, 4096)
         memory = attention_memory(lengths)
         results["attention_memory"] = memory
-        print_table(
+        report.table(
             "Attention forward + backward, one causal head of size 64: median time (ms) and peak "
             "memory allocated (MiB)",
             memory,
             list(memory[0]),
         )
     save_json(args.out / "bench.json", results)
-    print(f"\nwrote {args.out}/bench.json and charts")
+    save_text(args.out / "bench.md", "\n".join(report.markdown))
+    print(f"\nwrote {args.out}/bench.json, bench.md and charts")
     return 0
 
 
