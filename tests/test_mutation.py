@@ -38,6 +38,26 @@ CASES = [
 ]
 
 
+def _caught(check) -> bool:
+    """Whether the generic check `check(draw)` fails on one of 40 hypothesis-drawn cases."""
+
+    @settings(
+        max_examples=40,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(data=st.data())
+    def run(data):
+        check(HypothesisDraw(data))
+
+    try:
+        run()
+    except AssertionError:
+        return True
+    return False
+
+
 def _plant(function, index: int, kind: str, changed: list):
     original = function.backward
 
@@ -68,21 +88,7 @@ def test_planted_bug_is_caught(spec, function, kind, monkeypatch):
         changed = [False]
         monkeypatch.setattr(function, "backward", _plant(function, index, kind, changed))
 
-        @settings(
-            max_examples=40,
-            database=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(data=st.data())
-        def generic_check(data):
-            check_backward(spec, HypothesisDraw(data))
-
-        try:
-            generic_check()
-            caught = False
-        except AssertionError:
-            caught = True
+        caught = _caught(lambda draw: check_backward(spec, draw))
         monkeypatch.undo()
         if not changed[0]:
             continue  # this input never gets a gradient: nothing was planted
@@ -128,21 +134,8 @@ def test_drifting_kernel_is_caught(spec, primitive, backend, dtype, monkeypatch)
     )
     registry._cache.clear()
 
-    @settings(
-        max_examples=40,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(data=st.data())
-    def generic_check(data):
-        check_backend(spec, backend, dtype, HypothesisDraw(data))
-
     try:
-        generic_check()
-        caught = False
-    except AssertionError:
-        caught = True
+        caught = _caught(lambda draw: check_backend(spec, backend, dtype, draw))
     finally:
         monkeypatch.undo()
         registry._cache.clear()

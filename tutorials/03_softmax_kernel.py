@@ -22,13 +22,13 @@
 
 # %%
 import os
-import time
 
 import matplotlib.pyplot as plt
 import numpy as np
 from numba import njit, prange
 
 from tinyformer import registry
+from tinyformer.bench import median_time
 from tinyformer.ops.softmax import softmax_forward as reference
 
 SMALL = bool(os.environ.get("TINYFORMER_SMALL"))  # CI runs this notebook with small sizes
@@ -123,7 +123,7 @@ print("matches the reference")
 # %% [markdown]
 # ## Timing
 #
-# The median of several runs, after a warm-up (the first call includes compilation). We add
+# The median of several runs, after warm-up calls (the first call includes compilation). We add
 # tinyformer's own kernel (`kernels/numba/softmax.py`), which also replaces `np.exp` by a
 # vectorisable exp of its own (without Intel's SVML library, LLVM cannot vectorise a loop that
 # calls libm's exp). The registry picks it; `prefer("numba")` makes that explicit.
@@ -131,13 +131,7 @@ print("matches the reference")
 
 # %%
 def median_ms(fn, repeats=9):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * sorted(times)[len(times) // 2]
+    return 1e3 * median_time(fn, repeats)  # tinyformer.bench's: median after a warm-up
 
 
 def tinyformer_kernel(a):

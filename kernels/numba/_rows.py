@@ -17,6 +17,15 @@ def flat(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x).reshape(-1)
 
 
+def rowwise(kernel, *arrays: np.ndarray) -> np.ndarray:
+    """Run `kernel(*rows, out)` over the arrays as (rows, last axis); return out in their shape."""
+    rows = [as_rows(a) for a in arrays]
+    out = np.empty_like(rows[-1])
+    if out.shape[1]:  # the kernels read each row's first element (e.g. its max)
+        kernel(*rows, out)
+    return out.reshape(arrays[-1].shape)
+
+
 def as_rows(x: np.ndarray) -> np.ndarray:
     """x as a C-contiguous (rows, last axis) array: a view when x is contiguous, else a copy."""
     x = np.ascontiguousarray(x)

@@ -7,7 +7,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, as_rows
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, rowwise
 from tinyformer.registry import kernel
 
 
@@ -35,16 +35,9 @@ def _backward(gy, y, gx):
 
 @kernel("log_softmax.forward", backend="numba", dtypes=FLOATS)
 def log_softmax_forward(x: np.ndarray) -> np.ndarray:
-    x2 = as_rows(x)
-    y = np.empty_like(x2)
-    if x2.shape[1]:  # max() of an empty row is undefined
-        _forward(x2, y)
-    return y.reshape(x.shape)
+    return rowwise(_forward, x)
 
 
 @kernel("log_softmax.backward", backend="numba", dtypes=FLOATS)
 def log_softmax_backward(gy: np.ndarray, y: np.ndarray) -> np.ndarray:
-    y2 = as_rows(y)
-    gx = np.empty_like(y2)
-    _backward(as_rows(gy), y2, gx)
-    return gx.reshape(y.shape)
+    return rowwise(_backward, gy, y)
