@@ -19,7 +19,20 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Draw", "OpSpec", "RandomDraw", "Sample", "all_specs", "floats", "broadcastable"]
+__all__ = [
+    "Draw",
+    "OpSpec",
+    "RandomDraw",
+    "Sample",
+    "all_specs",
+    "binary_sample",
+    "broadcast_pair",
+    "broadcastable",
+    "distinct",
+    "floats",
+    "reduction_sample",
+    "unary_sample",
+]
 
 
 class Draw(Protocol):
