@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tinyformer as tf
+from tinyformer import registry
 from tinyformer.testing import OpSpec, Sample
 
 LAYOUTS = ("contiguous", "fortran", "strided", "reversed")
@@ -84,8 +85,6 @@ def check_backward(spec: OpSpec, draw) -> None:
 
 def check_backend(spec: OpSpec, backend: str, dtype, draw) -> None:
     """The op's forward and backward with `backend`'s kernels equal the NumPy reference's."""
-    from tinyformer import registry
-
     sample = spec.sample(draw)
     with registry.prefer(registry.REFERENCE):
         y_ref, g_ref, _ = forward_backward(spec, sample, dtype)

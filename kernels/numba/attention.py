@@ -123,7 +123,7 @@ def _flatten(a: np.ndarray, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
     return flat, np.broadcast_to(index, batch).reshape(-1)
 
 
-def _masks(mask, batch, tq, tk, dtype):
+def _masks(mask, batch, tq, tk, dtype, causal):
     """(keep, bias, ids, flags): unused masks are a (1, 1, 1) dummy read at slice 0."""
     keep, bias = np.ones((1, 1, 1), np.bool_), np.zeros((1, 1, 1), dtype)
     bh = math.prod(batch)
@@ -136,7 +136,7 @@ def _masks(mask, batch, tq, tk, dtype):
             bias, bias_i = mask3, mask_i
     ids = np.stack([keep_i, bias_i]).astype(np.int64)
     is_bool = mask is not None and mask.dtype == np.bool_
-    flags = np.array([is_bool, mask is not None and not is_bool, False])
+    flags = np.array([is_bool, mask is not None and not is_bool, causal])
     return keep, bias, ids, flags
 
 
@@ -155,10 +155,9 @@ def _tiles(bh: int, tq: int, tk: int, causal: bool):
 def _setup(q, k, v, mask, causal):
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     tq, tk = q.shape[-2], k.shape[-2]
-    keep, bias, ids, flags = _masks(mask, batch, tq, tk, q.dtype)
-    flags[2] = causal
+    masks = _masks(mask, batch, tq, tk, q.dtype, causal)
     q3, k3, v3 = (_as_batch(a, batch) for a in (q, k, v))
-    return batch, q3, k3, v3, (keep, bias, ids, flags)
+    return batch, q3, k3, v3, masks
 
 
 @kernel("attention.forward", backend="numba", dtypes=FLOATS, when=big_enough)
@@ -171,7 +170,7 @@ def attention_forward(q, k, v, mask, causal, scale):
     k_t = k3.transpose(0, 2, 1)
     for i0, i1, kn in _tiles(bh, tq, tk, causal):
         s = q3[:, i0:i1] @ k_t[:, :, :kn]  # (BH, Bq, Kn): this tile's scores only
-        _softmax_tile(s, i0, *masks[:2], masks[2], masks[3], scale, lse)
+        _softmax_tile(s, i0, *masks, scale, lse)
         y[:, i0:i1] = s @ v3[:, :kn]
     return y.reshape(*batch, tq, -1), lse.reshape(*batch, tq)
 
@@ -190,7 +189,7 @@ def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
     for i0, i1, kn in _tiles(bh, tq, tk, causal):
         s = q3[:, i0:i1] @ k_t[:, :, :kn]  # recomputed scores of this tile
         dp = gy3[:, i0:i1] @ v_t[:, :, :kn]  # dP = dY V^T
-        _softmax_grad_tile(s, dp, gy3, y3, i0, *masks[:2], masks[2], masks[3], scale, lse2)
+        _softmax_grad_tile(s, dp, gy3, y3, i0, *masks, scale, lse2)
         gq[:, i0:i1] = dp @ k3[:, :kn]  # dp now holds dS * scale, s holds P
         gk[:, :kn] += dp.transpose(0, 2, 1) @ q3[:, i0:i1]
         gv[:, :kn] += s.transpose(0, 2, 1) @ gy3[:, i0:i1]

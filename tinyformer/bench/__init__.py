@@ -45,13 +45,12 @@ def markdown_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -
 
 
 def print_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
-    cell = _cell
-    widths = [max(len(c), *(len(cell(r.get(c, ""))) for r in rows)) for c in columns]
+    widths = [max(len(c), *(len(_cell(r.get(c, ""))) for r in rows)) for c in columns]
     print(f"\n{title}")
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
     print("  ".join("-" * w for w in widths))
     for r in rows:
-        print("  ".join(cell(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
+        print("  ".join(_cell(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
 
 
 def machine() -> dict[str, Any]:
