@@ -33,6 +33,8 @@ from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
 from tinyformer.registry import kernel
 
 TILE_ELEMENTS = 1 << 20  # scores held at once: 4 MiB in float32
+LANES = 16  # product loops over keys run to a multiple of this: no scalar remainder
+SHORT_KEYS = 256  # up to this many keys, one thread per (batch, head) pair (_pairs_*)
 MIN_SCORES = 1 << 17  # below this the fixed costs lose to the reference (docs/kernels.md)
 
 
@@ -114,6 +116,182 @@ def _softmax_grad_tile(s, dp, gy, y, row0, keep, bias, ids, flags, scale, lse):
             dp_row[j] = zero
 
 
+@njit(fastmath=FASTMATH, cache=True)
+def _scale_and_mask(s, n, scale, keep_row, bias_row, has_keep, has_bias):
+    """In place on s[:n]: s * scale (+ bias), -inf where keep is False. The flags are tested
+    outside the loops so that each loop is branch-free and vectorises."""
+    if has_bias:
+        for j in range(n):
+            s[j] = s[j] * scale + bias_row[j]
+    else:
+        for j in range(n):
+            s[j] *= scale
+    if has_keep:
+        neg_inf = s.dtype.type(-np.inf)
+        for j in range(n):
+            s[j] = s[j] if keep_row[j] else neg_inf
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _pairs_forward(q, k, v, keep, bias, ids, flags, scale, y, lse):
+    """Short sequences: one thread per (batch, head) pair does the whole attention for it, with
+    the pair's Q, K^T and V copied into contiguous scratch and one row of scores at a time.
+
+    Every product is a loop whose inner index runs over contiguous memory (keys for scores,
+    features for outputs), so LLVM vectorises it and the operands stay in L1; that beats 48
+    tiny BLAS calls per product at the baby-GPT shapes.
+    """
+    has_keep, has_bias, causal = flags[0], flags[1], flags[2]
+    bh, tq, d = q.shape
+    tk, dv = k.shape[1], v.shape[2]
+    zero, neg_inf = y.dtype.type(0), y.dtype.type(-np.inf)
+    for b in prange(bh):
+        qs, kt, vs = np.empty((tq, d), y.dtype), np.empty((d, tk), y.dtype), v[b].copy()
+        for i in range(tq):
+            for t in range(d):
+                qs[i, t] = q[b, i, t]
+        for j in range(tk):
+            for t in range(d):
+                kt[t, j] = k[b, j, t]
+        s, acc = np.empty(tk, y.dtype), np.empty(dv, y.dtype)
+        for i in range(tq):
+            keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+            n = min(i + 1, tk) if causal else tk
+            s[:n] = zero
+            for t in range(d):
+                qv, k_row = qs[i, t], kt[t]
+                for j in range(n):
+                    s[j] += qv * k_row[j]
+            _scale_and_mask(s, n, scale, keep_row, bias_row, has_keep, has_bias)
+            top = neg_inf
+            for j in range(n):
+                top = max(top, s[j])
+            acc[:] = zero
+            if top == neg_inf:  # every key masked: output 0, lse +inf
+                y[b, i] = acc
+                lse[b, i] = np.inf
+                continue
+            total = zero
+            for j in range(n):
+                e = exp_nonpositive(s[j] - top)
+                s[j] = e
+                total += e
+            for j in range(n):
+                p, v_row = s[j], vs[j]
+                for t in range(dv):
+                    acc[t] += p * v_row[t]
+            inv = y.dtype.type(1) / total
+            for t in range(dv):
+                y[b, i, t] = acc[t] * inv
+            lse[b, i] = top + np.log(total)
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, gq, gk, gv):
+    """Short sequences, backward: per (batch, head) pair and query row i, recompute
+    P_i = exp(q_i K^T scale + mask - lse_i), dP_i = dy_i V^T, dS_i = P_i (dP_i - D_i) scale, then
+    dq_i = dS_i K, dK += dS_i^T q_i, dV += P_i^T dy_i. One thread owns a pair: no races.
+
+    Query rows go four at a time into dK and dV, so each row of dK and dV is loaded and stored
+    once per four rank-1 updates instead of once per update (the loop is bound by that traffic).
+    Rows past the end (or keys past a causal row's last one) carry P = dS = 0.
+    """
+    has_keep, has_bias, causal = flags[0], flags[1], flags[2]
+    bh, tq, d = q.shape
+    tk, dv = k.shape[1], v.shape[2]
+    zero = y.dtype.type(0)
+    padded = (tq + 3) // 4 * 4
+    tkp = (tk + LANES - 1) // LANES * LANES
+    for b in prange(bh):
+        kt, vt = np.zeros((d, tkp), y.dtype), np.zeros((dv, tkp), y.dtype)
+        ks = k[b].copy()
+        qs, gys = np.zeros((padded, d), y.dtype), np.zeros((padded, dv), y.dtype)
+        for i in range(tq):  # explicit loops: Numba's n-d slice assignment is slow
+            for t in range(d):
+                qs[i, t] = q[b, i, t]
+            for t in range(dv):
+                gys[i, t] = gy[b, i, t]
+        for j in range(tk):
+            for t in range(d):
+                kt[t, j] = ks[j, t]
+            for t in range(dv):
+                vt[t, j] = v[b, j, t]
+        gk_b, gv_b = np.zeros((tkp, d), y.dtype), np.zeros((tkp, dv), y.dtype)
+        ps, dss = np.zeros((4, tkp), y.dtype), np.zeros((4, tkp), y.dtype)
+        acc = np.empty(d, y.dtype)
+        for i0 in range(0, tq, 4):
+            last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
+            q0, q1, q2, q3 = qs[i0], qs[i0 + 1], qs[i0 + 2], qs[i0 + 3]
+            g0, g1, g2, g3 = gys[i0], gys[i0 + 1], gys[i0 + 2], gys[i0 + 3]
+            s0, s1, s2, s3 = ps[0], ps[1], ps[2], ps[3]
+            e0, e1, e2, e3 = dss[0], dss[1], dss[2], dss[3]
+            for j in range(last):
+                s0[j] = s1[j] = s2[j] = s3[j] = zero
+                e0[j] = e1[j] = e2[j] = e3[j] = zero
+            for t in range(d):  # S = Q_block K^T, four rows per pass over K
+                a0, a1, a2, a3, k_row = q0[t], q1[t], q2[t], q3[t], kt[t]
+                for j in range(last):
+                    kv = k_row[j]
+                    s0[j] += a0 * kv
+                    s1[j] += a1 * kv
+                    s2[j] += a2 * kv
+                    s3[j] += a3 * kv
+            for t in range(dv):  # dP = dY_block V^T
+                a0, a1, a2, a3, v_row = g0[t], g1[t], g2[t], g3[t], vt[t]
+                for j in range(last):
+                    vv = v_row[j]
+                    e0[j] += a0 * vv
+                    e1[j] += a1 * vv
+                    e2[j] += a2 * vv
+                    e3[j] += a3 * vv
+            for r in range(4):
+                i = i0 + r
+                s, dp = ps[r], dss[r]
+                if i >= tq:  # padding row: P = dS = 0
+                    s[:last] = zero
+                    dp[:last] = zero
+                    continue
+                keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+                n = min(i + 1, tk) if causal else tk
+                gy_row, y_row = gys[i], y[b, i]
+                big_d = zero  # D_i = dy_i . y_i
+                for t in range(dv):
+                    big_d += gy_row[t] * y_row[t]
+                lse_i = lse[b, i]
+                _scale_and_mask(s, n, scale, keep_row, bias_row, has_keep, has_bias)
+                for j in range(n):
+                    p = exp_nonpositive(s[j] - lse_i)
+                    s[j] = p
+                    dp[j] = p * (dp[j] - big_d) * scale
+                s[n:last] = zero
+                dp[n:last] = zero
+            for r in range(4):  # dQ_block = dS K
+                i = i0 + r
+                if i >= tq:
+                    continue
+                dp = dss[r]
+                acc[:] = zero
+                for j in range(min(last, tk)):
+                    ds, k_row = dp[j], ks[j]
+                    for t in range(d):
+                        acc[t] += ds * k_row[t]
+                for t in range(d):
+                    gq[b, i, t] = acc[t]
+            for j in range(last):  # dK += dS^T Q_block, dV += P^T dY_block
+                d0, d1, d2, d3 = e0[j], e1[j], e2[j], e3[j]
+                p0, p1, p2, p3 = s0[j], s1[j], s2[j], s3[j]
+                gk_row, gv_row = gk_b[j], gv_b[j]
+                for t in range(d):
+                    gk_row[t] += d0 * q0[t] + d1 * q1[t] + d2 * q2[t] + d3 * q3[t]
+                for t in range(dv):
+                    gv_row[t] += p0 * g0[t] + p1 * g1[t] + p2 * g2[t] + p3 * g3[t]
+        for j in range(tk):
+            for t in range(d):
+                gk[b, j, t] = gk_b[j, t]
+            for t in range(dv):
+                gv[b, j, t] = gv_b[j, t]
+
+
 def _flatten(a: np.ndarray, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """a (..., X, Y) as (M, X, Y) over its own leading dims, and for each of the prod(batch)
     broadcast batch entries the index of its slice."""
@@ -167,6 +345,9 @@ def attention_forward(q, k, v, mask, causal, scale):
     scale = q.dtype.type(scale)
     y = np.empty((bh, tq, v3.shape[2]), q.dtype)
     lse = np.empty((bh, tq), q.dtype)
+    if tk <= SHORT_KEYS:
+        _pairs_forward(q3, k3, v3, *masks, scale, y, lse)
+        return y.reshape(*batch, tq, -1), lse.reshape(*batch, tq)
     k_t = k3.transpose(0, 2, 1)
     for i0, i1, kn in _tiles(bh, tq, tk, causal):
         s = q3[:, i0:i1] @ k_t[:, :, :kn]  # (BH, Bq, Kn): this tile's scores only
@@ -183,6 +364,10 @@ def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
     gy3 = np.ascontiguousarray(gy).reshape(bh, tq, -1)
     y3 = np.ascontiguousarray(y).reshape(bh, tq, -1)
     lse2 = np.ascontiguousarray(lse).reshape(bh, tq)
+    if tk <= SHORT_KEYS:
+        gq, gk, gv = (np.empty(a.shape, q.dtype) for a in (q3, k3, v3))
+        _pairs_backward(gy3, q3, k3, v3, y3, lse2, *masks, scale, gq, gk, gv)
+        return gq.reshape(*batch, tq, -1), gk.reshape(*batch, tk, -1), gv.reshape(*batch, tk, -1)
     gq = np.empty_like(q3)
     gk, gv = np.zeros_like(k3), np.zeros_like(v3)
     k_t, v_t = k3.transpose(0, 2, 1), v3.transpose(0, 2, 1)
