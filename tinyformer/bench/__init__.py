@@ -6,17 +6,19 @@ after a warm-up; they are measurements of this machine, not tests: nothing here 
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["markdown_table", "median_time", "print_table", "save_json", "save_chart"]
+from tinyformer.fileio import save_figure, save_json, save_text
+
+__all__ = [
+    "markdown_table", "median_time", "print_table", "save_chart", "save_json", "save_text",
+]  # fmt: skip
 
 
 def median_time(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2) -> float:
@@ -65,27 +67,6 @@ def machine() -> dict[str, Any]:
     }
 
 
-def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode) as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def save_json(path: Path, results: dict[str, Any]) -> None:
-    _atomic_write(path, lambda f: json.dump(results, f, indent=2))
-
-
-def save_text(path: Path, text: str) -> None:
-    _atomic_write(path, lambda f: f.write(text))
-
-
 def save_chart(
     path: Path,
     rows: list[dict[str, Any]],
@@ -112,5 +93,5 @@ def save_chart(
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    _atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=110), mode="wb")
+    save_figure(path, fig)
     plt.close(fig)

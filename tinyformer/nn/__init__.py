@@ -1,6 +1,25 @@
-"""Neural-network building blocks. `tinyformer.nn.functional` holds the functional ops now;
-modules (`nn.Module`, `Linear`, ...) arrive with the GPT issue."""
+"""Neural-network building blocks with PyTorch's names: `Module`, `Parameter`, layers,
+containers and transformer blocks; `tinyformer.nn.functional` holds the functional ops."""
 
-from tinyformer.nn import functional
+from tinyformer.nn import functional, init
+from tinyformer.nn.layers import (
+    GELU,
+    Dropout,
+    Embedding,
+    Identity,
+    LayerNorm,
+    Linear,
+    ModuleDict,
+    ModuleList,
+    ReLU,
+    Sequential,
+    Tanh,
+)
+from tinyformer.nn.module import Module, Parameter, StateDictError
+from tinyformer.nn.transformer import MLP, Block, MultiheadAttention
 
-__all__ = ["functional"]
+__all__ = [
+    "GELU", "MLP", "Block", "Dropout", "Embedding", "Identity", "LayerNorm", "Linear", "Module",
+    "ModuleDict", "ModuleList", "MultiheadAttention", "Parameter", "ReLU", "Sequential",
+    "StateDictError", "Tanh", "functional", "init",
+]  # fmt: skip

@@ -1,0 +1,113 @@
+"""Text corpora: the embedded default, Tiny Shakespeare by name (downloaded once, checksummed,
+cached), or any local file.
+
+The default needs no network: the English documentation that ships with CPython as
+`pydoc_data.topics` (about 465k characters of prose and code; the exact text differs a little
+between Python versions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tinyformer.fileio import atomic_write
+
+__all__ = [
+    "CORPORA",
+    "DatasetUnavailable",
+    "cache_dir",
+    "load_text",
+    "pydoc_topics",
+    "tinyshakespeare",
+]
+
+TINYSHAKESPEARE_URL = (
+    "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+)
+TINYSHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+TINYSHAKESPEARE_BYTES = 1_115_394
+
+
+class DatasetUnavailable(RuntimeError):
+    """A dataset could not be read or downloaded; the message says what to do instead."""
+
+
+def cache_dir() -> Path:
+    """$TINYFORMER_CACHE, else $XDG_CACHE_HOME/tinyformer, else ~/.cache/tinyformer."""
+    if os.environ.get("TINYFORMER_CACHE"):
+        return Path(os.environ["TINYFORMER_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tinyformer"
+
+
+def pydoc_topics() -> str:
+    """CPython's bundled documentation topics, joined in a fixed order."""
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[key] for key in sorted(topics))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def download(url: str, path: Path, sha256: str, size: int, timeout: float = 30.0) -> Path:
+    """Fetch `url` to `path` unless a verified copy is there; the file appears only once its
+    checksum matches (written to a temporary file, then renamed)."""
+    if path.exists() and _sha256(path) == sha256:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            data = response.read()
+    except (urllib.error.URLError, TimeoutError, OSError) as err:
+        raise DatasetUnavailable(
+            f"could not download {url} ({err}). If this machine is offline, download the file "
+            f"elsewhere and either pass its path (e.g. `--data path/to/input.txt`) or put it at "
+            f"{path} (it must be {size:,} bytes with SHA-256 {sha256})."
+        ) from None
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha256:
+        raise DatasetUnavailable(
+            f"{url} gave {len(data):,} bytes with SHA-256 {got}, expected {size:,} bytes with "
+            f"{sha256}; nothing was saved. Pass a trusted local copy instead."
+        )
+    atomic_write(path, lambda f: f.write(data), mode="wb")
+    return path
+
+
+def tinyshakespeare() -> str:
+    """Tiny Shakespeare (Karpathy's char-rnn), from the cache or downloaded once into it."""
+    path = cache_dir() / "tinyshakespeare.txt"
+    if path.exists() and _sha256(path) != TINYSHAKESPEARE_SHA256:
+        raise DatasetUnavailable(
+            f"{path} exists but its SHA-256 is not {TINYSHAKESPEARE_SHA256}: delete it to "
+            "download again, or pass a local copy by path"
+        )
+    download(TINYSHAKESPEARE_URL, path, TINYSHAKESPEARE_SHA256, TINYSHAKESPEARE_BYTES)
+    return path.read_text(encoding="utf-8")
+
+
+CORPORA = {"pydoc": pydoc_topics, "tinyshakespeare": tinyshakespeare}
+
+
+def load_text(source: str = "pydoc") -> str:
+    """A corpus by name ("pydoc", the default, or "tinyshakespeare") or a path to a UTF-8 file."""
+    if source in CORPORA:
+        return CORPORA[source]()
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise DatasetUnavailable(
+            f"unknown corpus {source!r}: give one of {sorted(CORPORA)} or the path of a text file"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise DatasetUnavailable(f"{path} is not UTF-8 text ({err})") from None
+    if not text:
+        raise DatasetUnavailable(f"{path} is empty")
+    return text

@@ -1,0 +1,46 @@
+"""Atomic file writes: everything tinyformer saves (checkpoints, logs, charts, tokenizers,
+downloads) goes to a temporary file beside the target, is flushed to disk, and is renamed over
+the target, so a reader never sees half a file and a crash never destroys the previous one."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_write", "save_figure", "save_json", "save_text"]
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: str = "w") -> None:
+    """Call `write(file)` on a temporary file opened in `mode`, then rename it to `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_json(path: str | os.PathLike, data: Any) -> None:
+    atomic_write(path, lambda f: json.dump(data, f, indent=2, ensure_ascii=False))
+
+
+def save_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write(path, lambda f: f.write(text))
+
+
+def save_figure(path: str | os.PathLike, fig: Any, dpi: int = 110) -> None:
+    """Save a matplotlib figure as PNG, atomically."""
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi), mode="wb")

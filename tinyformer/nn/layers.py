@@ -1,0 +1,221 @@
+"""The basic layers (`torch.nn` names): Linear, Embedding, LayerNorm, Dropout, activations, and
+the containers Sequential, ModuleList and ModuleDict. Each forward is one functional op."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+import tinyformer.nn.functional as F
+from tinyformer.nn import init
+from tinyformer.nn.module import Module, Parameter
+from tinyformer.tensor import Tensor
+
+__all__ = [
+    "GELU",
+    "Dropout",
+    "Embedding",
+    "Identity",
+    "LayerNorm",
+    "Linear",
+    "ModuleDict",
+    "ModuleList",
+    "ReLU",
+    "Sequential",
+    "Tanh",
+]
+
+
+class Linear(Module):
+    """y = x W^T + b, with W of shape (out_features, in_features) as in PyTorch.
+
+    Initialised as PyTorch does: W and b uniform in (-1/sqrt(in), 1/sqrt(in)).
+    """
+
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, dtype: Any = np.float32
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = Parameter(np.zeros((out_features, in_features), dtype))
+        init.fan_in_uniform_(self.weight, in_features)
+        self.register_parameter("bias", Parameter(np.zeros(out_features, dtype)) if bias else None)
+        if self.bias is not None:
+            init.fan_in_uniform_(self.bias, in_features)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        bias = self.bias is not None
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={bias}"
+
+
+class Embedding(Module):
+    """A table of `num_embeddings` vectors of size `embedding_dim`, initialised N(0, 1)."""
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        dtype: Any = np.float32,
+    ) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = padding_idx
+        self.weight = init.normal_(Parameter(np.zeros((num_embeddings, embedding_dim), dtype)))
+        if padding_idx is not None:
+            self.weight.data[padding_idx] = 0
+
+    def forward(self, idx: Any) -> Tensor:
+        return F.embedding(idx, self.weight, self.padding_idx)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class LayerNorm(Module):
+    """Normalise over the last axes to mean 0 and variance 1, then scale and shift."""
+
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...],
+        eps: float = 1e-5,
+        bias: bool = True,
+        dtype: Any = np.float32,
+    ) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape, self.eps = tuple(shape), eps
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype))
+        self.register_parameter("bias", Parameter(np.zeros(shape, dtype)) if bias else None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Dropout(Module):
+    """Zero each element with probability p in training mode; the identity in eval mode."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class ReLU(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x)
+
+
+class Tanh(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanh(x)
+
+
+class Identity(Module):
+    def forward(self, x: Any) -> Any:
+        return x
+
+
+class Sequential(Module):
+    """Modules applied in order; children are named "0", "1", ..."""
+
+    def __init__(self, *modules: Module) -> None:
+        super().__init__()
+        for i, module in enumerate(modules):
+            setattr(self, str(i), module)
+
+    def forward(self, x: Any) -> Any:
+        for module in self._modules.values():
+            x = module(x)
+        return x
+
+    def __getitem__(self, i: int) -> Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class ModuleList(Module):
+    """A list of modules whose parameters are registered (a plain list's would be invisible)."""
+
+    def __init__(self, modules: Iterable[Module] = ()) -> None:
+        super().__init__()
+        for module in modules:
+            self.append(module)
+
+    def append(self, module: Module) -> ModuleList:
+        setattr(self, str(len(self._modules)), module)
+        return self
+
+    def __getitem__(self, i: int) -> Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class ModuleDict(Module):
+    """A dict of modules whose parameters are registered."""
+
+    def __init__(self, modules: Mapping[str, Module] | None = None) -> None:
+        super().__init__()
+        for name, module in (modules or {}).items():
+            self[name] = module
+
+    def __setitem__(self, name: str, module: Module) -> None:
+        setattr(self, name, module)
+
+    def __getitem__(self, name: str) -> Module:
+        return self._modules[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._modules
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()

@@ -1,0 +1,268 @@
+"""`Module` and `Parameter`, shaped like PyTorch's so that what students learn here transfers.
+
+A module is an object whose attributes may be parameters, buffers (arrays that are state but not
+trained, such as a causal mask or running statistics) or other modules. Assigning one registers
+it; `named_parameters()` then walks the tree and names every parameter by its dotted path
+(`h.0.attn.c_attn.weight`), which is also its key in `state_dict()`.
+
+A parameter shared by two modules (GPT's token embedding and its LM head) is yielded once by
+`parameters()`, so an optimizer updates it once, but appears under both names in `state_dict()`,
+as in PyTorch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from tinyformer.tensor import Tensor
+
+__all__ = ["Module", "Parameter", "StateDictError"]
+
+
+class Parameter(Tensor):
+    """A tensor that is a trainable weight of a module: it always requires a gradient."""
+
+    __slots__ = ()
+
+    def __init__(self, data: Any, requires_grad: bool = True) -> None:
+        super().__init__(data.data if isinstance(data, Tensor) else data, requires_grad)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class StateDictError(KeyError):
+    """`load_state_dict` was given keys or shapes that do not fit the module."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class Module:
+    """Base class of every layer and model: subclasses set attributes in `__init__` and define
+    `forward`; calling the module calls `forward`."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    # -- registration ---------------------------------------------------------------------------
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(
+                f"cannot assign {name!r} before Module.__init__() has run: call "
+                "super().__init__() first in the subclass's __init__"
+            )
+        for table in (self._parameters, self._buffers, self._modules):
+            table.pop(name, None)
+        self.__dict__.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:  # only called when normal lookup fails
+        for table in ("_parameters", "_buffers", "_modules"):
+            entries = self.__dict__.get(table, {})
+            if name in entries:
+                return entries[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        for table in (self._parameters, self._buffers, self._modules):
+            if name in table:
+                del table[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Register `param` as `name`; None declares an absent parameter (like a missing bias)."""
+        if param is None:
+            self._parameters[name] = None
+        else:
+            setattr(self, name, param)
+
+    def register_buffer(self, name: str, value: Any, persistent: bool = True) -> None:
+        """Keep `value` (an array) as state that is not trained; `persistent` ones are saved."""
+        self._buffers[name] = None if value is None else np.asarray(getattr(value, "data", value))
+        if not persistent:
+            self._non_persistent.add(name)
+
+    # -- traversal ------------------------------------------------------------------------------
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        yield from self._modules.items()
+
+    def children(self) -> Iterator[Module]:
+        for _, module in self.named_children():
+            yield module
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """This module and all below it, depth first, each once, with dotted names."""
+        seen: set[int] = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, module = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            yield name, module
+            children = [(f"{name}.{n}" if name else n, m) for n, m in module._modules.items()]
+            stack.extend(reversed([(n, m) for n, m in children if m is not None]))
+
+    def modules(self) -> Iterator[Module]:
+        for _, module in self.named_modules():
+            yield module
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+        """Every parameter once (a shared one under its first name), with dotted names."""
+        seen: set[int] = set()
+        for module_name, module in self.named_modules(prefix):
+            for name, param in module._parameters.items():
+                if param is None or id(param) in seen:
+                    continue
+                seen.add(id(param))
+                yield (f"{module_name}.{name}" if module_name else name), param
+
+    def parameters(self) -> Iterator[Parameter]:
+        for _, param in self.named_parameters():
+            yield param
+
+    def named_buffers(self) -> Iterator[tuple[str, np.ndarray]]:
+        for module_name, module in self.named_modules():
+            for name, buf in module._buffers.items():
+                if buf is not None:
+                    yield (f"{module_name}.{name}" if module_name else name), buf
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """The number of parameter elements (shared parameters counted once)."""
+        return sum(p.size for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Copies of every parameter and persistent buffer, by dotted name (shared ones under
+        every name that reaches them, as in PyTorch)."""
+        state: dict[str, np.ndarray] = {}
+        for module_name, module in self.named_modules():
+            dot = f"{module_name}." if module_name else ""
+            for name, param in module._parameters.items():
+                if param is not None:
+                    state[dot + name] = param.data.copy()
+            for name, buf in module._buffers.items():
+                if buf is not None and name not in module._non_persistent:
+                    state[dot + name] = buf.copy()
+        return state
+
+    def _state_slots(self) -> dict[str, tuple[Module, str, str]]:
+        slots = {}
+        for module_name, module in self.named_modules():
+            dot = f"{module_name}." if module_name else ""
+            for name, param in module._parameters.items():
+                if param is not None:
+                    slots[dot + name] = (module, name, "param")
+            for name, buf in module._buffers.items():
+                if buf is not None and name not in module._non_persistent:
+                    slots[dot + name] = (module, name, "buffer")
+        return slots
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
+        """Copy arrays from `state_dict` into this module's parameters and buffers, in place.
+
+        Raises StateDictError naming every missing or unexpected key (when `strict`) and every
+        shape mismatch (always); nothing is modified unless the whole dict fits.
+        """
+        slots = self._state_slots()
+        missing = sorted(set(slots) - set(state_dict))
+        unexpected = sorted(set(state_dict) - set(slots))
+        problems = []
+        if strict and missing:
+            problems.append(f"missing keys: {', '.join(missing)}")
+        if strict and unexpected:
+            problems.append(f"unexpected keys: {', '.join(unexpected)}")
+        arrays = {}
+        for key, (module, name, kind) in slots.items():
+            if key not in state_dict:
+                continue
+            value = np.asarray(getattr(state_dict[key], "data", state_dict[key]))
+            target = module._parameters[name].data if kind == "param" else module._buffers[name]
+            if value.shape != target.shape:
+                problems.append(
+                    f"shape mismatch for {key}: checkpoint has {value.shape}, "
+                    f"the model has {target.shape}"
+                )
+            arrays[key] = (target, value)
+        if problems:
+            raise StateDictError(
+                f"load_state_dict into {type(self).__name__}: " + "; ".join(problems)
+            )
+        for target, value in arrays.values():
+            target[...] = value  # in place: optimizers keep pointing at the same arrays
+
+    # -- modes and helpers ----------------------------------------------------------------------
+
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (dropout active) on this module and all below it."""
+        for module in self.modules():
+            object.__setattr__(module, "training", mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for param in self.parameters():
+            if set_to_none or param.grad is None:
+                param.grad = None
+            else:
+                param.grad[...] = 0
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call `fn` on every submodule (children first) and on this module, as in PyTorch."""
+        for module in reversed(list(self.modules())):
+            fn(module)
+        return self
+
+    def to(self, dtype: Any) -> Module:
+        """Convert every floating parameter and buffer to `dtype` in place (e.g. np.float64 for
+        gradient checks); gradients are dropped. Optimizers must be built after this."""
+        for param in self.parameters():
+            param.data, param.grad = param.data.astype(dtype), None
+        for module in self.modules():
+            for name, buf in module._buffers.items():
+                if buf is not None and buf.dtype.kind == "f":
+                    module._buffers[name] = buf.astype(dtype)
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for param in self.parameters():
+            param.requires_grad = requires_grad
+        return self
+
+    # -- calling and printing -------------------------------------------------------------------
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        for name, module in self._modules.items():
+            child = repr(module).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {child}")
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")

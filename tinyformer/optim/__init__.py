@@ -1,0 +1,13 @@
+"""Optimizers and learning-rate schedules with PyTorch's names and update rules."""
+
+from tinyformer.optim.adam import Adam, AdamW
+from tinyformer.optim.clip import clip_grad_norm_
+from tinyformer.optim.groups import weight_decay_groups
+from tinyformer.optim.lr_scheduler import LRScheduler, StepLR, WarmupCosineLR, warmup_cosine
+from tinyformer.optim.optimizer import Optimizer
+from tinyformer.optim.sgd import SGD
+
+__all__ = [
+    "SGD", "Adam", "AdamW", "LRScheduler", "Optimizer", "StepLR", "WarmupCosineLR",
+    "clip_grad_norm_", "warmup_cosine", "weight_decay_groups",
+]  # fmt: skip

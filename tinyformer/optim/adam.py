@@ -1,0 +1,75 @@
+"""Adam and AdamW. Both run the `adamw.step` primitive (`tinyformer/ops/adamw.py`: the math, the
+NumPy reference and a fused Numba kernel): AdamW with its decoupled weight decay, Adam with
+weight decay added to the gradient (L2) and the primitive's own decay set to 0."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from tinyformer import registry
+from tinyformer.optim.optimizer import Optimizer
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    decoupled = False
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
+        name = type(self).__name__
+        if lr < 0 or eps < 0 or weight_decay < 0:
+            raise ValueError(f"{name}: lr, eps, weight_decay must be >= 0")
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"{name}: betas must be in [0, 1), got {betas}")
+        super().__init__(
+            params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        )
+
+    def step(self) -> None:
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            wd = group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state.setdefault(id(p), {})
+                if not state:
+                    state.update(
+                        step=0, exp_avg=np.zeros_like(p.data), exp_avg_sq=np.zeros_like(p.data)
+                    )
+                state["step"] += 1
+                grad = np.ascontiguousarray(p.grad, dtype=p.dtype)
+                if wd and not self.decoupled:
+                    grad = grad + p.dtype.type(wd) * p.data
+                registry.call(
+                    "adamw.step", p.data, grad, state["exp_avg"], state["exp_avg_sq"],
+                    lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                    weight_decay=wd if self.decoupled else 0.0, step=state["step"],
+                )  # fmt: skip
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter): p <- p (1 - lr wd) before the Adam
+    step, instead of adding wd p to the gradient. PyTorch's default weight_decay is 0.01."""
+
+    decoupled = True
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+    ) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay)

@@ -1,0 +1,83 @@
+"""Learning-rate schedules. Each is a pure function of the step (easy to plot and test) and a
+small scheduler class that writes it into the optimizer's groups, PyTorch style:
+`scheduler.step()` after `optimizer.step()`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tinyformer.optim.optimizer import Optimizer
+
+__all__ = ["LRScheduler", "StepLR", "WarmupCosineLR", "warmup_cosine"]
+
+
+def warmup_cosine(step: int, base_lr: float, warmup: int, total: int, min_lr: float) -> float:
+    """Linear warm-up from lr/warmup to lr over `warmup` steps, then cosine decay to `min_lr` at
+    step `total`, then flat (nanoGPT's schedule). Steps count from 0."""
+    if step < warmup:
+        return base_lr * (step + 1) / warmup
+    if step >= total:
+        return min_lr
+    progress = (step - warmup) / max(1, total - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (base_lr - min_lr)
+
+
+class LRScheduler:
+    """Sets every group's lr to `lr_at(step, base_lr)`; the optimizer starts at step 0's lr."""
+
+    def __init__(self, optimizer: Optimizer) -> None:
+        self.optimizer = optimizer
+        self.base_lrs = [g.setdefault("initial_lr", g["lr"]) for g in optimizer.param_groups]
+        self.last_step = 0
+        self._apply()
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        raise NotImplementedError
+
+    def _apply(self) -> None:
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = self.lr_at(self.last_step, base)
+
+    def step(self) -> None:
+        self.last_step += 1
+        self._apply()
+
+    def get_last_lr(self) -> list[float]:
+        return [g["lr"] for g in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_step": self.last_step, "base_lrs": list(self.base_lrs)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.last_step = int(state["last_step"])
+        self.base_lrs = [float(x) for x in state["base_lrs"]]
+        self._apply()
+
+
+class WarmupCosineLR(LRScheduler):
+    """`warmup_cosine` with the min lr given as a fraction of each group's base lr."""
+
+    def __init__(
+        self, optimizer: Optimizer, warmup: int, total: int, min_lr_ratio: float = 0.1
+    ) -> None:
+        if warmup < 0 or total < warmup:
+            raise ValueError(f"WarmupCosineLR: need 0 <= warmup <= total, got {warmup}, {total}")
+        self.warmup, self.total, self.min_lr_ratio = warmup, total, min_lr_ratio
+        super().__init__(optimizer)
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        return warmup_cosine(step, base_lr, self.warmup, self.total, base_lr * self.min_lr_ratio)
+
+
+class StepLR(LRScheduler):
+    """lr = base_lr * gamma ** (step // step_size)."""
+
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1) -> None:
+        if step_size < 1:
+            raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer)
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        return base_lr * self.gamma ** (step // self.step_size)

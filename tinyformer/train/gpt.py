@@ -1,0 +1,249 @@
+"""`tinyformer train gpt` and `tinyformer sample`: train a GPT on text, checkpoint, resume, sample.
+
+The loop is nanoGPT's: random windows of the training text, AdamW with linear warm-up and cosine
+decay, gradient clipping, a periodic estimate of train and validation loss on fixed batches,
+and a checkpoint after every evaluation. Ctrl-C finishes the current step, saves, and exits; the
+run then continues with `--resume` and ends with exactly the weights an uninterrupted run would
+have had (the checkpoint holds the optimizer moments, the schedule and both RNG states).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tinyformer as tf
+from tinyformer.data import BPETokenizer, CharTokenizer, LMData, load_text, tokenizer_from_dict
+from tinyformer.data.tokenizers import Tokenizer
+from tinyformer.models.gpt import CONFIGS, GPT, GPTConfig
+from tinyformer.optim import AdamW, WarmupCosineLR, clip_grad_norm_, weight_decay_groups
+from tinyformer.train.report import peak_rss_mib, plot_losses, write_log
+from tinyformer.train.state import load_run, restore_run, save_run
+
+__all__ = ["TrainGPTConfig", "load_model", "sample", "train_gpt"]
+
+
+def _flag(default: Any, help: str, choices: list[str] | None = None) -> Any:  # noqa: A002
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class TrainGPTConfig:
+    data: str = _flag("pydoc", "corpus: pydoc (embedded), tinyshakespeare, or a text file path")
+    tokenizer: str = _flag("char", "tokenizer trained on the corpus", ["char", "bpe"])
+    bpe_vocab_size: int = _flag(512, "vocabulary size of the BPE tokenizer")
+    config: str = _flag("baby", "named model configuration", sorted(CONFIGS))
+    n_layer: int | None = _flag(None, "override the config's number of blocks")
+    n_head: int | None = _flag(None, "override the config's number of heads")
+    n_embd: int | None = _flag(None, "override the config's width")
+    block_size: int | None = _flag(None, "override the config's context length")
+    dropout: float | None = _flag(None, "override the config's dropout")
+    iters: int = _flag(2000, "training iterations")
+    batch_size: int = _flag(12, "sequences per batch")
+    lr: float = _flag(1e-3, "peak learning rate")
+    min_lr_ratio: float = _flag(0.1, "final learning rate as a fraction of lr")
+    warmup: int = _flag(100, "linear warm-up iterations (at most --iters)")
+    weight_decay: float = _flag(0.1, "AdamW weight decay on weight matrices")
+    beta1: float = _flag(0.9, "AdamW beta1")
+    beta2: float = _flag(0.99, "AdamW beta2")
+    grad_clip: float = _flag(1.0, "clip the global gradient norm to this (0: off)")
+    eval_interval: int = _flag(250, "evaluate and checkpoint every this many iterations")
+    eval_iters: int = _flag(20, "batches per loss estimate")
+    seed: int = _flag(1337, "seed for initialisation, batches and dropout")
+    out_dir: str = _flag("out/gpt", "folder for ckpt.npz, log.json and loss.png")
+    resume: bool = _flag(False, "continue the run saved in --out-dir")
+    sample_tokens: int = _flag(300, "tokens to sample when training ends (0: none)")
+    progress: bool = _flag(True, "show a progress bar")
+
+    def model_config(self, vocab_size: int) -> GPTConfig:
+        overrides = {
+            name: getattr(self, name)
+            for name in ("n_layer", "n_head", "n_embd", "block_size", "dropout")
+            if getattr(self, name) is not None
+        }
+        return dataclasses.replace(CONFIGS[self.config], vocab_size=vocab_size, **overrides)
+
+
+class _StopFlag:
+    """First Ctrl-C: finish the current step, save, stop. Second Ctrl-C: stop at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nstopping after this step to save a checkpoint (Ctrl-C again to abort now)")
+
+    def __enter__(self) -> _StopFlag:
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread: no handler, Ctrl-C behaves as usual
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _tokenizer(cfg: TrainGPTConfig, text: str) -> Tokenizer:
+    if cfg.tokenizer == "bpe":
+        return BPETokenizer.train(text, cfg.bpe_vocab_size)
+    return CharTokenizer.train(text)
+
+
+@tf.no_grad()
+def estimate_loss(model: GPT, data: LMData, cfg: TrainGPTConfig, it: int) -> dict[str, float]:
+    """Mean loss over `eval_iters` batches of each split, in eval mode. The batches come from a
+    generator seeded by (seed, iteration): fixed for a given run and point, and independent of
+    the training batches, so evaluating never changes what training sees."""
+    model.eval()
+    rng = np.random.default_rng([cfg.seed, it])
+    out = {}
+    for split in ("train", "val"):
+        losses = [
+            float(model(*data.get_batch(split, cfg.batch_size, rng))[1].item())
+            for _ in range(cfg.eval_iters)
+        ]
+        out[split] = float(np.mean(losses))
+    model.train()
+    return out
+
+
+def train_gpt(cfg: TrainGPTConfig, on_step: Any = None) -> dict[str, Any]:
+    """Train (or resume) a GPT as configured; returns the run's log. `on_step(it)` is called
+    after every completed step; returning True stops the run as Ctrl-C would."""
+    from tqdm import tqdm
+
+    out = Path(cfg.out_dir)
+    ckpt_path = out / "ckpt.npz"
+    saved = None
+    if cfg.resume:
+        model_state, saved = load_run(ckpt_path)
+        keep = {"iters": cfg.iters, "progress": cfg.progress, "resume": True}
+        cfg = TrainGPTConfig(**{**saved["train_config"], **keep})
+    text = load_text(cfg.data)
+    tokenizer = tokenizer_from_dict(saved["tokenizer"]) if saved else _tokenizer(cfg, text)
+    mconf = GPTConfig(**saved["model_config"]) if saved else cfg.model_config(tokenizer.vocab_size)
+    data = LMData(np.array(tokenizer.encode(text)), mconf.block_size)
+
+    tf.manual_seed(cfg.seed)
+    batch_rng = np.random.default_rng(cfg.seed)
+    model = GPT(mconf)
+    optimizer = AdamW(
+        weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2)
+    )
+    scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, cfg.min_lr_ratio)
+    log: dict[str, Any] = {"loss": [], "lr": [], "ms": [], "evals": []}
+    if saved:
+        model.load_state_dict(model_state)
+        restore_run(saved, optimizer, scheduler, batch_rng)
+        log = saved["log"]
+    it = len(log["loss"])
+
+    def checkpoint() -> None:
+        meta = {
+            "train_config": dataclasses.asdict(cfg),
+            "model_config": dataclasses.asdict(mconf),
+            "tokenizer": tokenizer.to_dict(),
+            "iteration": it,
+            "log": log,
+        }
+        save_run(ckpt_path, model, optimizer, scheduler, batch_rng, meta)
+        log["peak_rss_mib"] = peak_rss_mib()
+        write_log(out / "log.json", {"config": dataclasses.asdict(cfg), **log})
+        plot_losses(log, out / "loss.png", f"GPT {cfg.config} on {cfg.data}")
+
+    def evaluate() -> None:
+        if log["evals"] and log["evals"][-1]["iter"] == it:
+            return  # resumed right after this evaluation
+        losses = estimate_loss(model, data, cfg, it)
+        log["evals"].append({"iter": it, **losses})
+        bar.write(f"iter {it:5d}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+        checkpoint()
+
+    bar = tqdm(total=cfg.iters, initial=it, disable=not cfg.progress, unit="it", dynamic_ncols=True)
+    with _StopFlag() as stop:
+        while it < cfg.iters:
+            if it % cfg.eval_interval == 0:
+                evaluate()
+            start = time.perf_counter()
+            x, y = data.get_batch("train", cfg.batch_size, batch_rng)
+            _, loss = model(x, y)
+            optimizer.zero_grad()
+            loss.backward()
+            if cfg.grad_clip > 0:
+                clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            lr = optimizer.param_groups[0]["lr"]
+            optimizer.step()
+            scheduler.step()
+            it += 1
+            ms = (time.perf_counter() - start) * 1e3
+            log["loss"].append(float(loss.item()))
+            log["lr"].append(lr)
+            log["ms"].append(ms)
+            bar.update()
+            bar.set_postfix(loss=f"{log['loss'][-1]:.3f}", lr=f"{lr:.2e}", ms=f"{ms:.0f}")
+            if (on_step is not None and on_step(it)) or stop.requested:
+                checkpoint()
+                bar.close()
+                print(f"stopped at iteration {it}; checkpoint in {ckpt_path}. Continue with:")
+                print(f"  tinyformer train gpt --resume --out-dir {out}")
+                return log
+        evaluate()
+    bar.close()
+    steady = log["ms"][len(log["ms"]) // 10 :] or log["ms"]
+    print(
+        f"done: {it} iterations, {np.median(steady):.1f} ms/iter (median), peak memory "
+        f"{peak_rss_mib():.0f} MiB; {out / 'loss.png'}, {out / 'log.json'}, {ckpt_path}"
+    )
+    if cfg.sample_tokens:
+        print("\n--- sample ---")
+        print(_generate(model, tokenizer, "\n", cfg.sample_tokens, 0.8, 40, None))
+    return log
+
+
+def load_model(path: Any) -> tuple[GPT, Tokenizer, dict[str, Any]]:
+    """A trained GPT, its tokenizer and the checkpoint's metadata from a run folder or file."""
+    state, meta = load_run(path)
+    model = GPT(GPTConfig(**meta["model_config"]))
+    model.load_state_dict(state)
+    return model.eval(), tokenizer_from_dict(meta["tokenizer"]), meta
+
+
+def _generate(
+    model: GPT,
+    tokenizer: Tokenizer,
+    prompt: str,
+    tokens: int,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+) -> str:
+    ids = tokenizer.encode(prompt) if prompt else [0]
+    out = model.generate(np.array([ids]), tokens, temperature, top_k, top_p)
+    return tokenizer.decode(out[0])
+
+
+def sample(
+    ckpt: str,
+    prompt: str = "\n",
+    tokens: int = 300,
+    temperature: float = 0.8,
+    top_k: int | None = 40,
+    top_p: float | None = None,
+    seed: int = 0,
+) -> str:
+    """Text sampled from a checkpoint, starting with `prompt`."""
+    model, tokenizer, _ = load_model(ckpt)
+    tf.manual_seed(seed)
+    return _generate(model, tokenizer, prompt, tokens, temperature, top_k, top_p)

@@ -1,0 +1,57 @@
+"""What a training run leaves for people to look at: a loss-curve PNG and a JSON log."""
+
+from __future__ import annotations
+
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinyformer.fileio import save_figure, save_json
+
+__all__ = ["peak_rss_mib", "plot_losses", "write_log"]
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far (MiB)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
+
+
+def plot_losses(log: dict[str, Any], path: Path, title: str) -> None:
+    """Training loss per iteration (and its running mean), evaluated train/val losses, and the
+    learning rate on a second axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    steps, losses = np.arange(1, len(log["loss"]) + 1), np.asarray(log["loss"])
+    if len(losses):
+        ax.plot(steps, losses, color="tab:blue", alpha=0.25, lw=0.8, label="train (batch)")
+        window = max(1, min(50, len(losses) // 10))
+        smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1 :], smooth, color="tab:blue", lw=1.5, label="train (mean)")
+    for split, color in (("train", "tab:green"), ("val", "tab:red")):
+        points = [(e["iter"], e[split]) for e in log["evals"]]
+        if points:
+            ax.plot(*zip(*points), "o-", color=color, ms=4, label=f"{split} (eval)")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right")
+    if log["lr"]:
+        lr_ax = ax.twinx()
+        lr_ax.plot(steps, log["lr"], color="gray", lw=0.8, ls="--")
+        lr_ax.set_ylabel("learning rate", color="gray")
+    fig.tight_layout()
+    save_figure(path, fig)
+    plt.close(fig)
+
+
+def write_log(path: Path, log: dict[str, Any]) -> None:
+    save_json(path, log)
