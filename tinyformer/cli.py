@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 import time
 
@@ -116,6 +117,22 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     params.add_argument("--config", default=None, choices=sorted(CONFIGS), help="default: all")
 
 
+BLAS_TIMEOUT = "6"  # OpenBLAS's worker threads spin for 2**6 cycles, not 2**28, before sleeping
+
+
+def _restart_with_blas_settings() -> None:
+    """Run this command again in a fresh process with OPENBLAS_THREAD_TIMEOUT set.
+
+    Why: after each matrix product, OpenBLAS's worker threads busy-wait for about 2**28 cycles
+    (~0.1 s) by default, holding the second core while the Numba kernels that follow need it;
+    a training step of the baby GPT took 90 ms instead of 55 ms (docs/kernels.md). OpenBLAS
+    reads the setting only when it loads, which happened when this program imported NumPy, so
+    the only way to apply it is a restart. An explicit setting in the environment is kept.
+    """
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_TIMEOUT
+    os.execv(sys.executable, [sys.executable, "-m", "tinyformer.cli", *sys.argv[1:]])
+
+
 def _run_training_command(args: argparse.Namespace) -> int:
     from tinyformer.checkpoint import CheckpointError
     from tinyformer.data import DatasetUnavailable
@@ -158,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command in ("train", "sample", "params"):
+        if (
+            argv is None
+            and args.command != "params"
+            and "OPENBLAS_THREAD_TIMEOUT" not in os.environ
+        ):
+            _restart_with_blas_settings()  # only as a program: never replaces a caller's process
         return _run_training_command(args)
     if args.command == "demo":
         _attention_demo()

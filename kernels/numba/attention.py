@@ -142,17 +142,22 @@ def _pairs_forward(q, k, v, keep, bias, ids, flags, scale, y, lse):
     tiny BLAS calls per product at the baby-GPT shapes.
     """
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]
-    bh, tq, d = q.shape
-    tk, dv = k.shape[1], v.shape[2]
+    n0, n1, tq, d = q.shape  # (B, H, T, d) views, strided as the caller's arrays are
+    tk, dv = k.shape[2], v.shape[3]
     zero, neg_inf = y.dtype.type(0), y.dtype.type(-np.inf)
-    for b in prange(bh):
-        qs, kt, vs = np.empty((tq, d), y.dtype), np.empty((d, tk), y.dtype), v[b].copy()
+    for b in prange(n0 * n1):
+        qb, kb = q[b // n1, b % n1], k[b // n1, b % n1]
+        qs, kt, vs = (
+            np.empty((tq, d), y.dtype),
+            np.empty((d, tk), y.dtype),
+            v[b // n1, b % n1].copy(),
+        )
         for i in range(tq):
             for t in range(d):
-                qs[i, t] = q[b, i, t]
+                qs[i, t] = qb[i, t]
         for j in range(tk):
             for t in range(d):
-                kt[t, j] = k[b, j, t]
+                kt[t, j] = kb[j, t]
         s, acc = np.empty(tk, y.dtype), np.empty(dv, y.dtype)
         for i in range(tq):
             keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
@@ -197,25 +202,27 @@ def _pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, gq, gk, 
     Rows past the end (or keys past a causal row's last one) carry P = dS = 0.
     """
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]
-    bh, tq, d = q.shape
-    tk, dv = k.shape[1], v.shape[2]
+    n0, n1, tq, d = q.shape  # (B, H, T, d) views, strided as the caller's arrays are
+    tk, dv = k.shape[2], v.shape[3]
     zero = y.dtype.type(0)
     padded = (tq + 3) // 4 * 4
     tkp = (tk + LANES - 1) // LANES * LANES
-    for b in prange(bh):
+    for b in prange(n0 * n1):
+        b0, b1 = b // n1, b % n1
+        qb, vb, gyb, yb = q[b0, b1], v[b0, b1], gy[b0, b1], y[b0, b1]
         kt, vt = np.zeros((d, tkp), y.dtype), np.zeros((dv, tkp), y.dtype)
-        ks = k[b].copy()
+        ks = k[b0, b1].copy()
         qs, gys = np.zeros((padded, d), y.dtype), np.zeros((padded, dv), y.dtype)
         for i in range(tq):  # explicit loops: Numba's n-d slice assignment is slow
             for t in range(d):
-                qs[i, t] = q[b, i, t]
+                qs[i, t] = qb[i, t]
             for t in range(dv):
-                gys[i, t] = gy[b, i, t]
+                gys[i, t] = gyb[i, t]
         for j in range(tk):
             for t in range(d):
                 kt[t, j] = ks[j, t]
             for t in range(dv):
-                vt[t, j] = v[b, j, t]
+                vt[t, j] = vb[j, t]
         gk_b, gv_b = np.zeros((tkp, d), y.dtype), np.zeros((tkp, dv), y.dtype)
         ps, dss = np.zeros((4, tkp), y.dtype), np.zeros((4, tkp), y.dtype)
         acc = np.empty(d, y.dtype)
@@ -253,7 +260,7 @@ def _pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, gq, gk, 
                     continue
                 keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
                 n = min(i + 1, tk) if causal else tk
-                gy_row, y_row = gys[i], y[b, i]
+                gy_row, y_row = gys[i], yb[i]
                 big_d = zero  # D_i = dy_i . y_i
                 for t in range(dv):
                     big_d += gy_row[t] * y_row[t]
@@ -323,6 +330,15 @@ def _as_batch(a: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(a, (*batch, *a.shape[-2:])).reshape(-1, *a.shape[-2:])
 
 
+def _as_pairs(a: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    """(..., T, d) broadcast to the full batch, as a (B, H, T, d) view: for the usual 4-D input
+    (a transposed (B, T, H, d) projection, say) no copy is made; the kernels read it strided."""
+    full = np.broadcast_to(a, (*batch, *a.shape[-2:]))
+    if len(batch) <= 2:
+        return full.reshape((1,) * (2 - len(batch)) + full.shape)
+    return full.reshape(-1, batch[-1], *a.shape[-2:])  # more leading dims: merged (maybe copied)
+
+
 def _tiles(bh: int, tq: int, tk: int, causal: bool):
     rows = max(1, min(tq, TILE_ELEMENTS // max(1, bh * tk)))
     for i0 in range(0, tq, rows):
@@ -340,14 +356,21 @@ def _setup(q, k, v, mask, causal):
 
 @kernel("attention.forward", backend="numba", dtypes=FLOATS, when=big_enough)
 def attention_forward(q, k, v, mask, causal, scale):
+    if k.shape[-2] <= SHORT_KEYS:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        tq, tk = q.shape[-2], k.shape[-2]
+        masks = _masks(mask, batch, tq, tk, q.dtype, causal)
+        q4, k4, v4 = (_as_pairs(a, batch) for a in (q, k, v))
+        y = np.empty((*batch, tq, v.shape[-1]), q.dtype)
+        lse = np.empty((*batch, tq), q.dtype)
+        y3, lse2 = y.reshape(-1, tq, v.shape[-1]), lse.reshape(-1, tq)  # views of y and lse
+        _pairs_forward(q4, k4, v4, *masks, q.dtype.type(scale), y3, lse2)
+        return y, lse
     batch, q3, k3, v3, masks = _setup(q, k, v, mask, causal)
     bh, tq, tk = q3.shape[0], q3.shape[1], k3.shape[1]
     scale = q.dtype.type(scale)
     y = np.empty((bh, tq, v3.shape[2]), q.dtype)
     lse = np.empty((bh, tq), q.dtype)
-    if tk <= SHORT_KEYS:
-        _pairs_forward(q3, k3, v3, *masks, scale, y, lse)
-        return y.reshape(*batch, tq, -1), lse.reshape(*batch, tq)
     k_t = k3.transpose(0, 2, 1)
     for i0, i1, kn in _tiles(bh, tq, tk, causal):
         s = q3[:, i0:i1] @ k_t[:, :, :kn]  # (BH, Bq, Kn): this tile's scores only
@@ -358,16 +381,22 @@ def attention_forward(q, k, v, mask, causal, scale):
 
 @kernel("attention.backward", backend="numba", dtypes=FLOATS, when=big_enough_backward)
 def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
+    if k.shape[-2] <= SHORT_KEYS:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        tq, tk = q.shape[-2], k.shape[-2]
+        masks = _masks(mask, batch, tq, tk, q.dtype, causal)
+        q4, k4, v4, gy4, y4 = (_as_pairs(a, batch) for a in (q, k, v, gy, y))
+        lse2 = np.ascontiguousarray(lse).reshape(-1, tq)
+        grads = [np.empty((*batch, a.shape[-2], a.shape[-1]), q.dtype) for a in (q, k, v)]
+        flat = [g.reshape(-1, *g.shape[-2:]) for g in grads]  # views of the gradients
+        _pairs_backward(gy4, q4, k4, v4, y4, lse2, *masks, q.dtype.type(scale), *flat)
+        return tuple(grads)
     batch, q3, k3, v3, masks = _setup(q, k, v, mask, causal)
     bh, tq, tk = q3.shape[0], q3.shape[1], k3.shape[1]
     scale = q.dtype.type(scale)
     gy3 = np.ascontiguousarray(gy).reshape(bh, tq, -1)
     y3 = np.ascontiguousarray(y).reshape(bh, tq, -1)
     lse2 = np.ascontiguousarray(lse).reshape(bh, tq)
-    if tk <= SHORT_KEYS:
-        gq, gk, gv = (np.empty(a.shape, q.dtype) for a in (q3, k3, v3))
-        _pairs_backward(gy3, q3, k3, v3, y3, lse2, *masks, scale, gq, gk, gv)
-        return gq.reshape(*batch, tq, -1), gk.reshape(*batch, tk, -1), gv.reshape(*batch, tk, -1)
     gq = np.empty_like(q3)
     gk, gv = np.zeros_like(k3), np.zeros_like(v3)
     k_t, v_t = k3.transpose(0, 2, 1), v3.transpose(0, 2, 1)

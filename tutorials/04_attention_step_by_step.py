@@ -1,0 +1,166 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent,ipynb
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 4. Attention, step by step
+#
+# The lecture example: a four-token sentence, "the cat sat down". Each token is a vector.
+# Attention lets every token build a new vector as a weighted mix of the others' vectors, with
+# weights that depend on how well its **query** matches their **keys**. We go through it one
+# step at a time, in NumPy, and at the end check that tinyformer's
+# `F.scaled_dot_product_attention` and `nn.MultiheadAttention` compute exactly the same thing.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+import tinyformer as tf
+import tinyformer.nn.functional as F
+from tinyformer import nn
+
+tokens = ["the", "cat", "sat", "down"]
+T, C = len(tokens), 8  # 4 tokens, each an 8-dimensional vector
+rng = np.random.default_rng(0)
+x = rng.standard_normal((T, C))  # (T, C): in a real model, token + position embeddings
+
+# %% [markdown]
+# ## Queries, keys and values
+#
+# Three learned matrices map each token vector to a query ("what am I looking for?"), a key
+# ("what do I contain?") and a value ("what do I hand over if chosen?").
+
+# %%
+d_k = C
+W_q, W_k, W_v = (rng.standard_normal((C, d_k)) / np.sqrt(C) for _ in range(3))
+Q, K, V = x @ W_q, x @ W_k, x @ W_v  # each (T, d_k)
+print(Q.shape, K.shape, V.shape)
+
+# %% [markdown]
+# ## The score grid
+#
+# Score (i, j) says how much token i's query matches token j's key: a dot product. All of them
+# at once are one matrix product, a T x T grid.
+
+# %%
+scores = Q @ K.T  # (T, T)
+
+
+def show(grid, title, ax=None, fmt="{:.2f}"):
+    ax = ax or plt.gca()
+    ax.imshow(grid, cmap="viridis")
+    ax.set_xticks(range(T), tokens)
+    ax.set_yticks(range(T), tokens)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    ax.set_title(title)
+    for i in range(T):
+        for j in range(T):
+            value = grid[i, j]
+            ax.text(j, i, "-inf" if np.isneginf(value) else fmt.format(value),
+                    ha="center", va="center", color="w", fontsize=8)  # fmt: skip
+
+
+show(scores, "raw scores Q Kᵀ")
+plt.show()
+
+# %% [markdown]
+# ## Scaling by sqrt(d_k)
+#
+# A dot product of two random d_k-dimensional vectors has variance d_k. Large scores push
+# softmax into saturation (one weight near 1, the rest near 0, tiny gradients). Dividing by
+# sqrt(d_k) brings the variance back to 1. Check it on many random vectors:
+
+# %%
+a, b = rng.standard_normal((2, 10_000, 64))
+dots = (a * b).sum(-1)
+print(f"variance of q.k for d_k=64: {dots.var():.1f}; after / sqrt(64): {(dots / 8).var():.2f}")
+scaled = scores / np.sqrt(d_k)
+
+# %% [markdown]
+# ## Softmax: scores to weights
+#
+# Each row becomes a probability distribution over the keys: exponentiate and normalise.
+# (Subtracting the row maximum first changes nothing mathematically and avoids overflow.)
+
+# %%
+
+
+def softmax(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+weights = softmax(scaled)
+print("rows sum to", weights.sum(axis=-1))
+out = weights @ V  # (T, d_k): each row a weighted mix of the value vectors
+
+# %% [markdown]
+# ## The look-ahead mask
+#
+# A language model predicts the next token, so token i must not see tokens after it. We add
+# -inf above the diagonal before the softmax: exp(-inf) = 0, so those weights vanish and each
+# row still sums to 1 over the tokens it may see.
+
+# %%
+mask = np.triu(np.full((T, T), -np.inf), k=1)  # 0 on and below the diagonal, -inf above
+causal_weights = softmax(scaled + mask)
+fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+show(scaled + mask, "scaled scores + mask", axes[0])
+show(causal_weights, "causal attention weights", axes[1])
+plt.tight_layout()
+plt.show()
+causal_out = causal_weights @ V
+
+# %% [markdown]
+# tinyformer's fused op does scale, mask, softmax and the weighted sum in one call, and its
+# backward is checked against finite differences like every other op:
+
+# %%
+y = F.scaled_dot_product_attention(tf.tensor(Q), tf.tensor(K), tf.tensor(V), is_causal=True)
+print("max difference from the step-by-step version:", np.abs(y.numpy() - causal_out).max())
+
+# %% [markdown]
+# ## Multi-head attention: splitting the width into heads
+#
+# One attention pattern per layer is limiting: a token may need to look at its verb for one
+# purpose and at the previous word for another. Multi-head attention splits the width C into
+# nh heads of size hs = C / nh, runs attention in each independently, then concatenates the
+# heads' outputs and mixes them with one more matrix. Same cost, several patterns.
+
+# %%
+nh, hs = 2, C // 2
+Qh = Q.reshape(T, nh, hs).transpose(1, 0, 2)  # (T, C) -> (T, nh, hs) -> (nh, T, hs)
+Kh = K.reshape(T, nh, hs).transpose(1, 0, 2)
+Vh = V.reshape(T, nh, hs).transpose(1, 0, 2)
+head_weights = softmax(Qh @ Kh.transpose(0, 2, 1) / np.sqrt(hs) + mask)  # (nh, T, T)
+heads = head_weights @ Vh  # (nh, T, hs)
+merged = heads.transpose(1, 0, 2).reshape(T, C)  # (nh, T, hs) -> (T, nh, hs) -> (T, C)
+fig, axes = plt.subplots(1, nh, figsize=(9, 4))
+for h in range(nh):
+    show(head_weights[h], f"head {h}", axes[h])
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# `nn.MultiheadAttention` is exactly this, with the three projections fused into one Linear
+# (`c_attn`, C -> 3C) and the output mix `c_proj`. Load our matrices into it and compare:
+
+# %%
+mha = nn.MultiheadAttention(C, nh).to(np.float64)
+mha.c_attn.weight.data[...] = np.concatenate([W_q, W_k, W_v], axis=1).T  # Linear stores W^T
+mha.c_attn.bias.data[...] = 0
+mha.c_proj.weight.data[...] = np.eye(C)  # identity mix, so the output is the merged heads
+mha.c_proj.bias.data[...] = 0
+y, w = mha(tf.tensor(x[None]), is_causal=True, need_weights=True)
+print("module vs step by step:", np.abs(y.numpy()[0] - merged).max())
+print("weights match:", np.allclose(w.numpy()[0], head_weights))
