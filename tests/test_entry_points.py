@@ -50,3 +50,29 @@ def test_bench_quick_writes_json_and_png(tmp_path, capsys):
     for chart in ("ops.png", "speedup_quick.png"):
         assert (tmp_path / chart).read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
+
+
+def test_train_command_as_a_program_restarts_with_its_settings(tmp_path):
+    """The console script re-executes itself with RUNTIME_ENV; the child must see it."""
+    import os
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("abcdefgh " * 400, encoding="utf-8")
+    env = {
+        k: v for k, v in os.environ.items() if k not in (*cli.RUNTIME_ENV, "TINYFORMER_RESTARTED")
+    }
+    flags = [
+        "train", "gpt", "--data", str(corpus), "--n-layer", "1", "--n-embd", "8", "--n-head",
+        "2", "--block-size", "8", "--iters", "2", "--eval-iters", "1", "--batch-size", "2",
+        "--out-dir", str(tmp_path / "run"), "--sample-tokens", "0", "--no-progress",
+    ]  # fmt: skip
+    code = "import os, sys; from tinyformer import cli; sys.argv[0] = 'tinyformer'; cli.main()"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *flags], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "done: 2 iterations" in done.stdout
+    log = json.loads((tmp_path / "run" / "log.json").read_text())
+    assert log["runtime_env"] == cli.RUNTIME_ENV

@@ -10,6 +10,7 @@ have had (the checkpoint holds the optimizer moments, the schedule and both RNG 
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -160,7 +161,10 @@ def train_gpt(cfg: TrainGPTConfig, on_step: Any = None) -> dict[str, Any]:
         }
         save_run(ckpt_path, model, optimizer, scheduler, batch_rng, meta)
         log["peak_rss_mib"] = peak_rss_mib()
-        write_log(out / "log.json", {"config": dataclasses.asdict(cfg), **log})
+        runtime = {name: os.environ.get(name) for name in ("OPENBLAS_THREAD_TIMEOUT",)}
+        write_log(
+            out / "log.json", {"config": dataclasses.asdict(cfg), "runtime_env": runtime, **log}
+        )
         plot_losses(log, out / "loss.png", f"GPT {cfg.config} on {cfg.data}")
 
     def evaluate() -> None:
