@@ -85,7 +85,7 @@ def test_interrupt_and_resume_equals_an_uninterrupted_run(corpus, tmp_path):
     train_gpt(_config(corpus, tmp_path / "straight"))
     stopped = train_gpt(_config(corpus, tmp_path / "resumed"), on_step=lambda it: it == 7)
     assert len(stopped["loss"]) == 7
-    train_gpt(_config(corpus, tmp_path / "resumed", resume=True))
+    train_gpt(_config(corpus, tmp_path / "resumed", resume=True, iters=None))  # saved: 12
     a, _, meta_a = load_model(tmp_path / "straight")
     b, _, meta_b = load_model(tmp_path / "resumed")
     for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):

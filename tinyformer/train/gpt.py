@@ -45,7 +45,7 @@ class TrainGPTConfig:
     n_embd: int | None = _flag(None, "override the config's width")
     block_size: int | None = _flag(None, "override the config's context length")
     dropout: float | None = _flag(None, "override the config's dropout")
-    iters: int = _flag(2000, "training iterations")
+    iters: int | None = _flag(None, "training iterations: 2000, or on --resume the saved run's")
     batch_size: int = _flag(12, "sequences per batch")
     lr: float = _flag(1e-3, "peak learning rate")
     min_lr_ratio: float = _flag(0.1, "final learning rate as a fraction of lr")
@@ -69,6 +69,9 @@ class TrainGPTConfig:
             if getattr(self, name) is not None
         }
         return dataclasses.replace(CONFIGS[self.config], vocab_size=vocab_size, **overrides)
+
+
+DEFAULT_ITERS = 2000
 
 
 class _StopFlag:
@@ -130,8 +133,12 @@ def train_gpt(cfg: TrainGPTConfig, on_step: Any = None) -> dict[str, Any]:
     saved = None
     if cfg.resume:
         model_state, saved = load_run(ckpt_path)
-        keep = {"iters": cfg.iters, "progress": cfg.progress, "resume": True}
+        keep = {"progress": cfg.progress, "resume": True}
+        if cfg.iters is not None:  # extending a run changes its schedule from here on
+            keep["iters"] = cfg.iters
         cfg = TrainGPTConfig(**{**saved["train_config"], **keep})
+    if cfg.iters is None:
+        cfg = dataclasses.replace(cfg, iters=DEFAULT_ITERS)
     text = load_text(cfg.data)
     tokenizer = tokenizer_from_dict(saved["tokenizer"]) if saved else _tokenizer(cfg, text)
     mconf = GPTConfig(**saved["model_config"]) if saved else cfg.model_config(tokenizer.vocab_size)
