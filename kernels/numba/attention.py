@@ -75,11 +75,7 @@ def _softmax_tile(s, row0, keep, bias, ids, flags, scale, lse):
             row[:n] = zero
             lse[b, i] = np.inf
             continue
-        total = zero
-        for j in range(n):
-            e = exp_nonpositive(row[j] - top)
-            row[j] = e
-            total += e
+        total = _exp_shifted(row, n, top)
         inv = s.dtype.type(1) / total
         for j in range(n):
             row[j] *= inv
@@ -132,6 +128,17 @@ def _scale_and_mask(s, n, scale, keep_row, bias_row, has_keep, has_bias):
             s[j] = s[j] if keep_row[j] else neg_inf
 
 
+@njit(fastmath=FASTMATH, cache=True)
+def _exp_shifted(row, n, top):
+    """In place on row[:n]: exp(row - top); returns their sum (the softmax denominator)."""
+    total = row.dtype.type(0)
+    for j in range(n):
+        e = exp_nonpositive(row[j] - top)
+        row[j] = e
+        total += e
+    return total
+
+
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _pairs_forward(q, k, v, keep, bias, ids, flags, scale, y, lse):
     """Short sequences: one thread per (batch, head) pair does the whole attention for it, with
@@ -176,11 +183,7 @@ def _pairs_forward(q, k, v, keep, bias, ids, flags, scale, y, lse):
                 y[b, i] = acc
                 lse[b, i] = np.inf
                 continue
-            total = zero
-            for j in range(n):
-                e = exp_nonpositive(s[j] - top)
-                s[j] = e
-                total += e
+            total = _exp_shifted(s, n, top)
             for j in range(n):
                 p, v_row = s[j], vs[j]
                 for t in range(dv):

@@ -143,7 +143,20 @@ class Identity(Module):
         return x
 
 
-class Sequential(Module):
+class _Indexed(Module):
+    """Children named "0", "1", ... that can be indexed, counted and iterated in order."""
+
+    def __getitem__(self, i: int) -> Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class Sequential(_Indexed):
     """Modules applied in order; children are named "0", "1", ..."""
 
     def __init__(self, *modules: Module) -> None:
@@ -156,17 +169,8 @@ class Sequential(Module):
             x = module(x)
         return x
 
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-
-class ModuleList(Module):
+class ModuleList(_Indexed):
     """A list of modules whose parameters are registered (a plain list's would be invisible)."""
 
     def __init__(self, modules: Iterable[Module] = ()) -> None:
@@ -177,15 +181,6 @@ class ModuleList(Module):
     def append(self, module: Module) -> ModuleList:
         setattr(self, str(len(self._modules)), module)
         return self
-
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
 
 
 class ModuleDict(Module):
