@@ -94,6 +94,11 @@ TORCH = {
     "layer_norm": lambda x, w, b, normalized_shape: TF.layer_norm(x, normalized_shape, w, b),
     "embedding": lambda idx, w: TF.embedding(idx, w),
     "scaled_dot_product_attention": _sdpa,
+    "conv2d": lambda x, w, b, **kw: TF.conv2d(x, w, b, **kw),
+    "conv_transpose2d": lambda x, w, b, **kw: TF.conv_transpose2d(x, w, b, **kw),
+    "max_pool2d": lambda x, **kw: TF.max_pool2d(x, **kw),
+    "max_unpool2d": lambda x, idx, **kw: TF.max_unpool2d(x, idx, **kw),
+    "avg_pool2d": lambda x, **kw: TF.avg_pool2d(x, **kw),
 }
 # Not compared, on purpose: dropout draws its mask from tinyformer's own generator, so no other
 # library can produce the same mask (its properties are tested in test_op_properties.py).

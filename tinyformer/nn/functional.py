@@ -2,6 +2,9 @@
 as F`). Each is defined, with its backward, in `tinyformer/ops/<name>.py`."""
 
 from tinyformer.ops import (
+    avg_pool2d,
+    conv2d,
+    conv_transpose2d,
     cross_entropy,
     dropout,
     embedding,
@@ -9,6 +12,8 @@ from tinyformer.ops import (
     layer_norm,
     linear,
     log_softmax,
+    max_pool2d,
+    max_unpool2d,
     pad,
     relu,
     scaled_dot_product_attention,
@@ -18,6 +23,9 @@ from tinyformer.ops import (
 )
 
 __all__ = [
+    "avg_pool2d",
+    "conv2d",
+    "conv_transpose2d",
     "cross_entropy",
     "dropout",
     "embedding",
@@ -25,6 +33,8 @@ __all__ = [
     "layer_norm",
     "linear",
     "log_softmax",
+    "max_pool2d",
+    "max_unpool2d",
     "pad",
     "relu",
     "scaled_dot_product_attention",

@@ -6,8 +6,11 @@ Adding an op: write `ops/<name>.py` (see docs/adding-an-op.md) and import its wr
 from tinyformer.ops.abs import abs
 from tinyformer.ops.add import add
 from tinyformer.ops.attention import scaled_dot_product_attention
+from tinyformer.ops.avg_pool2d import avg_pool2d
 from tinyformer.ops.cat import cat, concatenate, stack
 from tinyformer.ops.clip import clip
+from tinyformer.ops.conv2d import conv2d
+from tinyformer.ops.conv_transpose2d import conv_transpose2d
 from tinyformer.ops.cross_entropy import cross_entropy
 from tinyformer.ops.div import div
 from tinyformer.ops.dropout import dropout
@@ -24,6 +27,8 @@ from tinyformer.ops.logsumexp import logsumexp
 from tinyformer.ops.masked_fill import masked_fill
 from tinyformer.ops.matmul import matmul
 from tinyformer.ops.max import max, min
+from tinyformer.ops.max_pool2d import max_pool2d
+from tinyformer.ops.max_unpool2d import max_unpool2d
 from tinyformer.ops.maximum import maximum, minimum
 from tinyformer.ops.mean import mean
 from tinyformer.ops.mul import mul
@@ -45,9 +50,10 @@ from tinyformer.ops.var import std, var
 from tinyformer.ops.where import where
 
 __all__ = [
-    "abs", "add", "cat", "chunk", "clip", "concatenate", "cross_entropy", "div", "dropout",
-    "embedding", "exp", "expand", "gelu", "getitem", "layer_norm", "linear", "log",
-    "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "maximum", "mean", "min",
+    "abs", "add", "avg_pool2d", "cat", "chunk", "clip", "concatenate", "conv2d",
+    "conv_transpose2d", "cross_entropy", "div", "dropout", "embedding", "exp", "expand", "gelu",
+    "getitem", "layer_norm", "linear", "log", "log_softmax", "logsumexp", "masked_fill",
+    "matmul", "max", "max_pool2d", "max_unpool2d", "maximum", "mean", "min",
     "minimum", "mul", "neg", "pad", "permute", "pow", "relu", "reshape",
     "scaled_dot_product_attention", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack",
     "std", "sub", "sum", "tanh", "transpose", "unsqueeze", "var", "where",

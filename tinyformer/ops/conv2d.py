@@ -1,0 +1,143 @@
+"""conv2d: 2-D cross-correlation of an image batch with a bank of filters, as in PyTorch.
+
+Shapes    x (N, C, H, W), w (O, C/g, kh, kw), b (O,) or None -> y (N, O, Ho, Wo),
+          Ho = floor((H + 2 ph - dh (kh - 1) - 1) / sh) + 1 (likewise Wo); g = groups.
+Forward   y[n, o, r, s] = b[o] + sum_{c,i,j} w[o, c, i, j] xp[n, G(o) + c, r sh + i dh, s sw + j dw]
+          with xp = x zero-padded by (ph, pw), G(o) the first channel of o's group.
+          Computed as im2col: view xp's windows as columns cols (N, g, K, L) with
+          K = C/g kh kw (one column per output position, L = Ho Wo), then one batched matrix
+          product per group, y = W cols with W = w reshaped to (g, O/g, K).
+Backward  gW = sum over n and positions of gy cols^T (a matrix product per group);
+          gcols = W^T gy, then "col2im": every column entry is added back onto the input pixel
+          it was read from (overlapping windows add up), and the padding is cropped off: gx.
+          gb = sum of gy over n and positions.
+Saved     x and w. The columns (kh kw times the size of x) are rebuilt in backward from x's
+          strided view rather than kept between the passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from tinyformer import registry
+from tinyformer.autograd import Function, OpError
+from tinyformer.ops._im2col import check_image, out_size, pad2d, pair, scatter_windows, windows
+from tinyformer.tensor import Tensor
+from tinyformer.testing import OpSpec, Sample, floats
+
+
+def _columns(x, kh, kw, stride, padding, dilation, groups):
+    """x (N, C, H, W) -> cols (N, g, C/g kh kw, Ho Wo) and (Ho, Wo)."""
+    n, c, h, w_ = x.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    ho, wo = out_size(h, kh, sh, ph, dh), out_size(w_, kw, sw, pw, dw)
+    view = windows(pad2d(x, ph, pw), kh, kw, ho, wo, sh, sw, dh, dw)  # (N, C, kh, kw, Ho, Wo)
+    return view.reshape(n, groups, c // groups * kh * kw, ho * wo), (ho, wo)
+
+
+@registry.reference("conv2d.forward")
+def conv2d_forward(x, w, b, stride, padding, dilation, groups):
+    o, _, kh, kw = w.shape
+    cols, (ho, wo) = _columns(x, kh, kw, stride, padding, dilation, groups)
+    wg = w.reshape(groups, o // groups, -1)  # (g, O/g, K)
+    y = (wg @ cols).reshape(x.shape[0], o, ho, wo)  # (N, g, O/g, L) -> (N, O, Ho, Wo)
+    return y + b[:, None, None] if b is not None else y
+
+
+@registry.reference("conv2d.backward")
+def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
+    """-> gx, gw, gb."""
+    n, c, h, w_ = x.shape
+    o, _, kh, kw = w.shape
+    cols, (ho, wo) = _columns(x, kh, kw, stride, padding, dilation, groups)
+    gy4 = gy.reshape(n, groups, o // groups, ho * wo)  # (N, g, O/g, L)
+    gw = np.einsum("ngol,ngkl->gok", gy4, cols, optimize=True).reshape(w.shape)
+    wg = w.reshape(groups, o // groups, -1)
+    gcols = np.swapaxes(wg, 1, 2) @ gy4  # (N, g, K, L)
+    gcols = gcols.reshape(n, c, kh, kw, ho, wo)
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    gxp = scatter_windows(gcols, h + 2 * ph, w_ + 2 * pw, sh, sw, dh, dw)
+    return gxp[:, :, ph : ph + h, pw : pw + w_], gw, gy.sum(axis=(0, 2, 3))
+
+
+class Conv2d(Function):
+    @staticmethod
+    def forward(ctx, x, w, b, *, stride, padding, dilation, groups):
+        ctx.save_for_backward(x, w)
+        ctx.params = (stride, padding, dilation, groups)
+        return registry.call("conv2d.forward", x, w, b, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        gx, gw, gb = registry.call("conv2d.backward", gy, x, w, *ctx.params)
+        need_x, need_w, need_b = ctx.needs_input_grad
+        return gx if need_x else None, gw if need_w else None, gb if need_b else None
+
+
+def check_groups(op: str, channels: int, groups: int, filters: int, per_group: int) -> None:
+    if groups < 1 or channels % groups or filters % groups:
+        raise OpError(
+            f"{op}: groups={groups} must divide the input channels ({channels}) and the "
+            f"output channels ({filters})"
+        )
+    if per_group * groups != channels:
+        raise OpError(
+            f"{op}: weight expects {per_group * groups} input channels ({per_group} per group "
+            f"x {groups} groups), the input has {channels}"
+        )
+
+
+def conv2d(
+    input: Tensor,  # noqa: A002 (named as in PyTorch)
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+    groups: int = 1,
+) -> Tensor:
+    """2-D convolution (cross-correlation) as `torch.nn.functional.conv2d`."""
+    check_image("conv2d", input)
+    if weight.ndim != 4:
+        raise OpError(f"conv2d: weight must be (O, C/groups, kh, kw), got shape {weight.shape}")
+    o, per_group, kh, kw = weight.shape
+    check_groups("conv2d", input.shape[1], groups, o, per_group)
+    if bias is not None and tuple(bias.shape) != (o,):
+        raise OpError(f"conv2d: bias must have shape ({o},), got {bias.shape}")
+    stride, padding = pair("conv2d", "stride", stride, 1), pair("conv2d", "padding", padding)
+    dilation = pair("conv2d", "dilation", dilation, 1)
+    ho = out_size(input.shape[2], kh, stride[0], padding[0], dilation[0])
+    wo = out_size(input.shape[3], kw, stride[1], padding[1], dilation[1])
+    if ho < 1 or wo < 1:
+        raise OpError(
+            f"conv2d: a {kh}x{kw} kernel (dilation {dilation}) does not fit the input "
+            f"{input.shape[2]}x{input.shape[3]} with padding {padding}"
+        )
+    return Conv2d.apply(
+        input, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups
+    )
+
+
+def _sample(draw) -> Sample:
+    groups = draw.choice([1, 1, 2])
+    c, o = groups * draw.integers(1, 2), groups * draw.integers(1, 2)
+    kh, kw = draw.integers(1, 3), draw.integers(1, 3)
+    stride, dilation = (draw.integers(1, 2), draw.integers(1, 2)), draw.choice([1, (1, 2)])
+    padding = (draw.integers(0, 1), draw.integers(0, 2))
+    h, w = draw.integers(kh + 2, 7), draw.integers(kw + 3, 7)
+    x = floats(draw, (draw.integers(1, 2), c, h, w))
+    weight = floats(draw, (o, c // groups, kh, kw))
+    bias = floats(draw, (o,)) if draw.integers(0, 1) else None
+    kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return Sample([x, weight, bias], kwargs)
+
+
+SPECS = [
+    OpSpec(
+        "conv2d", conv2d, _sample, functions=(Conv2d,),
+        primitives=("conv2d.forward", "conv2d.backward"),
+    )
+]  # fmt: skip
