@@ -2,6 +2,7 @@
 containers and transformer blocks; `tinyformer.nn.functional` holds the functional ops."""
 
 from tinyformer.nn import functional, init
+from tinyformer.nn.conv import AvgPool2d, Conv2d, ConvTranspose2d, Flatten, MaxPool2d, MaxUnpool2d
 from tinyformer.nn.layers import (
     GELU,
     Dropout,
@@ -19,7 +20,8 @@ from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.transformer import MLP, Block, MultiheadAttention
 
 __all__ = [
-    "GELU", "MLP", "Block", "Dropout", "Embedding", "Identity", "LayerNorm", "Linear", "Module",
+    "GELU", "MLP", "AvgPool2d", "Block", "Conv2d", "ConvTranspose2d", "Dropout", "Embedding",
+    "Flatten", "Identity", "LayerNorm", "Linear", "MaxPool2d", "MaxUnpool2d", "Module",
     "ModuleDict", "ModuleList", "MultiheadAttention", "Parameter", "ReLU", "Sequential",
     "StateDictError", "Tanh", "functional", "init",
 ]  # fmt: skip

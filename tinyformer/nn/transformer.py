@@ -138,14 +138,15 @@ class Block(Module):
         bias: bool = True,
         dropout: float = 0.0,
         cross_attention: bool = False,
+        eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        self.ln_1 = LayerNorm(embed_dim, bias=bias)
+        self.ln_1 = LayerNorm(embed_dim, eps=eps, bias=bias)
         self.attn = MultiheadAttention(embed_dim, num_heads, bias, dropout)
         if cross_attention:
-            self.ln_cross = LayerNorm(embed_dim, bias=bias)
+            self.ln_cross = LayerNorm(embed_dim, eps=eps, bias=bias)
             self.cross_attn = MultiheadAttention(embed_dim, num_heads, bias, dropout, cross=True)
-        self.ln_2 = LayerNorm(embed_dim, bias=bias)
+        self.ln_2 = LayerNorm(embed_dim, eps=eps, bias=bias)
         self.mlp = MLP(embed_dim, bias=bias, dropout=dropout)
 
     def forward(
@@ -156,10 +157,19 @@ class Block(Module):
         is_causal: bool = False,
         key_padding_mask: Any = None,
         context_padding_mask: Any = None,
-    ) -> Tensor:
-        x = x + self.attn(self.ln_1(x), is_causal=is_causal, key_padding_mask=key_padding_mask)
+        need_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """x (B, T, C) -> (B, T, C); with need_weights, also the self-attention weights
+        (B, nh, T, T), for plots."""
+        out = self.attn(
+            self.ln_1(x), is_causal=is_causal, key_padding_mask=key_padding_mask,
+            need_weights=need_weights,
+        )  # fmt: skip
+        attn, weights = out if need_weights else (out, None)
+        x = x + attn
         if "cross_attn" in self._modules:
             x = x + self.cross_attn(
                 self.ln_cross(x), context, key_padding_mask=context_padding_mask
             )
-        return x + self.mlp(self.ln_2(x))
+        x = x + self.mlp(self.ln_2(x))
+        return (x, weights) if need_weights else x

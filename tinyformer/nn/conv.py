@@ -1,0 +1,163 @@
+"""Image layers (`torch.nn` names): Conv2d, ConvTranspose2d, pooling and unpooling, Flatten.
+Each forward is one functional op from `tinyformer/ops/`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import tinyformer.nn.functional as F
+from tinyformer.nn import init
+from tinyformer.nn.module import Module, Parameter
+from tinyformer.ops import reshape
+from tinyformer.ops._im2col import pair
+from tinyformer.tensor import Tensor
+
+__all__ = ["AvgPool2d", "Conv2d", "ConvTranspose2d", "Flatten", "MaxPool2d", "MaxUnpool2d"]
+
+IntPair = int | Sequence[int]
+
+
+class Conv2d(Module):
+    """2-D convolution; weight (out, in/groups, kh, kw). PyTorch's init: U(±1/sqrt(fan_in))
+    for weight and bias, fan_in = in/groups * kh * kw."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntPair,
+        stride: IntPair = 1,
+        padding: IntPair = 0,
+        dilation: IntPair = 1,
+        groups: int = 1,
+        bias: bool = True,
+        dtype: Any = np.float32,
+    ) -> None:
+        super().__init__()
+        kh, kw = pair("Conv2d", "kernel_size", kernel_size, 1)
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"Conv2d: groups={groups} must divide in_channels={in_channels} and "
+                f"out_channels={out_channels}"
+            )
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        fan_in = in_channels // groups * kh * kw
+        self.weight = Parameter(np.zeros((out_channels, in_channels // groups, kh, kw), dtype))
+        init.fan_in_uniform_(self.weight, fan_in)
+        self.register_parameter("bias", Parameter(np.zeros(out_channels, dtype)) if bias else None)
+        if self.bias is not None:
+            init.fan_in_uniform_(self.bias, fan_in)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv2d(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}"
+        )
+
+
+class ConvTranspose2d(Module):
+    """Transposed convolution; weight (in, out/groups, kh, kw), as in PyTorch (whose init uses
+    fan_in = out/groups * kh * kw, the fan-in of the conv2d this one is the transpose of)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntPair,
+        stride: IntPair = 1,
+        padding: IntPair = 0,
+        output_padding: IntPair = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: IntPair = 1,
+        dtype: Any = np.float32,
+    ) -> None:
+        super().__init__()
+        kh, kw = pair("ConvTranspose2d", "kernel_size", kernel_size, 1)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.groups, self.dilation = groups, dilation
+        fan_in = out_channels // groups * kh * kw
+        self.weight = Parameter(np.zeros((in_channels, out_channels // groups, kh, kw), dtype))
+        init.fan_in_uniform_(self.weight, fan_in)
+        self.register_parameter("bias", Parameter(np.zeros(out_channels, dtype)) if bias else None)
+        if self.bias is not None:
+            init.fan_in_uniform_(self.bias, fan_in)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv_transpose2d(
+            x, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+            self.groups, self.dilation,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}"
+        )
+
+
+class MaxPool2d(Module):
+    def __init__(
+        self,
+        kernel_size: IntPair,
+        stride: IntPair | None = None,
+        padding: IntPair = 0,
+        dilation: IntPair = 1,
+        return_indices: bool = False,
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.return_indices = dilation, return_indices
+
+    def forward(self, x: Tensor) -> Any:
+        return F.max_pool2d(
+            x, self.kernel_size, self.stride, self.padding, self.dilation, self.return_indices
+        )
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}"
+
+
+class MaxUnpool2d(Module):
+    def __init__(
+        self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x: Tensor, indices: Any, output_size: Sequence[int] | None = None) -> Tensor:
+        return F.max_unpool2d(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class AvgPool2d(Module):
+    def __init__(
+        self,
+        kernel_size: IntPair,
+        stride: IntPair | None = None,
+        padding: IntPair = 0,
+        count_include_pad: bool = True,
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+
+
+class Flatten(Module):
+    """(N, d1, d2, ...) -> (N, d1 * d2 * ...)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return reshape(x, x.shape[0], math.prod(x.shape[1:]))
