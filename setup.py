@@ -36,6 +36,8 @@ setup(
         "numba>=0.60",
         "tqdm>=4.60",
         "matplotlib>=3.7",
+        # The vision commands' embedded default dataset is scikit-learn's bundled 8x8 digits.
+        "scikit-learn>=1.3",
     ],
     extras_require={
         "dev": [

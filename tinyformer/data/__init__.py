@@ -1,6 +1,7 @@
 """Data for the training commands: corpora, tokenizers and batching."""
 
 from tinyformer.data.batching import LMData
+from tinyformer.data.images import SHAPE_CLASSES, load_digits, load_mnist, make_shapes
 from tinyformer.data.text import DatasetUnavailable, cache_dir, load_text, pydoc_topics
 from tinyformer.data.tokenizers import (
     BPETokenizer,
@@ -11,6 +12,7 @@ from tinyformer.data.tokenizers import (
 )
 
 __all__ = [
-    "BPETokenizer", "CharTokenizer", "DatasetUnavailable", "LMData", "Tokenizer", "cache_dir",
-    "load_text", "load_tokenizer", "pydoc_topics", "tokenizer_from_dict",
+    "BPETokenizer", "CharTokenizer", "DatasetUnavailable", "LMData", "SHAPE_CLASSES",
+    "Tokenizer", "cache_dir", "load_digits", "load_mnist", "load_text", "load_tokenizer",
+    "make_shapes", "pydoc_topics", "tokenizer_from_dict",
 ]  # fmt: skip

@@ -55,10 +55,13 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def download(url: str, path: Path, sha256: str, size: int, timeout: float = 30.0) -> Path:
+def download(
+    url: str, path: Path, checksum: str, algorithm: str = "sha256", timeout: float = 30.0
+) -> Path:
     """Fetch `url` to `path` unless a verified copy is there; the file appears only once its
-    checksum matches (written to a temporary file, then renamed)."""
-    if path.exists() and _sha256(path) == sha256:
+    checksum (`algorithm`: "sha256", or "md5" where only that is published) matches (written to
+    a temporary file, then renamed)."""
+    if path.exists() and hashlib.new(algorithm, path.read_bytes()).hexdigest() == checksum:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -67,14 +70,13 @@ def download(url: str, path: Path, sha256: str, size: int, timeout: float = 30.0
     except (urllib.error.URLError, TimeoutError, OSError) as err:
         raise DatasetUnavailable(
             f"could not download {url} ({err}). If this machine is offline, download the file "
-            f"elsewhere and either pass its path (e.g. `--data path/to/input.txt`) or put it at "
-            f"{path} (it must be {size:,} bytes with SHA-256 {sha256})."
+            f"elsewhere and pass its path, or put it at {path} ({algorithm} {checksum})."
         ) from None
-    got = hashlib.sha256(data).hexdigest()
-    if got != sha256:
+    got = hashlib.new(algorithm, data).hexdigest()
+    if got != checksum:
         raise DatasetUnavailable(
-            f"{url} gave {len(data):,} bytes with SHA-256 {got}, expected {size:,} bytes with "
-            f"{sha256}; nothing was saved. Pass a trusted local copy instead."
+            f"{url} gave {len(data):,} bytes with {algorithm} {got}, expected {checksum}; "
+            "nothing was saved. Pass a trusted local copy instead."
         )
     atomic_write(path, lambda f: f.write(data), mode="wb")
     return path
@@ -88,7 +90,13 @@ def tinyshakespeare() -> str:
             f"{path} exists but its SHA-256 is not {TINYSHAKESPEARE_SHA256}: delete it to "
             "download again, or pass a local copy by path"
         )
-    download(TINYSHAKESPEARE_URL, path, TINYSHAKESPEARE_SHA256, TINYSHAKESPEARE_BYTES)
+    try:
+        download(TINYSHAKESPEARE_URL, path, TINYSHAKESPEARE_SHA256)
+    except DatasetUnavailable as err:
+        raise DatasetUnavailable(
+            f"{err} Tiny Shakespeare is {TINYSHAKESPEARE_BYTES:,} bytes; pass a local copy with "
+            "`--data path/to/input.txt`."
+        ) from None
     return path.read_text(encoding="utf-8")
 
 
