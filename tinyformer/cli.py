@@ -1,6 +1,8 @@
 """The `tinyformer` command line.
 
 tinyformer train gpt [flags]      train a GPT (default: baby config on the embedded corpus)
+tinyformer train vit|cnn|fcn|segnet|unet   train an image model (digits / generated shapes)
+tinyformer eval --ckpt DIR        accuracy or mIoU of a trained image model, and its plots
 tinyformer sample --ckpt DIR      sample text from a trained GPT
 tinyformer params gpt [--config]  parameter count of a named GPT configuration, without building it
 tinyformer demo                   autograd on a small attention layer, then gradcheck every op
@@ -104,6 +106,14 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
         "context 64) on CPython's bundled docs, about 3 minutes on 2 cores.",
     )
     add_dataclass_flags(gpt, TrainGPTConfig)
+    from tinyformer.train.vision import MODELS, TrainVisionConfig
+
+    for name in MODELS:
+        image = train.add_parser(name, help=f"train a {name.upper()} on images")
+        add_dataclass_flags(image, TrainVisionConfig, skip=("model",))
+        image.set_defaults(model=name)
+    evaluate = sub.add_parser("eval", help="evaluate a trained image model and plot it")
+    evaluate.add_argument("--ckpt", required=True, help="run folder (with ckpt.npz) or .npz file")
     sample = sub.add_parser("sample", help="sample text from a trained GPT")
     sample.add_argument("--ckpt", required=True, help="run folder (with ckpt.npz) or .npz file")
     sample.add_argument("--prompt", default="\n", help="text to continue (default: newline)")
@@ -153,10 +163,25 @@ def _run_training_command(args: argparse.Namespace) -> int:
             print(sample(args.ckpt, args.prompt, args.tokens, args.temperature, top_k, args.top_p,
                          args.seed))  # fmt: skip
             return 0
-        from tinyformer.train.args import dataclass_from_args
-        from tinyformer.train.gpt import TrainGPTConfig, train_gpt
+        if args.command == "eval":
+            from tinyformer.train.vision import eval_vision
 
-        train_gpt(dataclass_from_args(TrainGPTConfig, args))
+            result = eval_vision(args.ckpt)
+            plots = result.pop("plots")
+            print(", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                            for k, v in result.items()))  # fmt: skip
+            print("plots: " + ", ".join(str(p) for p in plots))
+            return 0
+        from tinyformer.train.args import dataclass_from_args
+
+        if args.model == "gpt":
+            from tinyformer.train.gpt import TrainGPTConfig, train_gpt
+
+            train_gpt(dataclass_from_args(TrainGPTConfig, args))
+        else:
+            from tinyformer.train.vision import TrainVisionConfig, train_vision
+
+            train_vision(dataclass_from_args(TrainVisionConfig, args))
         return 0
     except (CheckpointError, DatasetUnavailable, ValueError) as err:
         print(f"tinyformer {args.command}: error: {err}", file=sys.stderr)
@@ -175,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_training_commands(sub)
     args = parser.parse_args(argv)
 
-    if args.command in ("train", "sample", "params"):
+    if args.command in ("train", "sample", "params", "eval"):
         restarted = "TINYFORMER_RESTARTED" in os.environ
         if argv is None and args.command != "params" and not restarted:
             _restart_with_runtime_settings()  # only as a program: never replaces a caller's process

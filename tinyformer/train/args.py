@@ -20,9 +20,14 @@ def _base_type(annotation: Any) -> Any:
     return args[0] if args else annotation
 
 
-def add_dataclass_flags(parser: argparse.ArgumentParser, cls: type) -> None:
+def add_dataclass_flags(
+    parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()
+) -> None:
+    """One flag per field of `cls`, except those in `skip` (set them with set_defaults)."""
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
+        if field.name in skip:
+            continue
         kind = _base_type(hints[field.name])
         flag = "--" + field.name.replace("_", "-")
         default = field.default

@@ -10,9 +10,6 @@ have had (the checkpoint holds the optimizer moments, the schedule and both RNG 
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,9 +20,9 @@ import tinyformer as tf
 from tinyformer.data import BPETokenizer, CharTokenizer, LMData, load_text, tokenizer_from_dict
 from tinyformer.data.tokenizers import Tokenizer
 from tinyformer.models.gpt import CONFIGS, GPT, GPTConfig
-from tinyformer.optim import AdamW, WarmupCosineLR, clip_grad_norm_, weight_decay_groups
-from tinyformer.train.report import peak_rss_mib, plot_losses, write_log
-from tinyformer.train.state import load_run, restore_run, save_run
+from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
+from tinyformer.train.loop import Run, train_loop
+from tinyformer.train.state import load_run, restore_run
 
 __all__ = ["TrainGPTConfig", "load_model", "sample", "train_gpt"]
 
@@ -74,31 +71,6 @@ class TrainGPTConfig:
 DEFAULT_ITERS = 2000
 
 
-class _StopFlag:
-    """First Ctrl-C: finish the current step, save, stop. Second Ctrl-C: stop at once."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: Any = None
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print("\nstopping after this step to save a checkpoint (Ctrl-C again to abort now)")
-
-    def __enter__(self) -> _StopFlag:
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        except ValueError:  # not the main thread: no handler, Ctrl-C behaves as usual
-            self._previous = None
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-
 def _tokenizer(cfg: TrainGPTConfig, text: str) -> Tokenizer:
     if cfg.tokenizer == "bpe":
         return BPETokenizer.train(text, cfg.bpe_vocab_size)
@@ -126,13 +98,9 @@ def estimate_loss(model: GPT, data: LMData, cfg: TrainGPTConfig, it: int) -> dic
 def train_gpt(cfg: TrainGPTConfig, on_step: Any = None) -> dict[str, Any]:
     """Train (or resume) a GPT as configured; returns the run's log. `on_step(it)` is called
     after every completed step; returning True stops the run as Ctrl-C would."""
-    from tqdm import tqdm
-
-    out = Path(cfg.out_dir)
-    ckpt_path = out / "ckpt.npz"
     saved = None
     if cfg.resume:
-        model_state, saved = load_run(ckpt_path)
+        model_state, saved = load_run(Path(cfg.out_dir) / "ckpt.npz")
         keep = {"progress": cfg.progress, "resume": True}
         if cfg.iters is not None:  # extending a run changes its schedule from here on
             keep["iters"] = cfg.iters
@@ -151,73 +119,19 @@ def train_gpt(cfg: TrainGPTConfig, on_step: Any = None) -> dict[str, Any]:
         weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2)
     )
     scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, cfg.min_lr_ratio)
-    log: dict[str, Any] = {"loss": [], "lr": [], "ms": [], "evals": []}
+    run = Run(
+        model, optimizer, scheduler, batch_rng,
+        get_batch=lambda rng: data.get_batch("train", cfg.batch_size, rng),
+        evaluate=lambda it: estimate_loss(model, data, cfg, it),
+        meta=lambda: {"model_config": dataclasses.asdict(mconf), "tokenizer": tokenizer.to_dict()},
+        config=cfg, command="gpt", title=f"GPT {cfg.config} on {cfg.data}",
+    )  # fmt: skip
     if saved:
         model.load_state_dict(model_state)
         restore_run(saved, optimizer, scheduler, batch_rng)
-        log = saved["log"]
-    it = len(log["loss"])
-
-    def checkpoint() -> None:
-        meta = {
-            "train_config": dataclasses.asdict(cfg),
-            "model_config": dataclasses.asdict(mconf),
-            "tokenizer": tokenizer.to_dict(),
-            "iteration": it,
-            "log": log,
-        }
-        save_run(ckpt_path, model, optimizer, scheduler, batch_rng, meta)
-        log["peak_rss_mib"] = peak_rss_mib()
-        runtime = {name: os.environ.get(name) for name in ("OPENBLAS_THREAD_TIMEOUT",)}
-        write_log(
-            out / "log.json", {"config": dataclasses.asdict(cfg), "runtime_env": runtime, **log}
-        )
-        plot_losses(log, out / "loss.png", f"GPT {cfg.config} on {cfg.data}")
-
-    def evaluate() -> None:
-        if log["evals"] and log["evals"][-1]["iter"] == it:
-            return  # resumed right after this evaluation
-        losses = estimate_loss(model, data, cfg, it)
-        log["evals"].append({"iter": it, **losses})
-        bar.write(f"iter {it:5d}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-        checkpoint()
-
-    bar = tqdm(total=cfg.iters, initial=it, disable=not cfg.progress, unit="it", dynamic_ncols=True)
-    with _StopFlag() as stop:
-        while it < cfg.iters:
-            if it % cfg.eval_interval == 0:
-                evaluate()
-            start = time.perf_counter()
-            x, y = data.get_batch("train", cfg.batch_size, batch_rng)
-            _, loss = model(x, y)
-            optimizer.zero_grad()
-            loss.backward()
-            if cfg.grad_clip > 0:
-                clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            lr = optimizer.param_groups[0]["lr"]
-            optimizer.step()
-            scheduler.step()
-            it += 1
-            ms = (time.perf_counter() - start) * 1e3
-            log["loss"].append(float(loss.item()))
-            log["lr"].append(lr)
-            log["ms"].append(ms)
-            bar.update()
-            bar.set_postfix(loss=f"{log['loss'][-1]:.3f}", lr=f"{lr:.2e}", ms=f"{ms:.0f}")
-            if (on_step is not None and on_step(it)) or stop.requested:
-                checkpoint()
-                bar.close()
-                print(f"stopped at iteration {it}; checkpoint in {ckpt_path}. Continue with:")
-                print(f"  tinyformer train gpt --resume --out-dir {out}")
-                return log
-        evaluate()
-    bar.close()
-    steady = log["ms"][len(log["ms"]) // 10 :] or log["ms"]
-    print(
-        f"done: {it} iterations, {np.median(steady):.1f} ms/iter (median), peak memory "
-        f"{peak_rss_mib():.0f} MiB; {out / 'loss.png'}, {out / 'log.json'}, {ckpt_path}"
-    )
-    if cfg.sample_tokens:
+        run.log = saved["log"]
+    log = train_loop(run, on_step)
+    if len(log["loss"]) == cfg.iters and cfg.sample_tokens:
         print("\n--- sample ---")
         print(_generate(model, tokenizer, "\n", cfg.sample_tokens, 0.8, 40, None))
     return log

@@ -1,0 +1,70 @@
+"""A small convolutional classifier: the baseline the lectures set against the ViT.
+
+Convolutions build in two priors a transformer has to learn from data: locality (a filter sees
+a small neighbourhood) and translation equivariance (the same filter slides everywhere). On
+small datasets those priors win; this model is here to show it.
+
+Shapes: B batch, C_in image channels, H = W image size, K classes.
+
+    images (B, C_in, H, W) -> n_stages x [conv3x3 - ReLU - conv3x3 - ReLU - maxpool 2x2]
+           -> (B, channels[-1], H / 2^n_stages, W / 2^n_stages) -> flatten -> Linear -> (B, K)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import tinyformer.nn.functional as F
+from tinyformer import nn
+from tinyformer.tensor import Tensor
+
+__all__ = ["CNN", "CNNConfig"]
+
+
+@dataclass(frozen=True)
+class CNNConfig:
+    image_size: int = 8  # H = W, pixels
+    in_channels: int = 1  # colour channels
+    num_classes: int = 10  # K
+    channels: tuple[int, ...] = (16, 32)  # filters per stage; each stage halves H and W
+    dropout: float = 0.0  # before the classifier
+
+    def __post_init__(self) -> None:
+        if self.image_size % 2 ** len(self.channels):
+            raise ValueError(
+                f"CNNConfig: image_size {self.image_size} must be divisible by "
+                f"2^{len(self.channels)} (one 2x2 pooling per stage)"
+            )
+
+
+def conv_stage(c_in: int, c_out: int) -> nn.Sequential:
+    """Two 3x3 convolutions (padding 1 keeps H and W) with ReLUs."""
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU(), nn.Conv2d(c_out, c_out, 3, padding=1),
+        nn.ReLU(),
+    )  # fmt: skip
+
+
+class CNN(nn.Module):
+    def __init__(self, config: CNNConfig) -> None:
+        super().__init__()
+        self.config = config
+        widths = (config.in_channels, *config.channels)
+        self.stages = nn.ModuleList(conv_stage(a, b) for a, b in zip(widths, widths[1:]))
+        self.pool = nn.MaxPool2d(2)
+        side = config.image_size // 2 ** len(config.channels)
+        self.drop = nn.Dropout(config.dropout)
+        self.head = nn.Linear(config.channels[-1] * side * side, config.num_classes)
+
+    def forward(self, images: Any, targets: Any = None) -> tuple[Tensor, Tensor | None]:
+        """images (B, C_in, H, W) -> logits (B, K), and the cross-entropy with targets (B,)."""
+        x = images if isinstance(images, Tensor) else Tensor(np.asarray(images))
+        for stage in self.stages:
+            x = self.pool(stage(x))  # (B, c, H, W) -> (B, c', H/2, W/2)
+        x = x.reshape(x.shape[0], -1)  # (B, c' h w)
+        logits = self.head(self.drop(x))  # (B, K)
+        loss = None if targets is None else F.cross_entropy(logits, np.asarray(targets))
+        return logits, loss

@@ -1,0 +1,146 @@
+"""The training loop every `tinyformer train ...` command shares.
+
+One step: draw a batch from the run's generator, forward, backward, clip the gradient norm,
+optimizer step, schedule step. Every `eval_interval` steps (and at the end) the run's
+`evaluate` is called, its numbers are logged and printed, and a checkpoint is written together
+with `log.json` and `loss.png`. Ctrl-C finishes the current step, saves, and stops; resuming
+from the checkpoint continues exactly where the run stood (optimizer moments, schedule and both
+RNG states are saved).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinyformer.nn.module import Module
+from tinyformer.optim import clip_grad_norm_
+from tinyformer.optim.lr_scheduler import LRScheduler
+from tinyformer.optim.optimizer import Optimizer
+from tinyformer.train.report import peak_rss_mib, plot_losses, write_log
+from tinyformer.train.state import save_run
+
+__all__ = ["Run", "StopFlag", "new_log", "train_loop"]
+
+
+def new_log() -> dict[str, Any]:
+    return {"loss": [], "lr": [], "ms": [], "evals": []}
+
+
+@dataclass
+class Run:
+    """What the loop needs from a command: the pieces, and three callbacks."""
+
+    model: Module
+    optimizer: Optimizer
+    scheduler: LRScheduler
+    batch_rng: np.random.Generator
+    get_batch: Callable[[np.random.Generator], tuple[Any, Any]]  # -> (inputs, targets)
+    evaluate: Callable[[int], dict[str, float]]  # iteration -> {"train": loss, "val": loss, ...}
+    meta: Callable[[], dict[str, Any]]  # configuration etc. for the checkpoint
+    config: Any  # the command's config dataclass (iters, eval_interval, grad_clip, out_dir, ...)
+    command: str  # e.g. "gpt": for the resume hint
+    title: str  # for the loss plot
+    log: dict[str, Any] = dataclasses.field(default_factory=new_log)
+
+
+class StopFlag:
+    """First Ctrl-C: finish the current step, save, stop. Second Ctrl-C: stop at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nstopping after this step to save a checkpoint (Ctrl-C again to abort now)")
+
+    def __enter__(self) -> StopFlag:
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread: no handler, Ctrl-C behaves as usual
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _format(numbers: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.4f}" for k, v in numbers.items())
+
+
+def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[str, Any]:
+    """Train until `config.iters`; returns the log. `on_step(it)` runs after every step;
+    returning True stops the run as Ctrl-C would."""
+    from tqdm import tqdm
+
+    cfg, log = run.config, run.log
+    out = Path(cfg.out_dir)
+    ckpt_path = out / "ckpt.npz"
+    it = len(log["loss"])
+
+    def checkpoint() -> None:
+        meta = {**run.meta(), "train_config": dataclasses.asdict(cfg), "iteration": it, "log": log}
+        save_run(ckpt_path, run.model, run.optimizer, run.scheduler, run.batch_rng, meta)
+        log["peak_rss_mib"] = peak_rss_mib()
+        runtime = {"OPENBLAS_THREAD_TIMEOUT": os.environ.get("OPENBLAS_THREAD_TIMEOUT")}
+        config = dataclasses.asdict(cfg)
+        write_log(out / "log.json", {"config": config, "runtime_env": runtime, **log})
+        plot_losses(log, out / "loss.png", run.title)
+
+    def evaluate() -> None:
+        if log["evals"] and log["evals"][-1]["iter"] == it:
+            return  # resumed right after this evaluation
+        numbers = run.evaluate(it)
+        log["evals"].append({"iter": it, **numbers})
+        bar.write(f"iter {it:5d}: {_format(numbers)}")
+        checkpoint()
+
+    bar = tqdm(total=cfg.iters, initial=it, disable=not cfg.progress, unit="it", dynamic_ncols=True)
+    with StopFlag() as stop:
+        while it < cfg.iters:
+            if it % cfg.eval_interval == 0:
+                evaluate()
+            start = time.perf_counter()
+            inputs, targets = run.get_batch(run.batch_rng)
+            _, loss = run.model(inputs, targets)
+            run.optimizer.zero_grad()
+            loss.backward()
+            if cfg.grad_clip > 0:
+                clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+            lr = run.optimizer.param_groups[0]["lr"]
+            run.optimizer.step()
+            run.scheduler.step()
+            it += 1
+            ms = (time.perf_counter() - start) * 1e3
+            log["loss"].append(float(loss.item()))
+            log["lr"].append(lr)
+            log["ms"].append(ms)
+            bar.update()
+            bar.set_postfix(loss=f"{log['loss'][-1]:.3f}", lr=f"{lr:.2e}", ms=f"{ms:.0f}")
+            if (on_step is not None and on_step(it)) or stop.requested:
+                checkpoint()
+                bar.close()
+                print(f"stopped at iteration {it}; checkpoint in {ckpt_path}. Continue with:")
+                print(f"  tinyformer train {run.command} --resume --out-dir {out}")
+                return log
+        evaluate()
+    bar.close()
+    steady = log["ms"][len(log["ms"]) // 10 :] or log["ms"]
+    print(
+        f"done: {it} iterations, {np.median(steady):.1f} ms/iter (median), peak memory "
+        f"{peak_rss_mib():.0f} MiB; {out / 'loss.png'}, {out / 'log.json'}, {ckpt_path}"
+    )
+    return log

@@ -1,0 +1,229 @@
+"""`tinyformer train vit|cnn|fcn|segnet|unet` and `tinyformer eval`: image models end to end.
+
+Classification (vit, cnn) trains on scikit-learn's 8x8 digits by default (embedded, offline),
+or on MNIST / Fashion-MNIST; segmentation (fcn, segnet, unet) on the generated shapes dataset.
+The loop, checkpoints, Ctrl-C and --resume are the GPT command's (`tinyformer/train/loop.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tinyformer as tf
+from tinyformer.data import load_digits, load_mnist, make_shapes
+from tinyformer.models.cnn import CNN, CNNConfig
+from tinyformer.models.segmentation import SEGMENTATION_MODELS, SegConfig
+from tinyformer.models.vit import VIT_CONFIGS, ViT, ViTConfig
+from tinyformer.nn.module import Module
+from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
+from tinyformer.train.loop import Run, train_loop
+from tinyformer.train.state import load_run, restore_run
+
+__all__ = [
+    "CLASSIFIERS", "MODELS", "TrainVisionConfig", "eval_vision", "evaluate_model", "load_trained",
+    "load_vision", "train_vision",
+]  # fmt: skip
+
+CLASSIFIERS = ("vit", "cnn")
+MODELS = (*CLASSIFIERS, *SEGMENTATION_MODELS)
+DEFAULT_ITERS = {"vit": 1500, "cnn": 600, "fcn": 600, "segnet": 600, "unet": 600}
+
+
+def _flag(default: Any, help: str, choices: list[str] | None = None) -> Any:  # noqa: A002
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class TrainVisionConfig:
+    model: str = _flag("vit", "which model", list(MODELS))
+    data: str | None = _flag(
+        None, "digits (default for vit/cnn), mnist, fashion-mnist, or shapes (segmentation)"
+    )
+    data_dir: str | None = _flag(None, "folder with the MNIST IDX files (else: download once)")
+    config: str = _flag("vit_tiny_digits", "named ViT configuration", sorted(VIT_CONFIGS))
+    patch_size: int | None = _flag(None, "ViT patch size (default: 2 for 8px, 4 for 28px)")
+    n_layer: int | None = _flag(None, "override the ViT's number of blocks")
+    n_embd: int | None = _flag(None, "override the ViT's width")
+    width: int = _flag(16, "filters in the first stage (CNN, FCN, SegNet, U-Net)")
+    shapes: int = _flag(2000, "images in the generated shapes dataset")
+    image_size: int = _flag(32, "side of the generated shapes images")
+    iters: int | None = _flag(None, "training iterations (default per model; on --resume, saved)")
+    batch_size: int | None = _flag(None, "images per batch (default: 64; 16 for segmentation)")
+    lr: float = _flag(1e-3, "peak learning rate")
+    min_lr_ratio: float = _flag(0.1, "final learning rate as a fraction of lr")
+    warmup: int = _flag(100, "linear warm-up iterations (at most --iters)")
+    weight_decay: float = _flag(0.05, "AdamW weight decay on weight matrices")
+    grad_clip: float = _flag(1.0, "clip the global gradient norm to this (0: off)")
+    eval_interval: int = _flag(200, "evaluate and checkpoint every this many iterations")
+    val_fraction: float = _flag(0.2, "held-out share (digits, shapes; MNIST uses its test split)")
+    seed: int = _flag(0, "seed for initialisation, data split, batches and dropout")
+    out_dir: str | None = _flag(None, "folder for ckpt.npz, log.json, plots (default out/MODEL)")
+    resume: bool = _flag(False, "continue the run saved in --out-dir")
+    progress: bool = _flag(True, "show a progress bar")
+
+    def resolved(self) -> TrainVisionConfig:
+        segmentation = self.model in SEGMENTATION_MODELS
+        data = self.data or ("shapes" if segmentation else "digits")
+        if segmentation != (data == "shapes"):
+            raise ValueError(f"--model {self.model} cannot train on --data {data}")
+        return dataclasses.replace(
+            self, data=data, iters=self.iters or DEFAULT_ITERS[self.model],
+            out_dir=self.out_dir or f"out/{self.model}",
+            batch_size=self.batch_size or (16 if segmentation else 64),
+        )  # fmt: skip
+
+
+def load_vision(cfg: TrainVisionConfig) -> tuple[np.ndarray, ...]:
+    """-> train images, train targets, val images, val targets (split seeded by cfg.seed)."""
+    if cfg.data in ("mnist", "fashion-mnist"):
+        return (
+            *load_mnist(cfg.data, "train", cfg.data_dir),
+            *load_mnist(cfg.data, "test", cfg.data_dir),
+        )
+    if cfg.data == "digits":
+        images, targets = load_digits()
+    elif cfg.data == "shapes":
+        images, targets = make_shapes(cfg.shapes, cfg.image_size, seed=cfg.seed)
+    else:
+        raise ValueError(
+            f"unknown image dataset {cfg.data!r}: digits, mnist, fashion-mnist, shapes"
+        )
+    order = np.random.default_rng(cfg.seed).permutation(len(images))
+    cut = int(len(images) * (1 - cfg.val_fraction))
+    train, val = order[:cut], order[cut:]
+    return images[train], targets[train], images[val], targets[val]
+
+
+def model_config(cfg: TrainVisionConfig, images: np.ndarray, n_classes: int) -> dict[str, Any]:
+    """The model's configuration for this data, as a plain dict (saved in the checkpoint)."""
+    channels, size = images.shape[1], images.shape[2]
+    if cfg.model == "vit":
+        patch = cfg.patch_size or (2 if size <= 16 else 4)
+        overrides = {k: getattr(cfg, k) for k in ("n_layer", "n_embd") if getattr(cfg, k)}
+        config = dataclasses.replace(
+            VIT_CONFIGS[cfg.config], image_size=size, patch_size=patch, in_channels=channels,
+            num_classes=n_classes, **overrides,
+        )  # fmt: skip
+    elif cfg.model == "cnn":
+        config = CNNConfig(size, channels, n_classes, (cfg.width, 2 * cfg.width))
+    else:
+        config = SegConfig(channels, n_classes, cfg.width)
+    return dataclasses.asdict(config)
+
+
+def build_model(kind: str, config: dict[str, Any]) -> Module:
+    if kind == "vit":
+        return ViT(ViTConfig(**config))
+    if kind == "cnn":
+        return CNN(CNNConfig(**{**config, "channels": tuple(config["channels"])}))
+    return SEGMENTATION_MODELS[kind](SegConfig(**config))
+
+
+@tf.no_grad()
+def evaluate_model(
+    model: Module, kind: str, images: np.ndarray, targets: np.ndarray, n_classes: int
+) -> dict[str, Any]:
+    """Loss and accuracy (classification) or pixel accuracy and mean IoU (segmentation) over
+    all of `images`, in eval mode; also the predictions."""
+    was_training = model.training
+    model.eval()
+    losses, preds = [], []
+    for start in range(0, len(images), 256):
+        logits, loss = model(images[start : start + 256], targets[start : start + 256])
+        losses.append(loss.item() * len(logits.data))
+        preds.append(logits.data.argmax(axis=1))
+    model.train(was_training)
+    pred = np.concatenate(preds)
+    out: dict[str, Any] = {"loss": float(np.sum(losses) / len(images))}
+    out["accuracy"] = float((pred == targets).mean())
+    if kind in SEGMENTATION_MODELS:
+        ious = []
+        for k in range(n_classes):
+            union = ((pred == k) | (targets == k)).sum()
+            if union:
+                ious.append(((pred == k) & (targets == k)).sum() / union)
+        out["miou"] = float(np.mean(ious))
+    out["predictions"] = pred
+    return out
+
+
+def train_vision(cfg: TrainVisionConfig, on_step: Any = None) -> dict[str, Any]:
+    """Train (or resume) an image model; returns the run's log."""
+    saved = None
+    if cfg.resume:
+        model_state, saved = load_run(Path(cfg.out_dir or f"out/{cfg.model}") / "ckpt.npz")
+        keep = {"progress": cfg.progress, "resume": True}
+        if cfg.iters is not None:
+            keep["iters"] = cfg.iters
+        cfg = TrainVisionConfig(**{**saved["train_config"], **keep})
+    cfg = cfg.resolved()
+    x_train, y_train, x_val, y_val = load_vision(cfg)
+    n_classes = int(max(y_train.max(), y_val.max())) + 1
+    config = saved["model_config"] if saved else model_config(cfg, x_train, n_classes)
+
+    tf.manual_seed(cfg.seed)
+    batch_rng = np.random.default_rng(cfg.seed)
+    model = build_model(cfg.model, config)
+    optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr)
+    scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, cfg.min_lr_ratio)
+    probe = np.random.default_rng(cfg.seed + 1).choice(len(x_train), min(512, len(x_train)), False)
+
+    def get_batch(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        idx = rng.integers(0, len(x_train), cfg.batch_size)
+        return x_train[idx], y_train[idx]
+
+    def evaluate(it: int) -> dict[str, float]:
+        train = evaluate_model(model, cfg.model, x_train[probe], y_train[probe], n_classes)
+        val = evaluate_model(model, cfg.model, x_val, y_val, n_classes)
+        numbers = {"train": train["loss"], "val": val["loss"], "val_accuracy": val["accuracy"]}
+        if "miou" in val:
+            numbers["val_miou"] = val["miou"]
+        return numbers
+
+    run = Run(
+        model, optimizer, scheduler, batch_rng, get_batch, evaluate,
+        meta=lambda: {"model_kind": cfg.model, "model_config": config, "num_classes": n_classes},
+        config=cfg, command=cfg.model, title=f"{cfg.model} on {cfg.data}",
+    )  # fmt: skip
+    if saved:
+        model.load_state_dict(model_state)
+        restore_run(saved, optimizer, scheduler, batch_rng)
+        run.log = saved["log"]
+    return train_loop(run, on_step)
+
+
+def load_trained(path: Any) -> tuple[Module, TrainVisionConfig, dict[str, Any]]:
+    """A trained image model, its (resolved) training configuration and the checkpoint meta."""
+    state, meta = load_run(path)
+    if "model_kind" not in meta:
+        raise ValueError(f"{path} is not an image-model checkpoint (it has no model_kind)")
+    model = build_model(meta["model_kind"], meta["model_config"])
+    model.load_state_dict(state)
+    return model.eval(), TrainVisionConfig(**meta["train_config"]), meta
+
+
+def eval_vision(path: Any) -> dict[str, Any]:
+    """Metrics of a trained image model on its held-out data, and plots in its run folder:
+    confusion.png (classifiers), predictions.png (segmentation), and for a ViT patches.png,
+    attention.png and rollout.png."""
+    from tinyformer.train import vision_plots
+
+    model, cfg, meta = load_trained(path)
+    _, _, x_val, y_val = load_vision(cfg)
+    result = evaluate_model(model, cfg.model, x_val, y_val, meta["num_classes"])
+    pred = result.pop("predictions")
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    if cfg.model in SEGMENTATION_MODELS:
+        vision_plots.plot_segmentations(x_val, y_val, pred, folder / "predictions.png")
+        plots = [folder / "predictions.png"]
+    else:
+        vision_plots.plot_confusion(y_val, pred, meta["num_classes"], folder / "confusion.png")
+        plots = [folder / "confusion.png"]
+    if cfg.model == "vit":
+        plots += vision_plots.plot_vit(model, x_val[0], folder)
+    return {"model": cfg.model, "data": cfg.data, "images": len(x_val), **result, "plots": plots}
