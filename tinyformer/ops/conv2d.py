@@ -4,9 +4,9 @@ Shapes    x (N, C, H, W), w (O, C/g, kh, kw), b (O,) or None -> y (N, O, Ho, Wo)
           Ho = floor((H + 2 ph - dh (kh - 1) - 1) / sh) + 1 (likewise Wo); g = groups.
 Forward   y[n, o, r, s] = b[o] + sum_{c,i,j} w[o, c, i, j] xp[n, G(o) + c, r sh + i dh, s sw + j dw]
           with xp = x zero-padded by (ph, pw), G(o) the first channel of o's group.
-          Computed as im2col: view xp's windows as columns cols (N, g, K, L) with
-          K = C/g kh kw (one column per output position, L = Ho Wo), then one batched matrix
-          product per group, y = W cols with W = w reshaped to (g, O/g, K).
+          Computed as im2col: view xp's windows as columns cols (g, K, N L) with
+          K = C/g kh kw (one column per output position of every image, L = Ho Wo), then one
+          matrix product per group, y = W cols with W = w reshaped to (g, O/g, K).
 Backward  gW = sum over n and positions of gy cols^T (a matrix product per group);
           gcols = W^T gy, then "col2im": every column entry is added back onto the input pixel
           it was read from (overlapping windows add up), and the padding is cropped off: gx.
@@ -29,21 +29,25 @@ from tinyformer.testing import OpSpec, Sample, floats
 
 
 def _columns(x, kh, kw, stride, padding, dilation, groups):
-    """x (N, C, H, W) -> cols (N, g, C/g kh kw, Ho Wo) and (Ho, Wo)."""
+    """x (N, C, H, W) -> cols (g, C/g kh kw, N Ho Wo) and (Ho, Wo).
+
+    Positions of all N images side by side in one matrix, so each pass is one large matrix
+    product per group rather than one small product per image."""
     n, c, h, w_ = x.shape
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     ho, wo = out_size(h, kh, sh, ph, dh), out_size(w_, kw, sw, pw, dw)
     view = windows(pad2d(x, ph, pw), kh, kw, ho, wo, sh, sw, dh, dw)  # (N, C, kh, kw, Ho, Wo)
-    return view.reshape(n, groups, c // groups * kh * kw, ho * wo), (ho, wo)
+    view = view.transpose(1, 2, 3, 0, 4, 5)  # (C, kh, kw, N, Ho, Wo)
+    return view.reshape(groups, c // groups * kh * kw, n * ho * wo), (ho, wo)  # the one copy
 
 
 @registry.reference("conv2d.forward")
 def conv2d_forward(x, w, b, stride, padding, dilation, groups):
-    o, _, kh, kw = w.shape
-    cols, (ho, wo) = _columns(x, kh, kw, stride, padding, dilation, groups)
-    wg = w.reshape(groups, o // groups, -1)  # (g, O/g, K)
-    y = (wg @ cols).reshape(x.shape[0], o, ho, wo)  # (N, g, O/g, L) -> (N, O, Ho, Wo)
-    return y + b[:, None, None] if b is not None else y
+    n, o = x.shape[0], w.shape[0]
+    cols, (ho, wo) = _columns(x, *w.shape[2:], stride, padding, dilation, groups)
+    y = w.reshape(groups, o // groups, -1) @ cols  # (g, O/g, K) @ (g, K, N L) -> (g, O/g, N L)
+    y = y.reshape(o, n, ho, wo).transpose(1, 0, 2, 3)  # (O, N, Ho, Wo) -> (N, O, Ho, Wo)
+    return np.ascontiguousarray(y) if b is None else y + b[:, None, None]
 
 
 @registry.reference("conv2d.backward")
@@ -52,11 +56,10 @@ def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
     n, c, h, w_ = x.shape
     o, _, kh, kw = w.shape
     cols, (ho, wo) = _columns(x, kh, kw, stride, padding, dilation, groups)
-    gy4 = gy.reshape(n, groups, o // groups, ho * wo)  # (N, g, O/g, L)
-    gw = np.einsum("ngol,ngkl->gok", gy4, cols, optimize=True).reshape(w.shape)
-    wg = w.reshape(groups, o // groups, -1)
-    gcols = np.swapaxes(wg, 1, 2) @ gy4  # (N, g, K, L)
-    gcols = gcols.reshape(n, c, kh, kw, ho, wo)
+    gyg = gy.transpose(1, 0, 2, 3).reshape(groups, o // groups, -1)  # (g, O/g, N L)
+    gw = (gyg @ cols.transpose(0, 2, 1)).reshape(w.shape)  # sum over images and positions
+    gcols = w.reshape(groups, o // groups, -1).transpose(0, 2, 1) @ gyg  # (g, K, N L)
+    gcols = gcols.reshape(c, kh, kw, n, ho, wo).transpose(3, 0, 1, 2, 4, 5)  # (N, C, kh, kw, ..)
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     gxp = scatter_windows(gcols, h + 2 * ph, w_ + 2 * pw, sh, sw, dh, dw)
     return gxp[:, :, ph : ph + h, pw : pw + w_], gw, gy.sum(axis=(0, 2, 3))

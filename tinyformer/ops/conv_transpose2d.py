@@ -7,14 +7,14 @@ that conv2d's backward applies to its output gradient.
 
 Shapes    x (N, Ci, H, W), w (Ci, Co/g, kh, kw), b (Co,) or None -> y (N, Co, Ho, Wo),
           Ho = (H - 1) sh - 2 ph + dh (kh - 1) + oph + 1 (likewise Wo); g = groups.
-Forward   cols = W^T x per group: (g, Co/g kh kw, Ci/g) @ (N, g, Ci/g, H W) -> (N, g, K, H W),
+Forward   cols = W^T x per group: (g, Co/g kh kw, Ci/g) @ (g, Ci/g, N H W) -> (g, K, N H W),
           one kernel stamp per input pixel; "col2im" adds every stamp onto the full output
           grid (N, Co, Hf, Wf) at pixel (h sh + i dh, w sw + j dw); then the padding is cropped:
           y = full[:, :, ph : ph + Ho, pw : pw + Wo] (+ b). output_padding (oph, opw) only
           lengthens the full grid at the bottom and right, so an output size that stride
           rounding made ambiguous can be chosen.
 Backward  pad gy back onto the full grid; im2col reads, for every input pixel, the gy values
-          under its stamp: gcols (N, g, K, H W). Then gx = W gcols (a conv2d of gy with w) and
+          under its stamp: gcols (g, K, N H W). Then gx = W gcols (a conv2d of gy with w) and
           gW = sum over n and pixels of x gcols^T; gb = sum of gy.
 Saved     x and w.
 """
@@ -45,11 +45,11 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
     _, co_g, kh, kw = w.shape
     (sh, sw), (ph, pw), (oph, opw), (dh, dw) = stride, padding, output_padding, dilation
     wg = w.reshape(groups, ci // groups, co_g * kh * kw)  # (g, Ci/g, K)
-    xg = x.reshape(n, groups, ci // groups, h * w_)  # (N, g, Ci/g, HW)
-    cols = np.swapaxes(wg, 1, 2) @ xg  # (N, g, K, HW): one stamp per input pixel
-    cols = cols.reshape(n, groups * co_g, kh, kw, h, w_)  # (N, Co, kh, kw, H, W)
+    xg = x.transpose(1, 0, 2, 3).reshape(groups, ci // groups, n * h * w_)  # (g, Ci/g, N HW)
+    cols = wg.transpose(0, 2, 1) @ xg  # (g, K, N HW): one stamp per input pixel
+    cols = cols.reshape(groups * co_g, kh, kw, n, h, w_).transpose(3, 0, 1, 2, 4, 5)
     (hf, ho), (wf, wo) = _full_size(h, kh, sh, ph, oph, dh), _full_size(w_, kw, sw, pw, opw, dw)
-    full = scatter_windows(cols, hf, wf, sh, sw, dh, dw)
+    full = scatter_windows(cols, hf, wf, sh, sw, dh, dw)  # (N, Co, Hf, Wf)
     y = full[:, :, ph : ph + ho, pw : pw + wo]
     return y + b[:, None, None] if b is not None else np.ascontiguousarray(y)
 
@@ -64,12 +64,12 @@ def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilatio
     full = np.zeros((n, gy.shape[1], hf, wf), gy.dtype)
     full[:, :, ph : ph + ho, pw : pw + wo] = gy
     view = windows(full, kh, kw, h, w_, sh, sw, dh, dw)  # (N, Co, kh, kw, H, W)
-    gcols = view.reshape(n, groups, co_g * kh * kw, h * w_)  # (N, g, K, HW)
+    gcols = view.transpose(1, 2, 3, 0, 4, 5).reshape(groups, co_g * kh * kw, n * h * w_)
     wg = w.reshape(groups, ci // groups, co_g * kh * kw)  # (g, Ci/g, K)
-    gx = (wg @ gcols).reshape(x.shape)
-    xg = x.reshape(n, groups, ci // groups, h * w_)
-    gw = np.einsum("ngcl,ngkl->gck", xg, gcols, optimize=True).reshape(w.shape)
-    return gx, gw, gy.sum(axis=(0, 2, 3))
+    gx = (wg @ gcols).reshape(ci, n, h, w_).transpose(1, 0, 2, 3)  # (g, Ci/g, N HW) -> (N, Ci, ..)
+    xg = x.transpose(1, 0, 2, 3).reshape(groups, ci // groups, n * h * w_)
+    gw = (xg @ gcols.transpose(0, 2, 1)).reshape(w.shape)
+    return np.ascontiguousarray(gx), gw, gy.sum(axis=(0, 2, 3))
 
 
 class ConvTranspose2d(Function):
