@@ -1,0 +1,96 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent,ipynb
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 8. A ViT on digits, against a CNN
+#
+# We train the tiny ViT (4 blocks, width 64, 2x2 patches) and the small CNN on the same 80/20
+# split of scikit-learn's 8x8 digits, compare them, and look at what the ViT attends to.
+# The full runs take about a minute (ViT) and ten seconds (CNN); CI runs short ones.
+
+# %%
+import os
+import tempfile
+
+import matplotlib.pyplot as plt
+
+from tinyformer.models.vit import attention_rollout
+from tinyformer.train.vision import (
+    TrainVisionConfig,
+    evaluate_model,
+    load_trained,
+    load_vision,
+    train_vision,
+)
+
+SMALL = bool(os.environ.get("TINYFORMER_SMALL"))
+runs = {}
+for model, iters in (("vit", 1500), ("cnn", 600)):
+    out = tempfile.mkdtemp(prefix=f"{model}-")
+    cfg = TrainVisionConfig(
+        model=model,
+        iters=30 if SMALL else iters,
+        eval_interval=15 if SMALL else 300,
+        out_dir=out,
+        progress=not SMALL,
+    )
+    runs[model] = (train_vision(cfg), out)
+
+# %% [markdown]
+# ## Learning curves and accuracy
+#
+# On 1,437 training images the CNN wins: convolutions *assume* that nearby pixels belong
+# together and that a pattern means the same thing anywhere in the image. The ViT has to learn
+# both from data (its position embeddings start random), and small data is not enough to learn
+# them well. With millions of images the ViT's flexibility pays off; here it does not.
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 4))
+for model, (log, _) in runs.items():
+    evals = log["evals"]
+    ax.plot([e["iter"] for e in evals], [e["val_accuracy"] for e in evals], "o-", label=model)
+    print(f"{model}: held-out accuracy {evals[-1]['val_accuracy']:.1%}")
+ax.set_xlabel("iteration")
+ax.set_ylabel("held-out accuracy")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## What the [CLS] token looks at
+#
+# Each head of the last block gives a weight to every patch; rollout multiplies the attention
+# of all blocks together (adding the residual path) to trace where the final [CLS] state came
+# from.
+
+# %%
+vit, cfg, meta = load_trained(runs["vit"][1])
+_, _, x_val, y_val = load_vision(cfg)
+print(
+    "ViT accuracy on the held-out images:", evaluate_model(vit, "vit", x_val, y_val, 10)["accuracy"]
+)
+images = x_val[:4]
+maps = vit.attention_maps(images)
+rollout = attention_rollout(maps)[:, 0, 1:].reshape(-1, 4, 4)
+last = maps[-1][:, :, 0, 1:].mean(axis=1).reshape(-1, 4, 4)
+fig, axes = plt.subplots(3, 4, figsize=(8, 6))
+for i in range(4):
+    axes[0, i].imshow(images[i, 0], cmap="gray")
+    axes[1, i].imshow(last[i], cmap="viridis")
+    axes[2, i].imshow(rollout[i], cmap="viridis")
+for ax in axes.ravel():
+    ax.axis("off")
+axes[0, 0].set_title("image", loc="left")
+axes[1, 0].set_title("last block, heads averaged", loc="left")
+axes[2, 0].set_title("rollout", loc="left")
+plt.tight_layout()
+plt.show()
