@@ -31,7 +31,7 @@ __all__ = [
 
 CLASSIFIERS = ("vit", "cnn")
 MODELS = (*CLASSIFIERS, *SEGMENTATION_MODELS)
-DEFAULT_ITERS = {"vit": 1500, "cnn": 600, "fcn": 600, "segnet": 600, "unet": 600}
+DEFAULT_ITERS = {"vit": 1500, "cnn": 1500, "fcn": 600, "segnet": 600, "unet": 600}
 
 
 def _flag(default: Any, help: str, choices: list[str] | None = None) -> Any:  # noqa: A002
@@ -50,6 +50,7 @@ class TrainVisionConfig:
     n_layer: int | None = _flag(None, "override the ViT's number of blocks")
     n_embd: int | None = _flag(None, "override the ViT's width")
     width: int = _flag(16, "filters in the first stage (CNN, FCN, SegNet, U-Net)")
+    augment_shift: int = _flag(1, "classifiers: shift training images by up to this many pixels")
     shapes: int = _flag(2000, "images in the generated shapes dataset")
     image_size: int = _flag(32, "side of the generated shapes images")
     iters: int | None = _flag(None, "training iterations (default per model; on --resume, saved)")
@@ -93,10 +94,42 @@ def load_vision(cfg: TrainVisionConfig) -> tuple[np.ndarray, ...]:
         raise ValueError(
             f"unknown image dataset {cfg.data!r}: digits, mnist, fashion-mnist, shapes"
         )
-    order = np.random.default_rng(cfg.seed).permutation(len(images))
-    cut = int(len(images) * (1 - cfg.val_fraction))
-    train, val = order[:cut], order[cut:]
+    train, val = split_indices(targets, cfg.val_fraction, cfg.seed, stratified=cfg.data != "shapes")
     return images[train], targets[train], images[val], targets[val]
+
+
+def split_indices(
+    targets: np.ndarray, val_fraction: float, seed: int, stratified: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded train / held-out indices. Stratified: each class is split in the same proportion,
+    so the held-out set has the class balance of the whole (class labels only)."""
+    rng = np.random.default_rng(seed)
+    if not stratified:
+        order = rng.permutation(len(targets))
+        cut = int(len(targets) * (1 - val_fraction))
+        return order[:cut], order[cut:]
+    train, val = [], []
+    for label in np.unique(targets):
+        members = rng.permutation(np.flatnonzero(targets == label))
+        cut = int(round(len(members) * (1 - val_fraction)))
+        train.append(members[:cut])
+        val.append(members[cut:])
+    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(val))
+
+
+def shift_augment(images: np.ndarray, rng: np.random.Generator, max_shift: int) -> np.ndarray:
+    """Move each image by up to `max_shift` pixels in each direction, filling with zeros: the
+    label of a digit does not change when it moves a little, and the model should learn that."""
+    if max_shift == 0:
+        return images
+    n, _, h, w = images.shape
+    m = max_shift
+    padded = np.pad(images, ((0, 0), (0, 0), (m, m), (m, m)))
+    dy, dx = rng.integers(0, 2 * m + 1, (2, n))
+    rows = dy[:, None] + np.arange(h)  # (N, H): the window of padded rows each image keeps
+    cols = dx[:, None] + np.arange(w)
+    batch, channel = np.arange(n)[:, None, None, None], np.arange(images.shape[1])[:, None, None]
+    return padded[batch, channel, rows[:, None, :, None], cols[:, None, None, :]]
 
 
 def model_config(cfg: TrainVisionConfig, images: np.ndarray, n_classes: int) -> dict[str, Any]:
@@ -175,7 +208,9 @@ def train_vision(cfg: TrainVisionConfig, on_step: Any = None) -> dict[str, Any]:
 
     def get_batch(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         idx = rng.integers(0, len(x_train), cfg.batch_size)
-        return x_train[idx], y_train[idx]
+        if cfg.model in SEGMENTATION_MODELS:  # shifting an image would have to shift its mask
+            return x_train[idx], y_train[idx]
+        return shift_augment(x_train[idx], rng, cfg.augment_shift), y_train[idx]
 
     def evaluate(it: int) -> dict[str, float]:
         train = evaluate_model(model, cfg.model, x_train[probe], y_train[probe], n_classes)
