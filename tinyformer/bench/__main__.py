@@ -1,5 +1,5 @@
 """`python -m tinyformer.bench [--only SECTIONS] [--quick] [--out DIR]`: print the tables, write
-JSON and PNG charts. Sections: engine, ops, kernels, memory."""
+JSON and PNG charts. Sections: engine, ops, kernels, vision (conv and pooling), memory."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from tinyformer.bench import (
     save_text,
 )
 from tinyformer.bench.cases import BABY, engine_overhead, op_timings
-from tinyformer.bench.kernels import attention_memory, geometric_mean, kernel_timings
+from tinyformer.bench.kernels import attention_memory, geometric_mean, kernel_timings, time_cases
+from tinyformer.bench.vision import vision_cases
 
 SMALL = {"B": 8, "T": 256, "C": 384, "nh": 6, "V": 65, "layers": 6}
 QUICK = {"B": 2, "T": 8, "C": 16, "nh": 2, "V": 11}
-SECTIONS = ("engine", "ops", "kernels", "memory")
+SECTIONS = ("engine", "ops", "kernels", "vision", "memory")
 
 
 class Report:
@@ -38,9 +39,13 @@ class Report:
 
 
 def _kernels(
-    name: str, shapes: dict, repeats: int, out: Path, results: dict, report: Report
+    name: str, shapes: dict | None, repeats: int, out: Path, results: dict, report: Report
 ) -> None:
-    rows = kernel_timings(shapes, repeats)
+    rows = (
+        time_cases(vision_cases(quick="quick" in name), repeats)
+        if shapes is None
+        else (kernel_timings(shapes, repeats))
+    )
     speedups = [r["speedup"] for r in rows if "speedup" in r]
     columns = [
         "primitive",
@@ -54,7 +59,7 @@ def _kernels(
     ]
     if any("torch_ms" in r for r in rows):
         columns.append("torch_ms")
-    title = f"Kernels at {name} shapes {shapes} (milliseconds, median)"
+    title = f"Kernels at {name} shapes {shapes or ''} (milliseconds, median)"
     report.table(title, rows, columns)
     report.line(
         f"geometric mean speedup: {geometric_mean(speedups):.2f}x over {len(speedups)} rows"
@@ -65,7 +70,9 @@ def _kernels(
         "geomean": geometric_mean(speedups),
     }
     if speedups:
-        chart = [{"primitive": r["primitive"], "speedup": r["speedup"]} for r in rows]
+        chart = [
+            {"primitive": r["primitive"], "speedup": r["speedup"]} for r in rows if "speedup" in r
+        ]
         save_chart(
             out / f"speedup_{name}.png",
             chart,
@@ -117,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
             [("quick", QUICK)] if args.quick else [("baby", BABY), ("small", SMALL)]
         ):
             _kernels(name, shapes, repeats, args.out, results, report)
+    if "vision" in only:
+        _kernels(
+            "vision-quick" if args.quick else "vision", None, repeats, args.out, results, report
+        )
     if "memory" in only:
         lengths = (64, 128) if args.quick else (256, 1024, 4096)
         memory = attention_memory(lengths)

@@ -126,7 +126,12 @@ def _primitive_name(case: Case) -> str:
 
 
 def kernel_timings(shapes: dict[str, int], repeats: int = 15) -> list[dict[str, Any]]:
-    cases = _cases(shapes)
+    return time_cases(_cases(shapes), repeats)
+
+
+def time_cases(cases: list[Case], repeats: int = 15) -> list[dict[str, Any]]:
+    """One row per case: reference time, every other backend's time and speedup, GB/s or
+    GFLOP/s, and PyTorch's time where the case has a PyTorch twin and torch is installed."""
     rows = []
     for case in cases:
         name = _primitive_name(case)

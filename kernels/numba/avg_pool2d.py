@@ -1,0 +1,66 @@
+"""Numba kernels for avg_pool2d: each window summed in one pass (the reference sums a strided
+view), and a backward that spreads each window's gradient over its pixels, one (image,
+channel) plane per thread (the reference loops over kernel taps on whole arrays)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
+from tinyformer.ops._im2col import out_size
+from tinyformer.registry import kernel
+
+
+@njit(cache=True)
+def _count(r, s, h, w, kh, kw, sh, sw, ph, pw, include_pad):
+    """The divisor of window (r, s): kh kw, or its pixels inside the image."""
+    if include_pad:
+        return kh * kw
+    rows = min(r * sh - ph + kh, h) - max(r * sh - ph, 0)
+    cols = min(s * sw - pw + kw, w) - max(s * sw - pw, 0)
+    return rows * cols
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _forward(x, kh, kw, sh, sw, ph, pw, include_pad, y):
+    n, c, h, w = x.shape
+    for plane in prange(n * c):
+        src, dst = x[plane // c, plane % c], y[plane // c, plane % c]
+        for r in range(dst.shape[0]):
+            for s in range(dst.shape[1]):
+                total = x.dtype.type(0)
+                for row in range(max(r * sh - ph, 0), min(r * sh - ph + kh, h)):
+                    for col in range(max(s * sw - pw, 0), min(s * sw - pw + kw, w)):
+                        total += src[row, col]
+                dst[r, s] = total / _count(r, s, h, w, kh, kw, sh, sw, ph, pw, include_pad)
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _backward(gy, kh, kw, sh, sw, ph, pw, include_pad, gx):
+    n, c, h, w = gx.shape
+    for plane in prange(n * c):
+        g, dst = gy[plane // c, plane % c], gx[plane // c, plane % c]
+        for r in range(g.shape[0]):
+            for s in range(g.shape[1]):
+                share = g[r, s] / _count(r, s, h, w, kh, kw, sh, sw, ph, pw, include_pad)
+                for row in range(max(r * sh - ph, 0), min(r * sh - ph + kh, h)):
+                    for col in range(max(s * sw - pw, 0), min(s * sw - pw + kw, w)):
+                        dst[row, col] += share
+
+
+@kernel("avg_pool2d.forward", backend="numba", dtypes=FLOATS)
+def avg_pool2d_forward(x, kernel, stride, padding, include_pad):
+    n, c, h, w = x.shape
+    ho = out_size(h, kernel[0], stride[0], padding[0], 1)
+    wo = out_size(w, kernel[1], stride[1], padding[1], 1)
+    y = np.empty((n, c, ho, wo), x.dtype)
+    _forward(np.ascontiguousarray(x), *kernel, *stride, *padding, include_pad, y)
+    return y
+
+
+@kernel("avg_pool2d.backward", backend="numba", dtypes=FLOATS)
+def avg_pool2d_backward(gy, x_shape, kernel, stride, padding, include_pad):
+    gx = np.zeros(x_shape, gy.dtype)
+    _backward(np.ascontiguousarray(gy), *kernel, *stride, *padding, include_pad, gx)
+    return gx
