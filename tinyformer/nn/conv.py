@@ -21,6 +21,17 @@ __all__ = ["AvgPool2d", "Conv2d", "ConvTranspose2d", "Flatten", "MaxPool2d", "Ma
 IntPair = int | Sequence[int]
 
 
+def _init_parameters(
+    module: Module, shape: tuple[int, ...], fan_in: int, out_channels: int, bias: bool, dtype: Any
+) -> None:
+    """weight of `shape` and bias (out_channels,) or None, both U(±1/sqrt(fan_in)) (PyTorch's
+    default for convolutions)."""
+    module.weight = init.fan_in_uniform_(Parameter(np.zeros(shape, dtype)), fan_in)
+    module.register_parameter("bias", Parameter(np.zeros(out_channels, dtype)) if bias else None)
+    if module.bias is not None:
+        init.fan_in_uniform_(module.bias, fan_in)
+
+
 class Conv2d(Module):
     """2-D convolution; weight (out, in/groups, kh, kw). PyTorch's init: U(±1/sqrt(fan_in))
     for weight and bias, fan_in = in/groups * kh * kw."""
@@ -46,12 +57,8 @@ class Conv2d(Module):
             )
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        fan_in = in_channels // groups * kh * kw
-        self.weight = Parameter(np.zeros((out_channels, in_channels // groups, kh, kw), dtype))
-        init.fan_in_uniform_(self.weight, fan_in)
-        self.register_parameter("bias", Parameter(np.zeros(out_channels, dtype)) if bias else None)
-        if self.bias is not None:
-            init.fan_in_uniform_(self.bias, fan_in)
+        shape = (out_channels, in_channels // groups, kh, kw)
+        _init_parameters(self, shape, in_channels // groups * kh * kw, out_channels, bias, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.conv2d(
@@ -87,12 +94,8 @@ class ConvTranspose2d(Module):
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.groups, self.dilation = groups, dilation
-        fan_in = out_channels // groups * kh * kw
-        self.weight = Parameter(np.zeros((in_channels, out_channels // groups, kh, kw), dtype))
-        init.fan_in_uniform_(self.weight, fan_in)
-        self.register_parameter("bias", Parameter(np.zeros(out_channels, dtype)) if bias else None)
-        if self.bias is not None:
-            init.fan_in_uniform_(self.bias, fan_in)
+        shape = (in_channels, out_channels // groups, kh, kw)
+        _init_parameters(self, shape, out_channels // groups * kh * kw, out_channels, bias, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.conv_transpose2d(
