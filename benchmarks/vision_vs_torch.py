@@ -7,7 +7,7 @@ in PyTorch, same recipe, same batches, same augmentation. Prints a table and wri
 Recipe (`tinyformer train vit` / `tinyformer train cnn` defaults): stratified 80/20 split with
 seed 0, batches of 64 drawn at random, each image shifted by up to one pixel, AdamW lr 1e-3
 (weight decay 0.05 on weight matrices), 100 warm-up steps then cosine decay to 1e-4, gradient
-clipping at 1.0, 1500 steps. Held-out accuracy is measured on the 360 held-out images. Each
+clipping at 1.0, 1500 steps. Held-out accuracy is measured on the 359 held-out images. Each
 framework runs in its own process with 2 threads.
 
 PyTorch (torch==2.13.0 CPU) is only a comparison here, never a dependency of tinyformer.
@@ -174,7 +174,7 @@ def main() -> None:
                 raise SystemExit(f"{framework} {model} failed:\n{done.stderr}")
             results.append(json.loads(done.stdout.strip().splitlines()[-1]))
     columns = ["model", "framework", "accuracy", "ms_per_step_median", "params"]
-    print_table("Digits, same recipe and batches (held-out accuracy, 360 images)", results, columns)
+    print_table("Digits, same recipe and batches (held-out accuracy, 359 images)", results, columns)
     save_json(args.out / "vision_vs_torch.json", {"machine": machine(), "results": results})
     print(f"\nJSON: {args.out / 'vision_vs_torch.json'}")
 

@@ -66,7 +66,7 @@ def test_train_and_eval_commands(tmp_path, capsys):
     assert cli.main(["train", "vit", *flags]) == 0
     assert cli.main(["eval", "--ckpt", out]) == 0
     printed = capsys.readouterr().out
-    assert "model vit, data digits, images 360" in printed and "rollout.png" in printed
+    assert "model vit, data digits, images 359" in printed and "rollout.png" in printed
     for plot in ("confusion.png", "patches.png", "attention.png", "rollout.png", "loss.png"):
         assert (tmp_path / "vit" / plot).read_bytes()[:4] == b"\x89PNG"
     assert cli.main(["train", "unet", "--data", "digits", "--out-dir", out]) == 2

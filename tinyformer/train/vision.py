@@ -31,7 +31,7 @@ __all__ = [
 
 CLASSIFIERS = ("vit", "cnn")
 MODELS = (*CLASSIFIERS, *SEGMENTATION_MODELS)
-DEFAULT_ITERS = {"vit": 1500, "cnn": 1500, "fcn": 600, "segnet": 600, "unet": 600}
+DEFAULT_ITERS = {"vit": 1500, "cnn": 1500, "fcn": 1000, "segnet": 1400, "unet": 1000}
 
 
 def _flag(default: Any, help: str, choices: list[str] | None = None) -> Any:  # noqa: A002
@@ -52,10 +52,10 @@ class TrainVisionConfig:
     width: int = _flag(16, "filters in the first stage (CNN, FCN, SegNet, U-Net)")
     augment_shift: int = _flag(1, "classifiers: shift training images by up to this many pixels")
     shapes: int = _flag(2000, "images in the generated shapes dataset")
-    image_size: int = _flag(32, "side of the generated shapes images")
+    image_size: int = _flag(64, "side of the generated shapes images")
     iters: int | None = _flag(None, "training iterations (default per model; on --resume, saved)")
     batch_size: int | None = _flag(None, "images per batch (default: 64; 16 for segmentation)")
-    lr: float = _flag(1e-3, "peak learning rate")
+    lr: float | None = _flag(None, "peak learning rate (default: 1e-3; 2e-3 for segmentation)")
     min_lr_ratio: float = _flag(0.1, "final learning rate as a fraction of lr")
     warmup: int = _flag(100, "linear warm-up iterations (at most --iters)")
     weight_decay: float = _flag(0.05, "AdamW weight decay on weight matrices")
@@ -76,6 +76,7 @@ class TrainVisionConfig:
             self, data=data, iters=self.iters or DEFAULT_ITERS[self.model],
             out_dir=self.out_dir or f"out/{self.model}",
             batch_size=self.batch_size or (16 if segmentation else 64),
+            lr=self.lr or (2e-3 if segmentation else 1e-3),
         )  # fmt: skip
 
 
