@@ -99,6 +99,7 @@ TORCH = {
     "max_pool2d": lambda x, **kw: TF.max_pool2d(x, **kw),
     "max_unpool2d": lambda x, idx, **kw: TF.max_unpool2d(x, idx, **kw),
     "avg_pool2d": lambda x, **kw: TF.avg_pool2d(x, **kw),
+    "interpolate": lambda x, **kw: TF.interpolate(x, **kw),
 }
 # Not compared, on purpose: dropout draws its mask from tinyformer's own generator, so no other
 # library can produce the same mask (its properties are tested in test_op_properties.py).

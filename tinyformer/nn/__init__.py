@@ -2,7 +2,15 @@
 containers and transformer blocks; `tinyformer.nn.functional` holds the functional ops."""
 
 from tinyformer.nn import functional, init
-from tinyformer.nn.conv import AvgPool2d, Conv2d, ConvTranspose2d, Flatten, MaxPool2d, MaxUnpool2d
+from tinyformer.nn.conv import (
+    AvgPool2d,
+    Conv2d,
+    ConvTranspose2d,
+    Flatten,
+    MaxPool2d,
+    MaxUnpool2d,
+    Upsample,
+)
 from tinyformer.nn.layers import (
     GELU,
     Dropout,
@@ -23,5 +31,5 @@ __all__ = [
     "GELU", "MLP", "AvgPool2d", "Block", "Conv2d", "ConvTranspose2d", "Dropout", "Embedding",
     "Flatten", "Identity", "LayerNorm", "Linear", "MaxPool2d", "MaxUnpool2d", "Module",
     "ModuleDict", "ModuleList", "MultiheadAttention", "Parameter", "ReLU", "Sequential",
-    "StateDictError", "Tanh", "functional", "init",
+    "StateDictError", "Tanh", "Upsample", "functional", "init",
 ]  # fmt: skip

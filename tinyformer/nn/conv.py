@@ -16,7 +16,9 @@ from tinyformer.ops import reshape
 from tinyformer.ops._im2col import pair
 from tinyformer.tensor import Tensor
 
-__all__ = ["AvgPool2d", "Conv2d", "ConvTranspose2d", "Flatten", "MaxPool2d", "MaxUnpool2d"]
+__all__ = [
+    "AvgPool2d", "Conv2d", "ConvTranspose2d", "Flatten", "MaxPool2d", "MaxUnpool2d", "Upsample",
+]  # fmt: skip
 
 IntPair = int | Sequence[int]
 
@@ -157,6 +159,27 @@ class AvgPool2d(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+
+
+class Upsample(Module):
+    """Resize images by nearest-neighbour or bilinear interpolation (`F.interpolate`)."""
+
+    def __init__(
+        self,
+        size: IntPair | None = None,
+        scale_factor: float | Sequence[float] | None = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners = align_corners
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners)
+
+    def extra_repr(self) -> str:
+        return f"scale_factor={self.scale_factor}, mode={self.mode!r}"
 
 
 class Flatten(Module):

@@ -19,6 +19,7 @@ from tinyformer.ops.exp import exp
 from tinyformer.ops.expand import expand
 from tinyformer.ops.gelu import gelu
 from tinyformer.ops.getitem import getitem
+from tinyformer.ops.interpolate import interpolate
 from tinyformer.ops.layer_norm import layer_norm
 from tinyformer.ops.linear import linear
 from tinyformer.ops.log import log
@@ -52,8 +53,8 @@ from tinyformer.ops.where import where
 __all__ = [
     "abs", "add", "avg_pool2d", "cat", "chunk", "clip", "concatenate", "conv2d",
     "conv_transpose2d", "cross_entropy", "div", "dropout", "embedding", "exp", "expand", "gelu",
-    "getitem", "layer_norm", "linear", "log", "log_softmax", "logsumexp", "masked_fill",
-    "matmul", "max", "max_pool2d", "max_unpool2d", "maximum", "mean", "min",
+    "getitem", "interpolate", "layer_norm", "linear", "log", "log_softmax", "logsumexp",
+    "masked_fill", "matmul", "max", "max_pool2d", "max_unpool2d", "maximum", "mean", "min",
     "minimum", "mul", "neg", "pad", "permute", "pow", "relu", "reshape",
     "scaled_dot_product_attention", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack",
     "std", "sub", "sum", "tanh", "transpose", "unsqueeze", "var", "where",
