@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,8 +20,8 @@ from tinyformer.data import BPETokenizer, CharTokenizer, LMData, load_text, toke
 from tinyformer.data.tokenizers import Tokenizer
 from tinyformer.models.gpt import CONFIGS, GPT, GPTConfig
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.loop import Run, train_loop
-from tinyformer.train.state import load_run, restore_run
+from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.state import load_run
 
 __all__ = ["TrainGPTConfig", "load_model", "sample", "train_gpt"]
 
@@ -98,13 +97,7 @@ def estimate_loss(model: GPT, data: LMData, cfg: TrainGPTConfig, it: int) -> dic
 def train_gpt(cfg: TrainGPTConfig, on_step: Any = None) -> dict[str, Any]:
     """Train (or resume) a GPT as configured; returns the run's log. `on_step(it)` is called
     after every completed step; returning True stops the run as Ctrl-C would."""
-    saved = None
-    if cfg.resume:
-        model_state, saved = load_run(Path(cfg.out_dir) / "ckpt.npz")
-        keep = {"progress": cfg.progress, "resume": True}
-        if cfg.iters is not None:  # extending a run changes its schedule from here on
-            keep["iters"] = cfg.iters
-        cfg = TrainGPTConfig(**{**saved["train_config"], **keep})
+    cfg, model_state, saved = resume_from(cfg, cfg.out_dir)
     if cfg.iters is None:
         cfg = dataclasses.replace(cfg, iters=DEFAULT_ITERS)
     text = load_text(cfg.data)
@@ -126,10 +119,7 @@ def train_gpt(cfg: TrainGPTConfig, on_step: Any = None) -> dict[str, Any]:
         meta=lambda: {"model_config": dataclasses.asdict(mconf), "tokenizer": tokenizer.to_dict()},
         config=cfg, command="gpt", title=f"GPT {cfg.config} on {cfg.data}",
     )  # fmt: skip
-    if saved:
-        model.load_state_dict(model_state)
-        restore_run(saved, optimizer, scheduler, batch_rng)
-        run.log = saved["log"]
+    resume_into(run, model_state, saved)
     log = train_loop(run, on_step)
     if len(log["loss"]) == cfg.iters and cfg.sample_tokens:
         print("\n--- sample ---")

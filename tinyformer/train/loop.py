@@ -26,9 +26,31 @@ from tinyformer.optim import clip_grad_norm_
 from tinyformer.optim.lr_scheduler import LRScheduler
 from tinyformer.optim.optimizer import Optimizer
 from tinyformer.train.report import peak_rss_mib, plot_losses, write_log
-from tinyformer.train.state import save_run
+from tinyformer.train.state import load_run, restore_run, save_run
 
-__all__ = ["Run", "StopFlag", "new_log", "train_loop"]
+__all__ = ["Run", "StopFlag", "new_log", "resume_from", "resume_into", "train_loop"]
+
+
+def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
+    """With `cfg.resume`: the saved run's configuration (keeping this command's `progress` and,
+    when given, `iters`: extending a run stretches its schedule from there), its model state
+    and its checkpoint meta. Without: (cfg, None, None)."""
+    if not cfg.resume:
+        return cfg, None, None
+    state, saved = load_run(Path(out_dir) / "ckpt.npz")
+    keep = {"progress": cfg.progress, "resume": True}
+    if cfg.iters is not None:
+        keep["iters"] = cfg.iters
+    return type(cfg)(**{**saved["train_config"], **keep}), state, saved
+
+
+def resume_into(run: Run, state: dict | None, saved: dict | None) -> None:
+    """Put a resumed run's weights, optimizer, schedule, RNGs and log back in place."""
+    if saved is None:
+        return
+    run.model.load_state_dict(state)
+    restore_run(saved, run.optimizer, run.scheduler, run.batch_rng)
+    run.log = saved["log"]
 
 
 def new_log() -> dict[str, Any]:

@@ -21,8 +21,8 @@ from tinyformer.models.segmentation import SEGMENTATION_MODELS, SegConfig
 from tinyformer.models.vit import VIT_CONFIGS, ViT, ViTConfig
 from tinyformer.nn.module import Module
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.loop import Run, train_loop
-from tinyformer.train.state import load_run, restore_run
+from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.state import load_run
 
 __all__ = [
     "CLASSIFIERS", "MODELS", "TrainVisionConfig", "eval_vision", "evaluate_model", "load_trained",
@@ -188,13 +188,7 @@ def evaluate_model(
 
 def train_vision(cfg: TrainVisionConfig, on_step: Any = None) -> dict[str, Any]:
     """Train (or resume) an image model; returns the run's log."""
-    saved = None
-    if cfg.resume:
-        model_state, saved = load_run(Path(cfg.out_dir or f"out/{cfg.model}") / "ckpt.npz")
-        keep = {"progress": cfg.progress, "resume": True}
-        if cfg.iters is not None:
-            keep["iters"] = cfg.iters
-        cfg = TrainVisionConfig(**{**saved["train_config"], **keep})
+    cfg, model_state, saved = resume_from(cfg, cfg.out_dir or f"out/{cfg.model}")
     cfg = cfg.resolved()
     x_train, y_train, x_val, y_val = load_vision(cfg)
     n_classes = int(max(y_train.max(), y_val.max())) + 1
@@ -226,10 +220,7 @@ def train_vision(cfg: TrainVisionConfig, on_step: Any = None) -> dict[str, Any]:
         meta=lambda: {"model_kind": cfg.model, "model_config": config, "num_classes": n_classes},
         config=cfg, command=cfg.model, title=f"{cfg.model} on {cfg.data}",
     )  # fmt: skip
-    if saved:
-        model.load_state_dict(model_state)
-        restore_run(saved, optimizer, scheduler, batch_rng)
-        run.log = saved["log"]
+    resume_into(run, model_state, saved)
     return train_loop(run, on_step)
 
 
