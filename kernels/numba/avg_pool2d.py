@@ -39,14 +39,25 @@ def _forward(x, kh, kw, sh, sw, ph, pw, include_pad, y):
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _backward(gy, kh, kw, sh, sw, ph, pw, include_pad, gx):
     n, c, h, w = gx.shape
+    ho, wo = gy.shape[2], gy.shape[3]
     for plane in prange(n * c):
         g, dst = gy[plane // c, plane % c], gx[plane // c, plane % c]
-        for r in range(g.shape[0]):
-            for s in range(g.shape[1]):
-                share = g[r, s] / _count(r, s, h, w, kh, kw, sh, sw, ph, pw, include_pad)
-                for row in range(max(r * sh - ph, 0), min(r * sh - ph + kh, h)):
-                    for col in range(max(s * sw - pw, 0), min(s * sw - pw + kw, w)):
-                        dst[row, col] += share
+        dst[:, :] = 0  # each thread clears its own plane (np.zeros would be one thread)
+        share = np.empty((ho, wo), gx.dtype)  # each window's gradient over its divisor
+        for r in range(ho):
+            for s in range(wo):
+                share[r, s] = g[r, s] / _count(r, s, h, w, kh, kw, sh, sw, ph, pw, include_pad)
+        for i in range(kh):  # one kernel tap at a time: long, regular, branch-free inner loops
+            for j in range(kw):
+                first = max(0, -((j - pw) // sw))  # windows whose tap j lands inside the row
+                last = min(wo, (w - 1 + pw - j) // sw + 1)
+                for r in range(ho):
+                    row = r * sh - ph + i
+                    if row < 0 or row >= h:
+                        continue
+                    line, shares = dst[row], share[r]
+                    for s in range(first, last):
+                        line[s * sw - pw + j] += shares[s]
 
 
 @kernel("avg_pool2d.forward", backend="numba", dtypes=FLOATS)
@@ -61,6 +72,6 @@ def avg_pool2d_forward(x, kernel, stride, padding, include_pad):
 
 @kernel("avg_pool2d.backward", backend="numba", dtypes=FLOATS)
 def avg_pool2d_backward(gy, x_shape, kernel, stride, padding, include_pad):
-    gx = np.zeros(x_shape, gy.dtype)
+    gx = np.empty(x_shape, gy.dtype)
     _backward(np.ascontiguousarray(gy), *kernel, *stride, *padding, include_pad, gx)
     return gx

@@ -44,6 +44,7 @@ def _backward(gy, indices, gx):
     for plane in prange(n * c):
         g, where = gy[plane // c, plane % c], indices[plane // c, plane % c]
         flat = gx[plane // c, plane % c].reshape(-1)
+        flat[:] = 0  # each thread clears its own plane (np.zeros would be one thread)
         for r in range(g.shape[0]):
             for s in range(g.shape[1]):
                 flat[where[r, s]] += g[r, s]
@@ -61,6 +62,6 @@ def max_pool2d_forward(x, kernel, stride, padding, dilation):
 
 @kernel("max_pool2d.backward", backend="numba", dtypes=FLOATS)
 def max_pool2d_backward(gy, indices, x_shape):
-    gx = np.zeros(x_shape, gy.dtype)
+    gx = np.empty(x_shape, gy.dtype)
     _backward(np.ascontiguousarray(gy), np.ascontiguousarray(indices), gx)
     return gx

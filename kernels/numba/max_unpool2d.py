@@ -16,6 +16,7 @@ def _scatter(x, indices, y):
     for plane in prange(n * c):
         src, where = x[plane // c, plane % c], indices[plane // c, plane % c]
         flat = y[plane // c, plane % c].reshape(-1)
+        flat[:] = 0  # each thread clears its own plane (np.zeros would be one thread)
         for r in range(src.shape[0]):
             for s in range(src.shape[1]):
                 flat[where[r, s]] = src[r, s]
@@ -34,7 +35,7 @@ def _gather(gy, indices, gx):
 
 @kernel("max_unpool2d.forward", backend="numba", dtypes=FLOATS)
 def max_unpool2d_forward(x, indices, out_hw):
-    y = np.zeros((*x.shape[:2], *out_hw), x.dtype)
+    y = np.empty((*x.shape[:2], *out_hw), x.dtype)
     _scatter(np.ascontiguousarray(x), np.ascontiguousarray(indices), y)
     return y
 
