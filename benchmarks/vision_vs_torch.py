@@ -43,11 +43,11 @@ def data():
 
     images, labels = load_digits()
     train, val = split_indices(labels, 0.2, seed=0)
-    rng = np.random.default_rng(0)
+    x_train, y_train, rng = images[train], labels[train], np.random.default_rng(0)
     batches = []
     for _ in range(STEPS):
         idx = rng.integers(0, len(train), BATCH)
-        batches.append((shift_augment(images[train][idx], rng, 1), labels[train][idx]))
+        batches.append((shift_augment(x_train[idx], rng, 1), y_train[idx]))
     return batches, images[val], labels[val]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tinyformer.data import DatasetUnavailable
-from tinyformer.data import images as images_module
+from tinyformer.data import text as text_module
 from tinyformer.data.images import load_digits, load_mnist, make_shapes, parse_idx, write_idx
 
 
@@ -60,7 +60,7 @@ def test_mnist_offline_says_how_to_use_local_files(tmp_path, monkeypatch):
     def offline(*args, **kwargs):
         raise urllib.error.URLError("no network")
 
-    monkeypatch.setattr(images_module.download.__globals__["urllib"].request, "urlopen", offline)
+    monkeypatch.setattr(text_module.urllib.request, "urlopen", offline)  # downloads live there
     with pytest.raises(DatasetUnavailable, match="--data-dir"):
         load_mnist("mnist")
 

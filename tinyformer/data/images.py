@@ -9,14 +9,13 @@ per-pixel masks (N, H, W) for segmentation).
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
-from tinyformer.data.text import DatasetUnavailable, cache_dir, download
+from tinyformer.data.text import DatasetUnavailable, cache_dir, cached_download
 
 __all__ = ["SHAPE_CLASSES", "load_digits", "load_mnist", "make_shapes", "parse_idx", "write_idx"]
 
@@ -89,19 +88,12 @@ def _fetch(name: str, file: str, root: Path | None) -> bytes:
             return candidate.read_bytes()
     if root is not None:
         raise DatasetUnavailable(f"{root} has no {file} (or its unzipped form)")
-    path = cache_dir() / name / file
-    if not path.exists():
-        try:
-            download(base + file, path, sums[file], algorithm="md5")
-        except DatasetUnavailable as err:
-            raise DatasetUnavailable(
-                f"{err} Offline? Download the four {name} IDX files elsewhere and pass their "
-                f"folder (e.g. `--data-dir path/to/{name}`)."
-            ) from None
-    data = path.read_bytes()
-    if hashlib.md5(data).hexdigest() != sums[file]:
-        raise DatasetUnavailable(f"{path} does not match its checksum: delete it and retry")
-    return data
+    hint = (
+        f"Offline? Download the four {name} IDX files elsewhere and pass their folder "
+        f"(e.g. `--data-dir path/to/{name}`)."
+    )
+    path = cached_download(base + file, cache_dir() / name / file, sums[file], "md5", hint)
+    return path.read_bytes()
 
 
 def load_mnist(

@@ -51,18 +51,11 @@ def pydoc_topics() -> str:
     return "\n\n".join(topics[key] for key in sorted(topics))
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def download(
     url: str, path: Path, checksum: str, algorithm: str = "sha256", timeout: float = 30.0
 ) -> Path:
-    """Fetch `url` to `path` unless a verified copy is there; the file appears only once its
-    checksum (`algorithm`: "sha256", or "md5" where only that is published) matches (written to
-    a temporary file, then renamed)."""
-    if path.exists() and hashlib.new(algorithm, path.read_bytes()).hexdigest() == checksum:
-        return path
+    """Fetch `url` to `path`; the file appears only once its checksum (`algorithm`: "sha256",
+    or "md5" where only that is published) matches (written to a temporary file, then renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -82,21 +75,33 @@ def download(
     return path
 
 
+def cached_download(
+    url: str, path: Path, checksum: str, algorithm: str = "sha256", hint: str = ""
+) -> Path:
+    """The verified file at `path`, downloaded once. A cached copy with the wrong checksum is an
+    error (delete it to download again); a failed download adds `hint` (how to go offline)."""
+    if path.exists():
+        if hashlib.new(algorithm, path.read_bytes()).hexdigest() != checksum:
+            raise DatasetUnavailable(
+                f"{path} exists but its {algorithm} is not {checksum}: delete it to download "
+                "again, or pass a local copy"
+            )
+        return path
+    try:
+        return download(url, path, checksum, algorithm)
+    except DatasetUnavailable as err:
+        raise DatasetUnavailable(f"{err} {hint}") from None
+
+
 def tinyshakespeare() -> str:
     """Tiny Shakespeare (Karpathy's char-rnn), from the cache or downloaded once into it."""
-    path = cache_dir() / "tinyshakespeare.txt"
-    if path.exists() and _sha256(path) != TINYSHAKESPEARE_SHA256:
-        raise DatasetUnavailable(
-            f"{path} exists but its SHA-256 is not {TINYSHAKESPEARE_SHA256}: delete it to "
-            "download again, or pass a local copy by path"
-        )
-    try:
-        download(TINYSHAKESPEARE_URL, path, TINYSHAKESPEARE_SHA256)
-    except DatasetUnavailable as err:
-        raise DatasetUnavailable(
-            f"{err} Tiny Shakespeare is {TINYSHAKESPEARE_BYTES:,} bytes; pass a local copy with "
-            "`--data path/to/input.txt`."
-        ) from None
+    hint = (
+        f"Tiny Shakespeare is {TINYSHAKESPEARE_BYTES:,} bytes; pass a local copy with "
+        "`--data path/to/input.txt`."
+    )
+    path = cached_download(
+        TINYSHAKESPEARE_URL, cache_dir() / "tinyshakespeare.txt", TINYSHAKESPEARE_SHA256, hint=hint
+    )
     return path.read_text(encoding="utf-8")
 
 

@@ -9,9 +9,14 @@ import dataclasses
 import typing
 from typing import Any, TypeVar
 
-__all__ = ["add_dataclass_flags", "dataclass_from_args"]
+__all__ = ["add_dataclass_flags", "dataclass_from_args", "flag"]
 
 T = TypeVar("T")
+
+
+def flag(default: Any, help: str, choices: list[str] | None = None) -> Any:  # noqa: A002
+    """A dataclass field that becomes a documented command-line flag."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
 
 
 def _base_type(annotation: Any) -> Any:

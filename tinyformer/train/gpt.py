@@ -10,7 +10,7 @@ have had (the checkpoint holds the optimizer moments, the schedule and both RNG 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,43 +20,40 @@ from tinyformer.data import BPETokenizer, CharTokenizer, LMData, load_text, toke
 from tinyformer.data.tokenizers import Tokenizer
 from tinyformer.models.gpt import CONFIGS, GPT, GPTConfig
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
+from tinyformer.train.args import flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
 from tinyformer.train.state import load_run
 
 __all__ = ["TrainGPTConfig", "load_model", "sample", "train_gpt"]
 
 
-def _flag(default: Any, help: str, choices: list[str] | None = None) -> Any:  # noqa: A002
-    return field(default=default, metadata={"help": help, "choices": choices})
-
-
 @dataclass
 class TrainGPTConfig:
-    data: str = _flag("pydoc", "corpus: pydoc (embedded), tinyshakespeare, or a text file path")
-    tokenizer: str = _flag("char", "tokenizer trained on the corpus", ["char", "bpe"])
-    bpe_vocab_size: int = _flag(512, "vocabulary size of the BPE tokenizer")
-    config: str = _flag("baby", "named model configuration", sorted(CONFIGS))
-    n_layer: int | None = _flag(None, "override the config's number of blocks")
-    n_head: int | None = _flag(None, "override the config's number of heads")
-    n_embd: int | None = _flag(None, "override the config's width")
-    block_size: int | None = _flag(None, "override the config's context length")
-    dropout: float | None = _flag(None, "override the config's dropout")
-    iters: int | None = _flag(None, "training iterations: 2000, or on --resume the saved run's")
-    batch_size: int = _flag(12, "sequences per batch")
-    lr: float = _flag(1e-3, "peak learning rate")
-    min_lr_ratio: float = _flag(0.1, "final learning rate as a fraction of lr")
-    warmup: int = _flag(100, "linear warm-up iterations (at most --iters)")
-    weight_decay: float = _flag(0.1, "AdamW weight decay on weight matrices")
-    beta1: float = _flag(0.9, "AdamW beta1")
-    beta2: float = _flag(0.99, "AdamW beta2")
-    grad_clip: float = _flag(1.0, "clip the global gradient norm to this (0: off)")
-    eval_interval: int = _flag(250, "evaluate and checkpoint every this many iterations")
-    eval_iters: int = _flag(20, "batches per loss estimate")
-    seed: int = _flag(1337, "seed for initialisation, batches and dropout")
-    out_dir: str = _flag("out/gpt", "folder for ckpt.npz, log.json and loss.png")
-    resume: bool = _flag(False, "continue the run saved in --out-dir")
-    sample_tokens: int = _flag(300, "tokens to sample when training ends (0: none)")
-    progress: bool = _flag(True, "show a progress bar")
+    data: str = flag("pydoc", "corpus: pydoc (embedded), tinyshakespeare, or a text file path")
+    tokenizer: str = flag("char", "tokenizer trained on the corpus", ["char", "bpe"])
+    bpe_vocab_size: int = flag(512, "vocabulary size of the BPE tokenizer")
+    config: str = flag("baby", "named model configuration", sorted(CONFIGS))
+    n_layer: int | None = flag(None, "override the config's number of blocks")
+    n_head: int | None = flag(None, "override the config's number of heads")
+    n_embd: int | None = flag(None, "override the config's width")
+    block_size: int | None = flag(None, "override the config's context length")
+    dropout: float | None = flag(None, "override the config's dropout")
+    iters: int | None = flag(None, "training iterations: 2000, or on --resume the saved run's")
+    batch_size: int = flag(12, "sequences per batch")
+    lr: float = flag(1e-3, "peak learning rate")
+    min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr")
+    warmup: int = flag(100, "linear warm-up iterations (at most --iters)")
+    weight_decay: float = flag(0.1, "AdamW weight decay on weight matrices")
+    beta1: float = flag(0.9, "AdamW beta1")
+    beta2: float = flag(0.99, "AdamW beta2")
+    grad_clip: float = flag(1.0, "clip the global gradient norm to this (0: off)")
+    eval_interval: int = flag(250, "evaluate and checkpoint every this many iterations")
+    eval_iters: int = flag(20, "batches per loss estimate")
+    seed: int = flag(1337, "seed for initialisation, batches and dropout")
+    out_dir: str = flag("out/gpt", "folder for ckpt.npz, log.json and loss.png")
+    resume: bool = flag(False, "continue the run saved in --out-dir")
+    sample_tokens: int = flag(300, "tokens to sample when training ends (0: none)")
+    progress: bool = flag(True, "show a progress bar")
 
     def model_config(self, vocab_size: int) -> GPTConfig:
         overrides = {

@@ -21,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer.fileio import save_json
 from tinyformer.nn.module import Module
 from tinyformer.optim import clip_grad_norm_
 from tinyformer.optim.lr_scheduler import LRScheduler
 from tinyformer.optim.optimizer import Optimizer
-from tinyformer.train.report import peak_rss_mib, plot_losses, write_log
+from tinyformer.train.report import peak_rss_mib, plot_losses
 from tinyformer.train.state import load_run, restore_run, save_run
 
 __all__ = ["Run", "StopFlag", "new_log", "resume_from", "resume_into", "train_loop"]
@@ -119,7 +120,7 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
         log["peak_rss_mib"] = peak_rss_mib()
         runtime = {"OPENBLAS_THREAD_TIMEOUT": os.environ.get("OPENBLAS_THREAD_TIMEOUT")}
         config = dataclasses.asdict(cfg)
-        write_log(out / "log.json", {"config": config, "runtime_env": runtime, **log})
+        save_json(out / "log.json", {"config": config, "runtime_env": runtime, **log})
         plot_losses(log, out / "loss.png", run.title)
 
     def evaluate() -> None:

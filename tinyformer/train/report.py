@@ -1,4 +1,4 @@
-"""What a training run leaves for people to look at: a loss-curve PNG and a JSON log."""
+"""What a training run leaves for people to look at: its peak memory and a loss-curve PNG."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer.fileio import save_figure, save_json
+from tinyformer.fileio import save_figure
 
-__all__ = ["peak_rss_mib", "plot_losses", "write_log"]
+__all__ = ["peak_rss_mib", "plot_losses"]
 
 
 def peak_rss_mib() -> float:
@@ -51,7 +51,3 @@ def plot_losses(log: dict[str, Any], path: Path, title: str) -> None:
     fig.tight_layout()
     save_figure(path, fig)
     plt.close(fig)
-
-
-def write_log(path: Path, log: dict[str, Any]) -> None:
-    save_json(path, log)

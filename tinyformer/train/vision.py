@@ -8,7 +8,7 @@ The loop, checkpoints, Ctrl-C and --resume are the GPT command's (`tinyformer/tr
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from tinyformer.models.segmentation import SEGMENTATION_MODELS, SegConfig
 from tinyformer.models.vit import VIT_CONFIGS, ViT, ViTConfig
 from tinyformer.nn.module import Module
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
+from tinyformer.train.args import flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
 from tinyformer.train.state import load_run
 
@@ -34,38 +35,34 @@ MODELS = (*CLASSIFIERS, *SEGMENTATION_MODELS)
 DEFAULT_ITERS = {"vit": 1500, "cnn": 1500, "fcn": 1000, "segnet": 1400, "unet": 1000}
 
 
-def _flag(default: Any, help: str, choices: list[str] | None = None) -> Any:  # noqa: A002
-    return field(default=default, metadata={"help": help, "choices": choices})
-
-
 @dataclass
 class TrainVisionConfig:
-    model: str = _flag("vit", "which model", list(MODELS))
-    data: str | None = _flag(
+    model: str = flag("vit", "which model", list(MODELS))
+    data: str | None = flag(
         None, "digits (default for vit/cnn), mnist, fashion-mnist, or shapes (segmentation)"
     )
-    data_dir: str | None = _flag(None, "folder with the MNIST IDX files (else: download once)")
-    config: str = _flag("vit_tiny_digits", "named ViT configuration", sorted(VIT_CONFIGS))
-    patch_size: int | None = _flag(None, "ViT patch size (default: 2 for 8px, 4 for 28px)")
-    n_layer: int | None = _flag(None, "override the ViT's number of blocks")
-    n_embd: int | None = _flag(None, "override the ViT's width")
-    width: int = _flag(16, "filters in the first stage (CNN, FCN, SegNet, U-Net)")
-    augment_shift: int = _flag(1, "classifiers: shift training images by up to this many pixels")
-    shapes: int = _flag(2000, "images in the generated shapes dataset")
-    image_size: int = _flag(64, "side of the generated shapes images")
-    iters: int | None = _flag(None, "training iterations (default per model; on --resume, saved)")
-    batch_size: int | None = _flag(None, "images per batch (default: 64; 16 for segmentation)")
-    lr: float | None = _flag(None, "peak learning rate (default: 1e-3; 2e-3 for segmentation)")
-    min_lr_ratio: float = _flag(0.1, "final learning rate as a fraction of lr")
-    warmup: int = _flag(100, "linear warm-up iterations (at most --iters)")
-    weight_decay: float = _flag(0.05, "AdamW weight decay on weight matrices")
-    grad_clip: float = _flag(1.0, "clip the global gradient norm to this (0: off)")
-    eval_interval: int = _flag(200, "evaluate and checkpoint every this many iterations")
-    val_fraction: float = _flag(0.2, "held-out share (digits, shapes; MNIST uses its test split)")
-    seed: int = _flag(0, "seed for initialisation, data split, batches and dropout")
-    out_dir: str | None = _flag(None, "folder for ckpt.npz, log.json, plots (default out/MODEL)")
-    resume: bool = _flag(False, "continue the run saved in --out-dir")
-    progress: bool = _flag(True, "show a progress bar")
+    data_dir: str | None = flag(None, "folder with the MNIST IDX files (else: download once)")
+    config: str = flag("vit_tiny_digits", "named ViT configuration", sorted(VIT_CONFIGS))
+    patch_size: int | None = flag(None, "ViT patch size (default: 2 for 8px, 4 for 28px)")
+    n_layer: int | None = flag(None, "override the ViT's number of blocks")
+    n_embd: int | None = flag(None, "override the ViT's width")
+    width: int = flag(16, "filters in the first stage (CNN, FCN, SegNet, U-Net)")
+    augment_shift: int = flag(1, "classifiers: shift training images by up to this many pixels")
+    shapes: int = flag(2000, "images in the generated shapes dataset")
+    image_size: int = flag(64, "side of the generated shapes images")
+    iters: int | None = flag(None, "training iterations (default per model; on --resume, saved)")
+    batch_size: int | None = flag(None, "images per batch (default: 64; 16 for segmentation)")
+    lr: float | None = flag(None, "peak learning rate (default: 1e-3; 2e-3 for segmentation)")
+    min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr")
+    warmup: int = flag(100, "linear warm-up iterations (at most --iters)")
+    weight_decay: float = flag(0.05, "AdamW weight decay on weight matrices")
+    grad_clip: float = flag(1.0, "clip the global gradient norm to this (0: off)")
+    eval_interval: int = flag(200, "evaluate and checkpoint every this many iterations")
+    val_fraction: float = flag(0.2, "held-out share (digits, shapes; MNIST uses its test split)")
+    seed: int = flag(0, "seed for initialisation, data split, batches and dropout")
+    out_dir: str | None = flag(None, "folder for ckpt.npz, log.json, plots (default out/MODEL)")
+    resume: bool = flag(False, "continue the run saved in --out-dir")
+    progress: bool = flag(True, "show a progress bar")
 
     def resolved(self) -> TrainVisionConfig:
         segmentation = self.model in SEGMENTATION_MODELS
