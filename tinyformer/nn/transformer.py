@@ -1,6 +1,6 @@
-"""Transformer building blocks: multi-head attention (self or cross), the MLP, and the pre-LN
-block. Names follow nanoGPT / GPT-2 (`c_attn`, `c_proj`, `c_fc`, `ln_1`, `ln_2`), so weights can
-be compared with and loaded from those ecosystems.
+"""Transformer building blocks: multi-head attention (self or cross), the MLP, and the block
+(pre-LN or post-LN). Names follow nanoGPT / GPT-2 (`c_attn`, `c_proj`, `c_fc`, `ln_1`, `ln_2`),
+so weights can be compared with and loaded from those ecosystems.
 
 Shapes: B batch, T query length, S key length, C width, nh heads, hs = C / nh head size.
 """
@@ -127,9 +127,16 @@ class MLP(Module):
 
 
 class Block(Module):
-    """Pre-LN transformer block: x + attn(ln_1(x)) [+ cross_attn(ln_cross(x), context)], then
-    x + mlp(ln_2(x)). Normalising before each sublayer keeps the residual path an identity,
-    which is what lets deep stacks train without warm-up tricks (Xiong et al., 2020)."""
+    """Transformer block: self-attention [, cross-attention to a context], MLP, each a residual
+    sublayer with a LayerNorm.
+
+    Pre-LN (`norm_first=True`, GPT-2, ViT): x + attn(ln_1(x)) [+ cross_attn(ln_cross(x), c)],
+    then x + mlp(ln_2(x)). Normalising before each sublayer keeps the residual path an identity,
+    which is what lets deep stacks train without warm-up tricks (Xiong et al., 2020).
+
+    Post-LN (`norm_first=False`, the original Transformer and BERT): ln_1(x + attn(x))
+    [, ln_cross(x + cross_attn(x, c))], then ln_2(x + mlp(x)).
+    """
 
     def __init__(
         self,
@@ -139,15 +146,18 @@ class Block(Module):
         dropout: float = 0.0,
         cross_attention: bool = False,
         eps: float = 1e-5,
+        norm_first: bool = True,
+        hidden: int | None = None,
     ) -> None:
         super().__init__()
+        self.norm_first = norm_first
         self.ln_1 = LayerNorm(embed_dim, eps=eps, bias=bias)
         self.attn = MultiheadAttention(embed_dim, num_heads, bias, dropout)
         if cross_attention:
             self.ln_cross = LayerNorm(embed_dim, eps=eps, bias=bias)
             self.cross_attn = MultiheadAttention(embed_dim, num_heads, bias, dropout, cross=True)
         self.ln_2 = LayerNorm(embed_dim, eps=eps, bias=bias)
-        self.mlp = MLP(embed_dim, bias=bias, dropout=dropout)
+        self.mlp = MLP(embed_dim, hidden, bias=bias, dropout=dropout)
 
     def forward(
         self,
@@ -161,15 +171,16 @@ class Block(Module):
     ) -> Tensor | tuple[Tensor, Tensor]:
         """x (B, T, C) -> (B, T, C); with need_weights, also the self-attention weights
         (B, nh, T, T), for plots."""
+        pre = self.norm_first
         out = self.attn(
-            self.ln_1(x), is_causal=is_causal, key_padding_mask=key_padding_mask,
+            self.ln_1(x) if pre else x, is_causal=is_causal, key_padding_mask=key_padding_mask,
             need_weights=need_weights,
         )  # fmt: skip
         attn, weights = out if need_weights else (out, None)
-        x = x + attn
+        x = x + attn if pre else self.ln_1(x + attn)
         if "cross_attn" in self._modules:
-            x = x + self.cross_attn(
-                self.ln_cross(x), context, key_padding_mask=context_padding_mask
-            )
-        x = x + self.mlp(self.ln_2(x))
+            q = self.ln_cross(x) if pre else x
+            cross = self.cross_attn(q, context, key_padding_mask=context_padding_mask)
+            x = x + cross if pre else self.ln_cross(x + cross)
+        x = x + self.mlp(self.ln_2(x)) if pre else self.ln_2(x + self.mlp(x))
         return (x, weights) if need_weights else x

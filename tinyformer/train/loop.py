@@ -73,6 +73,9 @@ class Run:
     command: str  # e.g. "gpt": for the resume hint
     title: str  # for the loss plot
     log: dict[str, Any] = dataclasses.field(default_factory=new_log)
+    # (inputs, targets) -> loss, for models not called as model(inputs, targets) -> (_, loss)
+    loss: Callable[[Any, Any], Any] | None = None
+    resume_hint: str | None = None  # the command that continues this run, if not the default
 
 
 class StopFlag:
@@ -138,7 +141,7 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
                 evaluate()
             start = time.perf_counter()
             inputs, targets = run.get_batch(run.batch_rng)
-            _, loss = run.model(inputs, targets)
+            loss = run.model(inputs, targets)[1] if run.loss is None else run.loss(inputs, targets)
             run.optimizer.zero_grad()
             loss.backward()
             if cfg.grad_clip > 0:
@@ -157,7 +160,8 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
                 checkpoint()
                 bar.close()
                 print(f"stopped at iteration {it}; checkpoint in {ckpt_path}. Continue with:")
-                print(f"  tinyformer train {run.command} --resume --out-dir {out}")
+                print("  " + (run.resume_hint or f"tinyformer train {run.command} --resume "
+                                                  f"--out-dir {out}"))  # fmt: skip
                 return log
         evaluate()
     bar.close()

@@ -35,8 +35,8 @@ def plot_losses(log: dict[str, Any], path: Path, title: str) -> None:
         window = max(1, min(50, len(losses) // 10))
         smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1 :], smooth, color="tab:blue", lw=1.5, label="train (mean)")
-    for split, color in (("train", "tab:green"), ("val", "tab:red")):
-        points = [(e["iter"], e[split]) for e in log["evals"]]
+    for split, color in (("train", "tab:green"), ("val", "tab:red"), ("test", "tab:purple")):
+        points = [(e["iter"], e[split]) for e in log["evals"] if split in e]
         if points:
             ax.plot(*zip(*points), "o-", color=color, ms=4, label=f"{split} (eval)")
     ax.set_xlabel("iteration")
