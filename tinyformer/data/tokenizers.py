@@ -203,7 +203,11 @@ def tokenizer_from_dict(data: dict[str, Any]) -> Tokenizer:
         return CharTokenizer(data["chars"])
     if kind == "bpe":
         return BPETokenizer([tuple(m) for m in data["merges"]], data.get("pattern", CHUNK_PATTERN))
-    raise ValueError(f"unknown tokenizer type {kind!r} (expected 'char' or 'bpe')")
+    if kind == "wordpiece":
+        from tinyformer.data.wordpiece import WordPieceTokenizer
+
+        return WordPieceTokenizer(data["vocab"], data.get("lowercase", True))
+    raise ValueError(f"unknown tokenizer type {kind!r} (expected 'char', 'bpe' or 'wordpiece')")
 
 
 def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
