@@ -1,0 +1,217 @@
+"""Load Hugging Face BERT-family checkpoints into tinyformer's encoder, with NumPy only.
+
+A checkpoint directory holds `config.json` (sizes), `model.safetensors` (weights) and
+`vocab.txt` (the WordPiece vocabulary); `tokenizer_config.json`, when present, says whether
+the model is cased. `pytorch_model.bin` files are pickles and are refused: convert them to
+safetensors first (a pickle can run code when loaded).
+
+Hugging Face names -> tinyformer names (layer i):
+
+    embeddings.word_embeddings / position_embeddings / token_type_embeddings / LayerNorm
+        -> tok_emb / pos_emb / type_emb / emb_ln
+    encoder.layer.i.attention.self.query, .key, .value   -> layers.i.attn.c_attn (stacked q;k;v)
+    encoder.layer.i.attention.output.dense / .LayerNorm  -> layers.i.attn.c_proj / layers.i.ln_1
+    encoder.layer.i.intermediate.dense                   -> layers.i.mlp.c_fc
+    encoder.layer.i.output.dense / .LayerNorm            -> layers.i.mlp.c_proj / layers.i.ln_2
+    pooler.dense                                         -> pooler
+    cls.predictions.transform.dense / .LayerNorm, .bias  -> mlm_dense / mlm_ln, mlm_bias
+
+Both store Linear weights as (out, in), so nothing is transposed (GPT-2's Conv1D weights, by
+contrast, are (in, out)). Names may carry a "bert." prefix (pretraining checkpoints) or not
+(bare encoders, sentence-transformers); old checkpoints say gamma/beta for LayerNorm.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinyformer.data.wordpiece import WordPieceTokenizer
+from tinyformer.models.bert import Bert, BertConfig, BertForMaskedLM, mean_pool
+from tinyformer.safetensors import load_file
+
+__all__ = [
+    "PretrainedError",
+    "SentenceEncoder",
+    "bert_config_from_hf",
+    "convert_hf_bert",
+    "load_bert",
+]
+
+
+class PretrainedError(ValueError):
+    """A checkpoint directory that cannot be loaded, and why."""
+
+
+def bert_config_from_hf(hf: dict[str, Any]) -> BertConfig:
+    """A BertConfig from a Hugging Face config.json dict (BERT architecture only)."""
+    kind = hf.get("model_type", "bert")
+    if kind != "bert":
+        raise PretrainedError(
+            f"config.json: model_type {kind!r} is not supported; this loader reads BERT-"
+            "architecture checkpoints (bert-*, MiniLM, sentence-transformers' BERT models)"
+        )
+    if hf.get("hidden_act", "gelu") != "gelu":
+        raise PretrainedError(f"config.json: hidden_act {hf['hidden_act']!r}; only 'gelu' (erf)")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise PretrainedError("config.json: only absolute position embeddings are supported")
+    return BertConfig(
+        vocab_size=hf["vocab_size"], max_position=hf["max_position_embeddings"],
+        type_vocab_size=hf.get("type_vocab_size", 2), n_layer=hf["num_hidden_layers"],
+        n_head=hf["num_attention_heads"], d_model=hf["hidden_size"],
+        d_ff=hf["intermediate_size"], dropout=0.0, norm="post",
+        eps=hf.get("layer_norm_eps", 1e-12), pad_id=hf.get("pad_token_id", 0) or 0,
+    )  # fmt: skip
+
+
+_RULES = [  # (Hugging Face name pattern, tinyformer name)
+    (r"embeddings\.word_embeddings\.weight", "tok_emb.weight"),
+    (r"embeddings\.position_embeddings\.weight", "pos_emb.weight"),
+    (r"embeddings\.token_type_embeddings\.weight", "type_emb.weight"),
+    (r"embeddings\.LayerNorm\.(weight|bias)", r"emb_ln.\1"),
+    (
+        r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)",
+        r"layers.\1.attn.c_proj.\2",
+    ),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.(weight|bias)", r"layers.\1.ln_1.\2"),
+    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)", r"layers.\1.mlp.c_fc.\2"),
+    (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", r"layers.\1.mlp.c_proj.\2"),
+    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias)", r"layers.\1.ln_2.\2"),
+    (r"pooler\.dense\.(weight|bias)", r"pooler.\1"),
+    (r"cls\.predictions\.transform\.dense\.(weight|bias)", r"mlm_dense.\1"),
+    (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias)", r"mlm_ln.\1"),
+    (r"cls\.predictions\.bias", "mlm_bias"),
+]
+_QKV = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.(weight|bias)")
+_IGNORED = re.compile(r"embeddings\.position_ids|cls\.predictions\.decoder\.|cls\.seq_relationship")
+
+
+def _canonical(name: str) -> str:
+    name = name.removeprefix("bert.")
+    return name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
+        "LayerNorm.beta", "LayerNorm.bias"
+    )
+
+
+def convert_hf_bert(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Hugging Face BERT tensors -> a state dict for `Bert` (and `mlm_*` head entries when
+    present). The decoder matrix of the MLM head is tied to the token embeddings and dropped."""
+    out: dict[str, np.ndarray] = {}
+    qkv: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    unknown = []
+    for hf_name, array in tensors.items():
+        name = _canonical(hf_name)
+        if _IGNORED.match(name):
+            continue
+        if m := _QKV.fullmatch(name):
+            qkv.setdefault((m[1], m[3]), {})[m[2]] = array
+            continue
+        for pattern, target in _RULES:
+            if re.fullmatch(pattern, name):
+                out[re.sub(pattern, target, name)] = array
+                break
+        else:
+            unknown.append(hf_name)
+    if unknown:
+        raise PretrainedError(f"model.safetensors: tensors with no tinyformer place: {unknown[:8]}")
+    for (layer, kind), parts in sorted(qkv.items()):
+        if set(parts) != {"query", "key", "value"}:
+            raise PretrainedError(f"layer {layer}: attention {kind} lacks one of query/key/value")
+        # c_attn computes [q | k | v] = x W^T: stacking the (C, C) matrices along axis 0
+        out[f"layers.{layer}.attn.c_attn.{kind}"] = np.concatenate(
+            [parts["query"], parts["key"], parts["value"]], axis=0
+        )  # 3 x (C, C) -> (3C, C), or 3 x (C,) -> (3C,)
+    return out
+
+
+def _read_dir(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise PretrainedError(f"{root}: not a directory (expected config.json, "
+                              "model.safetensors and vocab.txt)")  # fmt: skip
+    if not (root / "model.safetensors").is_file():
+        hint = ""
+        if (root / "pytorch_model.bin").exists():
+            hint = (" It has pytorch_model.bin, a pickle, which tinyformer does not load; "
+                    "convert it to safetensors first.")  # fmt: skip
+        raise PretrainedError(f"{root}: no model.safetensors.{hint}")
+    for name in ("config.json", "vocab.txt"):
+        if not (root / name).is_file():
+            raise PretrainedError(f"{root}: no {name}")
+    return root, json.loads((root / "config.json").read_text(encoding="utf-8"))
+
+
+def _check_shapes(expected: dict[str, np.ndarray], state: dict[str, np.ndarray]) -> None:
+    for key, array in state.items():
+        if key in expected and expected[key].shape != array.shape:
+            raise PretrainedError(
+                f"model.safetensors: the tensor for {key} has shape {array.shape} but "
+                f"config.json implies {expected[key].shape}; the config and the weights disagree"
+            )
+
+
+def load_bert(
+    path: str | Path, head: str | None = None, dtype: Any = np.float32
+) -> tuple[Any, WordPieceTokenizer]:
+    """(model, tokenizer) from a Hugging Face BERT directory. `head=None` gives the encoder
+    (`Bert`); `head="mlm"` the encoder with its masked-LM head (`BertForMaskedLM`), which needs
+    the checkpoint to have `cls.predictions.*`. The model is in eval mode."""
+    root, hf = _read_dir(path)
+    config = bert_config_from_hf(hf)
+    state = convert_hf_bert(load_file(root / "model.safetensors"))
+    if head == "mlm":
+        if "mlm_dense.weight" not in state:
+            raise PretrainedError(f"{root}: this checkpoint has no masked-LM head (cls.*)")
+        model = BertForMaskedLM(config)
+        state = {(k if k.startswith("mlm") else "bert." + k): v for k, v in state.items()}
+    elif head is None:
+        model = Bert(config)
+        state = {k: v for k, v in state.items() if not k.startswith("mlm")}
+    else:
+        raise PretrainedError(f"load_bert: head must be None or 'mlm', got {head!r}")
+    own = model.state_dict()
+    for key in own:  # some encoders ship without the pooler, which embeddings never use
+        if key.split(".")[-2:-1] == ["pooler"] and key not in state:
+            state[key] = own[key]
+    _check_shapes(own, state)
+    model.to(dtype).load_state_dict(state)  # copied into the model's arrays, cast to dtype
+    options = root / "tokenizer_config.json"
+    options = json.loads(options.read_text(encoding="utf-8")) if options.is_file() else {}
+    lowercase = options.get("do_lower_case", True)
+    tokenizer = WordPieceTokenizer.from_file(root / "vocab.txt", lowercase)
+    if tokenizer.vocab_size != config.vocab_size:
+        raise PretrainedError(
+            f"{root}: vocab.txt has {tokenizer.vocab_size} tokens but config.json says "
+            f"vocab_size {config.vocab_size}"
+        )
+    return model.eval(), tokenizer
+
+
+class SentenceEncoder:
+    """Sentence embeddings from a pretrained encoder: mean of the token vectors over real
+    tokens, L2-normalised, as sentence-transformers does. Cosine similarity of two sentences
+    is then the dot product of their embeddings."""
+
+    def __init__(self, path: str | Path, max_length: int = 256, batch_size: int = 32) -> None:
+        self.model, self.tokenizer = load_bert(path)
+        self.max_length = min(max_length, self.model.config.max_position)
+        self.batch_size = batch_size
+
+    def embed(self, sentences: list[str]) -> np.ndarray:
+        """(N, C) unit vectors, float64."""
+        from tinyformer.autograd import no_grad
+
+        out = []
+        with no_grad():
+            for i in range(0, len(sentences), self.batch_size):
+                batch = self.tokenizer(
+                    sentences[i : i + self.batch_size], max_length=self.max_length
+                )
+                hidden = self.model(batch["input_ids"], batch["attention_mask"],
+                                    batch["token_type_ids"])  # fmt: skip
+                out.append(mean_pool(hidden, batch["attention_mask"]))
+        return np.concatenate(out) if out else np.zeros((0, self.model.config.d_model))
