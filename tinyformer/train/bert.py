@@ -1,0 +1,249 @@
+"""`tinyformer train bert`: pretrain a tiny BERT with masked LM, then show that it helps.
+
+Three runs, one command:
+
+1. Pretrain: masked-LM on windows of the corpus (BERT's 15% / 80-10-10 masking), with a
+   WordPiece vocabulary built from the corpus.                   -> out/bert/pretrain/
+2. Fine-tune the pretrained encoder on a sentence task: are the sentence's words in their
+   written order, or shuffled?                                   -> out/bert/finetune-pretrained/
+3. The same fine-tuning, same data, steps, learning rate and seed, from random weights.
+                                                                 -> out/bert/finetune-scratch/
+
+The sentences the task is tested on are cut out of the pretraining text, so pretraining never
+sees them. The closing table and out/bert/compare.png put the two fine-tuning runs side by side:
+"pretrain once, fine-tune many times" as a measurement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tinyformer as tf
+from tinyformer.data import load_text
+from tinyformer.data.mlm import mask_tokens, pad_batch
+from tinyformer.data.sentences import split_sentences, tamper_batch
+from tinyformer.data.wordpiece import WordPieceTokenizer
+from tinyformer.models.bert import BertConfig, BertForMaskedLM, BertForSequenceClassification
+from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
+from tinyformer.train.args import flag
+from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+
+__all__ = ["Phase", "TrainBertConfig", "finetune", "pretrain", "train_bert"]
+
+
+@dataclass
+class TrainBertConfig:
+    data: str = flag("pydoc", "corpus: pydoc (embedded), tinyshakespeare, or a text file path")
+    vocab_size: int = flag(4000, "WordPiece vocabulary size (built from the corpus)")
+    seq_len: int = flag(64, "tokens per sequence, [CLS] and [SEP] included")
+    n_layer: int = flag(2, "encoder blocks")
+    n_head: int = flag(4, "attention heads")
+    d_model: int = flag(128, "width")
+    d_ff: int = flag(512, "MLP hidden width")
+    norm: str = flag("post", "LayerNorm placement: post (BERT) or pre", ["post", "pre"])
+    dropout: float = flag(0.1, "dropout in the encoder")
+    pretrain_iters: int = flag(2000, "masked-LM steps")
+    finetune_iters: int = flag(300, "fine-tuning steps (each of the two runs)")
+    batch_size: int = flag(32, "sequences per batch")
+    lr: float = flag(1e-3, "peak learning rate of pretraining")
+    finetune_lr: float = flag(3e-4, "peak learning rate of fine-tuning (both runs)")
+    warmup: int = flag(100, "linear warm-up steps (fine-tuning: a tenth of its steps)")
+    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices")
+    held_out: int = flag(400, "sentences kept out of pretraining and fine-tuning, for testing")
+    eval_interval: int = flag(250, "evaluate and checkpoint every this many pretraining steps")
+    seed: int = flag(1337, "seed for initialisation, data and dropout")
+    out_dir: str = flag("out/bert", "folder for the three runs, compare.png and results.json")
+    resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
+    progress: bool = flag(True, "show progress bars")
+
+    def model_config(self, vocab_size: int) -> BertConfig:
+        return BertConfig(
+            vocab_size=vocab_size, max_position=self.seq_len, n_layer=self.n_layer,
+            n_head=self.n_head, d_model=self.d_model, d_ff=self.d_ff, dropout=self.dropout,
+            norm=self.norm,
+        )  # fmt: skip
+
+
+@dataclass
+class Phase:
+    """What the shared training loop reads from a configuration, for one of the three runs."""
+
+    iters: int
+    eval_interval: int
+    out_dir: str
+    progress: bool = True
+    grad_clip: float = 1.0
+    resume: bool = False
+
+
+@dataclass
+class Corpus:
+    tokenizer: WordPieceTokenizer
+    pretrain_ids: np.ndarray  # the corpus minus the test sentences, as one id stream
+    heldout_ids: np.ndarray  # the test sentences, for the masked-LM validation loss
+    train_sentences: list[str]  # for fine-tuning
+    test_sentences: list[str]  # never seen in pretraining or fine-tuning
+
+
+def prepare(cfg: TrainBertConfig, tokenizer: WordPieceTokenizer | None = None) -> Corpus:
+    text = load_text(cfg.data)
+    sentences = split_sentences(text)
+    if len(sentences) < 2 * cfg.held_out:
+        raise ValueError(
+            f"train bert: the corpus has {len(sentences)} usable sentences; "
+            f"--held-out {cfg.held_out} needs at least {2 * cfg.held_out}"
+        )
+    order = np.random.default_rng([cfg.seed, 0]).permutation(len(sentences))
+    test = [sentences[i] for i in order[: cfg.held_out]]
+    train = [sentences[i] for i in order[cfg.held_out :]]
+    for sentence in test:  # pretraining must not read the test sentences
+        text = text.replace(sentence, " ")
+    tokenizer = tokenizer or WordPieceTokenizer.train(text, cfg.vocab_size)
+    heldout = np.array([i for s in test for i in tokenizer.encode(s, add_special_tokens=False)])
+    ids = np.array(tokenizer.encode(text, add_special_tokens=False))
+    return Corpus(tokenizer, ids, heldout, train, test)
+
+
+def mlm_batch(
+    ids: np.ndarray, tok: WordPieceTokenizer, cfg: TrainBertConfig, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Random windows of the id stream as [CLS] window [SEP], masked: (inputs, labels) (B, T)."""
+    width = cfg.seq_len - 2
+    starts = rng.integers(0, len(ids) - width, size=cfg.batch_size)
+    windows = ids[starts[:, None] + np.arange(width)]  # (B, T - 2)
+    n = cfg.batch_size
+    rows = np.concatenate([np.full((n, 1), tok.cls_id), windows, np.full((n, 1), tok.sep_id)], 1)
+    return mask_tokens(rows, mask_id=tok.mask_id, vocab_size=tok.vocab_size,
+                       special_ids=tok.special_ids, rng=rng)  # fmt: skip
+
+
+def _optimizer(model: Any, cfg: TrainBertConfig, lr: float, iters: int, warmup: int) -> tuple:
+    optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=lr, betas=(0.9, 0.999))
+    return optimizer, WarmupCosineLR(optimizer, min(warmup, iters), iters, 0.1)
+
+
+def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dict[str, Any]]:
+    """Masked-LM pretraining; returns the model and the run's log."""
+    phase = Phase(cfg.pretrain_iters, cfg.eval_interval, str(Path(cfg.out_dir) / "pretrain"),
+                  cfg.progress, resume=cfg.resume)  # fmt: skip
+    phase, state, saved = resume_from(phase, phase.out_dir)
+    tok = corpus.tokenizer
+    mconf = BertConfig(**saved["model_config"]) if saved else cfg.model_config(tok.vocab_size)
+    tf.manual_seed(cfg.seed)
+    model = BertForMaskedLM(mconf)
+    optimizer, scheduler = _optimizer(model, cfg, cfg.lr, phase.iters, cfg.warmup)
+
+    @tf.no_grad()
+    def evaluate(it: int) -> dict[str, float]:
+        model.eval()
+        rng = np.random.default_rng([cfg.seed, 1])  # the same masked windows at every check
+        out = {}
+        for split, ids in (("train", corpus.pretrain_ids), ("val", corpus.heldout_ids)):
+            losses, hits, total = [], 0, 0
+            for _ in range(8):
+                inputs, labels = mlm_batch(ids, tok, cfg, rng)
+                logits, loss = model(inputs, labels)
+                losses.append(loss.item())
+                target = labels[labels != -100]
+                hits, total = (
+                    hits + int((logits.data.argmax(1) == target).sum()),
+                    total + len(target),
+                )
+            out[split], out[f"{split}_acc"] = float(np.mean(losses)), hits / total
+        model.train()
+        return out
+
+    run = Run(
+        model, optimizer, scheduler, np.random.default_rng(cfg.seed),
+        get_batch=lambda rng: mlm_batch(corpus.pretrain_ids, tok, cfg, rng),
+        evaluate=evaluate, config=phase, command="bert", title="BERT masked-LM pretraining",
+        meta=lambda: {"model_config": dataclasses.asdict(mconf), "tokenizer": tok.to_dict(),
+                      "bert_config": dataclasses.asdict(cfg)},
+        resume_hint=f"tinyformer train bert --resume --out-dir {cfg.out_dir}",
+    )  # fmt: skip
+    resume_into(run, state, saved)
+    return model, train_loop(run)
+
+
+def _classify_batch(
+    sentences: list[str], corpus: Corpus, seq_len: int, rng: np.random.Generator
+) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    tok = corpus.tokenizer
+    texts, labels = tamper_batch(sentences, rng)
+    ids, mask = pad_batch([tok.encode(t, max_length=seq_len) for t in texts], tok.pad_id)
+    return (ids, mask), labels
+
+
+def finetune(
+    cfg: TrainBertConfig, corpus: Corpus, init: dict[str, np.ndarray] | None, name: str
+) -> dict[str, Any]:
+    """Fine-tune a classifier on the tampering task, from an encoder state dict (`init`, the
+    "bert.*" entries of a pretrained model) or from random weights (None). Returns the log;
+    its evals hold test loss and accuracy."""
+    tok = corpus.tokenizer
+    mconf = cfg.model_config(tok.vocab_size)
+    tf.manual_seed(cfg.seed + 1)  # the same classifier initialisation for both runs
+    model = BertForSequenceClassification(mconf, num_labels=2)
+    if init is not None:
+        own = model.state_dict()
+        model.load_state_dict({**own, **{k: v for k, v in init.items() if k in own}})
+    iters = cfg.finetune_iters
+    optimizer, scheduler = _optimizer(model, cfg, cfg.finetune_lr, iters, max(1, iters // 10))
+    test_rng = np.random.default_rng([cfg.seed, 2])  # one fixed tampering of the test set
+    test = [_classify_batch(corpus.test_sentences[i : i + 100], corpus, cfg.seq_len, test_rng)
+            for i in range(0, len(corpus.test_sentences), 100)]  # fmt: skip
+
+    @tf.no_grad()
+    def evaluate(it: int) -> dict[str, float]:
+        model.eval()
+        losses, hits = [], 0
+        for (ids, mask), labels in test:
+            logits, loss = model(ids, labels, mask)
+            losses.append(loss.item() * len(labels))
+            hits += int((logits.data.argmax(1) == labels).sum())
+        model.train()
+        n = len(corpus.test_sentences)
+        return {"test": float(np.sum(losses) / n), "test_acc": hits / n}
+
+    def get_batch(rng: np.random.Generator) -> tuple:
+        picks = rng.choice(len(corpus.train_sentences), size=cfg.batch_size, replace=False)
+        return _classify_batch([corpus.train_sentences[i] for i in picks], corpus, cfg.seq_len, rng)
+
+    phase = Phase(iters, max(1, iters // 10), str(Path(cfg.out_dir) / name), cfg.progress)
+    run = Run(
+        model, optimizer, scheduler, np.random.default_rng([cfg.seed, 3]), get_batch=get_batch,
+        evaluate=evaluate, config=phase, command="bert", title=f"fine-tuning ({name})",
+        meta=lambda: {"model_config": dataclasses.asdict(mconf), "tokenizer": tok.to_dict()},
+        loss=lambda inputs, labels: model(inputs[0], labels, inputs[1])[1],
+        resume_hint=f"tinyformer train bert --resume --out-dir {cfg.out_dir}",
+    )  # fmt: skip
+    return train_loop(run)
+
+
+def train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
+    """All three runs; returns {"pretrain": log, "pretrained": log, "scratch": log}."""
+    corpus = prepare(cfg)
+    print(f"corpus {cfg.data}: {len(corpus.pretrain_ids):,} pretraining tokens, vocabulary "
+          f"{corpus.tokenizer.vocab_size}; task: {len(corpus.train_sentences)} training and "
+          f"{len(corpus.test_sentences)} test sentences")  # fmt: skip
+    print("1/3 masked-LM pretraining")
+    model, pre_log = pretrain(cfg, corpus)
+    if len(pre_log["loss"]) < cfg.pretrain_iters:
+        return {"pretrain": pre_log}  # interrupted: the loop printed how to resume
+    encoder = {k: v for k, v in model.state_dict().items() if k.startswith("bert.")}
+    print("2/3 fine-tuning the pretrained encoder")
+    logs = {
+        "pretrain": pre_log,
+        "pretrained": finetune(cfg, corpus, encoder, "finetune-pretrained"),
+    }
+    print("3/3 the same fine-tuning from random weights")
+    logs["scratch"] = finetune(cfg, corpus, None, "finetune-scratch")
+    from tinyformer.train.bert_report import report
+
+    report(cfg, logs)
+    return logs
