@@ -1,0 +1,52 @@
+"""The cross-attention alignment plot of `tinyformer train seq2seq`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tinyformer.autograd import no_grad
+from tinyformer.data.dates import DateTask
+from tinyformer.fileio import save_figure
+from tinyformer.models.seq2seq import Transformer
+
+__all__ = ["cross_attention", "plot_alignment"]
+
+
+@no_grad()
+def cross_attention(model: Transformer, src: np.ndarray, tgt_in: np.ndarray) -> np.ndarray:
+    """Cross-attention weights of the last decoder layer, averaged over heads:
+    (B, T, S), row t = where output position t looked in the source."""
+    memory, src_pad = model.encode(src)
+    _, weights = model.decode(tgt_in, memory, src_pad, need_weights=True)
+    return weights[-1].data.mean(axis=1)  # (B, nh, T, S) -> (B, T, S)
+
+
+def plot_alignment(model: Transformer, task: DateTask, path: Path, formats: tuple = (
+        "long", "weekday", "dotted", "ordinal")) -> None:  # fmt: skip
+    """One heat map per source format: output characters (rows) against source characters
+    (columns), for a held-out date, decoded by the model itself (greedy)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    day = task.test_days[:1].repeat(len(formats))
+    src, _, _, sources, _ = task.examples(day, list(formats))
+    out = model.greedy(src, DateTask.MAX_TARGET - 1)  # (B, T) the model's own output
+    tgt_in = np.concatenate([np.ones((len(src), 1), np.int64), out[:, :-1]], axis=1)
+    weights = cross_attention(model, src, tgt_in)  # (B, T, S)
+    fig, axes = plt.subplots(1, len(formats), figsize=(4.2 * len(formats), 3.6))
+    for ax, w, s, o in zip(axes, weights, sources, out, strict=True):
+        rows = [*DateTask.TARGET.decode(o), "[EOS]"][: w.shape[0]]  # the last row chose EOS
+        ax.imshow(w[: len(rows), : len(s)], cmap="viridis", aspect="auto", vmin=0)
+        ax.set_xticks(range(len(s)), list(s), fontsize=7)
+        ax.set_yticks(range(len(rows)), rows, fontsize=8)
+        ax.set_title(repr(s), fontsize=9)
+        ax.set_xlabel("source character")
+    axes[0].set_ylabel("output character")
+    fig.suptitle("cross-attention (last decoder layer, mean over heads)")
+    fig.tight_layout()
+    save_figure(path, fig)
+    plt.close(fig)
