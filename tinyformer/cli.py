@@ -23,6 +23,8 @@ import time
 
 import numpy as np
 
+from tinyformer.runtime import RUNTIME_ENV  # the restart's settings (benchmarks read them here)
+
 
 def _attention_demo() -> None:
     import tinyformer as tf
@@ -156,17 +158,11 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     embed.add_argument("--out", default=None, help="also save the embeddings (.npy)")
 
 
-# Process settings for the training commands, read by OpenBLAS only at start-up: its worker
-# threads busy-wait ~2**28 cycles (~0.1 s) after each matrix product by default, holding the
-# second core while the Numba kernels that follow need it.
-RUNTIME_ENV = {"OPENBLAS_THREAD_TIMEOUT": "6"}
-
-
 def _restart_with_runtime_settings() -> None:
     """Run this command again in a fresh process with RUNTIME_ENV set (values already in the
-    environment are kept). Measured with `tinyformer train gpt --iters 200`, 2 cores: 81 ms per
-    step without it, 50 ms with it (docs/cli.md). It is read only when the process starts, so
-    a restart is the only way to apply it."""
+    environment are kept). Measured with `tinyformer train gpt`, 2 cores: 81 ms per step with
+    neither setting, 56 ms with the OpenBLAS one, 52.6 ms with all three (docs/cli.md). They are
+    read only when the process starts, so a restart is the only way to apply them."""
     for name, value in RUNTIME_ENV.items():
         os.environ.setdefault(name, value)
     os.environ["TINYFORMER_RESTARTED"] = "1"

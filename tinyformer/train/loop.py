@@ -26,6 +26,7 @@ from tinyformer.nn.module import Module
 from tinyformer.optim import clip_grad_norm_
 from tinyformer.optim.lr_scheduler import LRScheduler
 from tinyformer.optim.optimizer import Optimizer
+from tinyformer.runtime import RUNTIME_ENV
 from tinyformer.train.report import peak_rss_mib, plot_losses
 from tinyformer.train.state import load_run, restore_run, save_run
 
@@ -121,7 +122,7 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
         meta = {**run.meta(), "train_config": dataclasses.asdict(cfg), "iteration": it, "log": log}
         save_run(ckpt_path, run.model, run.optimizer, run.scheduler, run.batch_rng, meta)
         log["peak_rss_mib"] = peak_rss_mib()
-        runtime = {"OPENBLAS_THREAD_TIMEOUT": os.environ.get("OPENBLAS_THREAD_TIMEOUT")}
+        runtime = {name: os.environ.get(name) for name in RUNTIME_ENV}
         config = dataclasses.asdict(cfg)
         save_json(out / "log.json", {"config": config, "runtime_env": runtime, **log})
         plot_losses(log, out / "loss.png", run.title)
