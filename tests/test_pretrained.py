@@ -215,3 +215,18 @@ def test_real_checkpoint_matches_transformers():
     hidden = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).data
     real = batch["attention_mask"] == 1
     np.testing.assert_allclose(hidden[real], out.numpy()[real], atol=1e-4)
+
+
+def test_a_checkpoint_without_pooler_gets_berts_init_and_skip_init_leaves_zeros(
+    checkpoint, tmp_path
+):
+    from tinyformer.nn import Linear, init
+
+    path, tensors = checkpoint
+    bare = {k: v for k, v in tensors.items() if not k.startswith("pooler")}
+    model, _ = load_bert(_write_checkpoint(tmp_path / "no-pooler", bare))
+    w = model.pooler.weight.data
+    assert 0.01 < w.std() < 0.03 and not model.pooler.bias.data.any()  # N(0, 0.02), zero bias
+    with init.skip_init():
+        layer = Linear(4, 3)
+    assert not layer.weight.data.any() and Linear(4, 3).weight.data.any()

@@ -31,7 +31,14 @@ from typing import Any
 import numpy as np
 
 from tinyformer.data.wordpiece import WordPieceTokenizer
-from tinyformer.models.bert import Bert, BertConfig, BertForMaskedLM, mean_pool
+from tinyformer.models.bert import (
+    Bert,
+    BertConfig,
+    BertForMaskedLM,
+    init_bert_weights,
+    mean_pool,
+)
+from tinyformer.nn import init
 from tinyformer.safetensors import load_file
 
 __all__ = [
@@ -166,18 +173,22 @@ def load_bert(
     if head == "mlm":
         if "mlm_dense.weight" not in state:
             raise PretrainedError(f"{root}: this checkpoint has no masked-LM head (cls.*)")
-        model = BertForMaskedLM(config)
+        with init.skip_init():  # every weight is loaded below (bert-base: 4.5 s saved)
+            model = BertForMaskedLM(config)
         state = {(k if k.startswith("mlm") else "bert." + k): v for k, v in state.items()}
     elif head is None:
-        model = Bert(config)
+        with init.skip_init():
+            model = Bert(config)
         state = {k: v for k, v in state.items() if not k.startswith("mlm")}
     else:
         raise PretrainedError(f"load_bert: head must be None or 'mlm', got {head!r}")
-    own = model.state_dict()
-    for key in own:  # some encoders ship without the pooler, which embeddings never use
-        if key.split(".")[-2:-1] == ["pooler"] and key not in state:
-            state[key] = own[key]
-    _check_shapes(own, state)
+    prefix = "bert." if head == "mlm" else ""
+    if prefix + "pooler.weight" not in state:
+        # some encoders ship without the pooler, which embeddings never use: BERT's init
+        pooler = model.bert.pooler if head == "mlm" else model.pooler
+        init_bert_weights(pooler)
+        state |= {f"{prefix}pooler.{k}": v for k, v in pooler.state_dict().items()}
+    _check_shapes({name: p.data for name, p in model.named_parameters()}, state)
     model.to(dtype).load_state_dict(state)  # copied into the model's arrays, cast to dtype
     options = root / "tokenizer_config.json"
     options = json.loads(options.read_text(encoding="utf-8")) if options.is_file() else {}

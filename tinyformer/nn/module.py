@@ -236,11 +236,11 @@ class Module:
         """Convert every floating parameter and buffer to `dtype` in place (e.g. np.float64 for
         gradient checks); gradients are dropped. Optimizers must be built after this."""
         for param in self.parameters():
-            param.data, param.grad = param.data.astype(dtype), None
+            param.data, param.grad = param.data.astype(dtype, copy=False), None
         for module in self.modules():
             for name, buf in module._buffers.items():
                 if buf is not None and buf.dtype.kind == "f":
-                    module._buffers[name] = buf.astype(dtype)
+                    module._buffers[name] = buf.astype(dtype, copy=False)
         return self
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
