@@ -230,3 +230,30 @@ def test_a_checkpoint_without_pooler_gets_berts_init_and_skip_init_leaves_zeros(
     with init.skip_init():
         layer = Linear(4, 3)
     assert not layer.weight.data.any() and Linear(4, 3).weight.data.any()
+
+
+@pytest.mark.hf
+def test_matches_transformers_distilbert(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(1)
+    config = transformers.DistilBertConfig(vocab_size=len(VOCAB), dim=C, n_layers=LAYERS,
+                                           n_heads=HEADS, hidden_dim=FF,
+                                           max_position_embeddings=POS)  # fmt: skip
+    reference = transformers.DistilBertForMaskedLM(config).eval()
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            if "layer_norm" in name or name.endswith("bias"):
+                p.add_(0.1 * torch.randn_like(p))
+    reference.save_pretrained(tmp_path / "distil")
+    (tmp_path / "distil" / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    model, tok = load_bert(tmp_path / "distil", head="mlm", dtype=np.float64)
+    batch = tok(["the cat sat on the [MASK] .", "a dog ran"])
+    with torch.no_grad():
+        out = reference(input_ids=torch.tensor(batch["input_ids"]),
+                        attention_mask=torch.tensor(batch["attention_mask"]))  # fmt: skip
+    logits, _ = model(batch["input_ids"], attention_mask=batch["attention_mask"])
+    real = batch["attention_mask"] == 1
+    np.testing.assert_allclose(logits.data[real], out.logits.numpy()[real], atol=2e-5)
+    encoder, _ = load_bert(tmp_path / "distil")
+    assert encoder.config.n_layer == LAYERS and encoder.config.type_vocab_size == 1

@@ -112,7 +112,9 @@ class Bert(nn.Module):
                 f"Bert: sequence of length {t} is longer than max_position "
                 f"{self.config.max_position}; truncate it (the tokenizer's max_length)"
             )
-        types = np.zeros_like(ids) if token_type_ids is None else np.asarray(token_type_ids)
+        # one segment type (DistilBERT): every token is in segment 0, whatever the tokenizer says
+        one_type = token_type_ids is None or self.config.type_vocab_size == 1
+        types = np.zeros_like(ids) if one_type else np.asarray(token_type_ids)
         x = self.tok_emb(ids) + self.pos_emb(np.arange(t)) + self.type_emb(types)  # (B, T, C)
         x = self.drop(self.emb_ln(x))
         pad = None if attention_mask is None else np.asarray(attention_mask) == 0  # (B, T)

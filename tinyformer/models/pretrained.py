@@ -19,6 +19,9 @@ Hugging Face names -> tinyformer names (layer i):
 Both store Linear weights as (out, in), so nothing is transposed (GPT-2's Conv1D weights, by
 contrast, are (in, out)). Names may carry a "bert." prefix (pretraining checkpoints) or not
 (bare encoders, sentence-transformers); old checkpoints say gamma/beta for LayerNorm.
+DistilBERT is the same post-LN encoder under other names (`transformer.layer.i.attention.q_lin`,
+`sa_layer_norm`, `ffn.lin1`, ...), without token types or pooler; its names are first rewritten
+to BERT's.
 """
 
 from __future__ import annotations
@@ -55,12 +58,23 @@ class PretrainedError(ValueError):
 
 
 def bert_config_from_hf(hf: dict[str, Any]) -> BertConfig:
-    """A BertConfig from a Hugging Face config.json dict (BERT architecture only)."""
+    """A BertConfig from a Hugging Face config.json dict: BERT, or DistilBERT (a 6-layer BERT
+    distilled from bert-base, with other names and no token types)."""
     kind = hf.get("model_type", "bert")
+    if kind == "distilbert":
+        if hf.get("activation", "gelu") != "gelu":
+            raise PretrainedError(f"config.json: activation {hf['activation']!r}; only 'gelu'")
+        return BertConfig(
+            vocab_size=hf["vocab_size"], max_position=hf["max_position_embeddings"],
+            type_vocab_size=1, n_layer=hf["n_layers"], n_head=hf["n_heads"], d_model=hf["dim"],
+            d_ff=hf["hidden_dim"], dropout=0.0, norm="post", eps=1e-12,
+            pad_id=hf.get("pad_token_id", 0) or 0,
+        )  # fmt: skip
     if kind != "bert":
         raise PretrainedError(
             f"config.json: model_type {kind!r} is not supported; this loader reads BERT-"
-            "architecture checkpoints (bert-*, MiniLM, sentence-transformers' BERT models)"
+            "architecture checkpoints (bert-*, MiniLM, sentence-transformers' BERT models) and "
+            "DistilBERT"
         )
     if hf.get("hidden_act", "gelu") != "gelu":
         raise PretrainedError(f"config.json: hidden_act {hf['hidden_act']!r}; only 'gelu' (erf)")
@@ -97,8 +111,28 @@ _QKV = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.(
 _IGNORED = re.compile(r"embeddings\.position_ids|cls\.predictions\.decoder\.|cls\.seq_relationship")
 
 
+# DistilBERT's names -> BERT's (after its "distilbert." prefix is dropped)
+_DISTILBERT = [
+    (r"transformer\.layer\.(\d+)\.attention\.q_lin", r"encoder.layer.\1.attention.self.query"),
+    (r"transformer\.layer\.(\d+)\.attention\.k_lin", r"encoder.layer.\1.attention.self.key"),
+    (r"transformer\.layer\.(\d+)\.attention\.v_lin", r"encoder.layer.\1.attention.self.value"),
+    (r"transformer\.layer\.(\d+)\.attention\.out_lin", r"encoder.layer.\1.attention.output.dense"),
+    (r"transformer\.layer\.(\d+)\.sa_layer_norm", r"encoder.layer.\1.attention.output.LayerNorm"),
+    (r"transformer\.layer\.(\d+)\.ffn\.lin1", r"encoder.layer.\1.intermediate.dense"),
+    (r"transformer\.layer\.(\d+)\.ffn\.lin2", r"encoder.layer.\1.output.dense"),
+    (r"transformer\.layer\.(\d+)\.output_layer_norm", r"encoder.layer.\1.output.LayerNorm"),
+    (r"vocab_transform", "cls.predictions.transform.dense"),
+    (r"vocab_layer_norm", "cls.predictions.transform.LayerNorm"),
+    (r"vocab_projector\.bias", "cls.predictions.bias"),
+    (r"vocab_projector\.weight", "cls.predictions.decoder.weight"),  # tied: dropped
+]
+
+
 def _canonical(name: str) -> str:
-    name = name.removeprefix("bert.")
+    """Any supported checkpoint's tensor name -> Hugging Face BERT's, without prefix."""
+    name = name.removeprefix("bert.").removeprefix("distilbert.")
+    for pattern, target in _DISTILBERT:
+        name = re.sub(f"^{pattern}", target, name)
     return name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
         "LayerNorm.beta", "LayerNorm.bias"
     )
@@ -183,6 +217,8 @@ def load_bert(
     else:
         raise PretrainedError(f"load_bert: head must be None or 'mlm', got {head!r}")
     prefix = "bert." if head == "mlm" else ""
+    if prefix + "type_emb.weight" not in state:  # DistilBERT: no segments, one zero row
+        state[prefix + "type_emb.weight"] = np.zeros((1, config.d_model), np.float32)
     if prefix + "pooler.weight" not in state:
         # some encoders ship without the pooler, which embeddings never use: BERT's init
         pooler = model.bert.pooler if head == "mlm" else model.pooler
