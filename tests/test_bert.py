@@ -178,3 +178,14 @@ def test_train_bert_command_runs_all_three_phases(tmp_path, capsys):
     assert cli.main(["train", "bert", "--held-out", "100000", "--out-dir", str(out)]) == 2
     assert cli.main(["params", "bert", "--config", "bert_base"]) == 0
     assert "109,482,240" in capsys.readouterr().out
+
+
+def test_pretraining_text_never_contains_a_test_sentence():
+    from tinyformer.train.bert import TrainBertConfig, prepare
+
+    corpus = prepare(TrainBertConfig(held_out=60, vocab_size=800))
+    stream = corpus.pretrain_ids
+    for sentence in corpus.test_sentences:
+        ids = np.array(corpus.tokenizer.encode(sentence, add_special_tokens=False))
+        windows = np.lib.stride_tricks.sliding_window_view(stream, len(ids))
+        assert not (windows == ids).all(axis=1).any(), sentence

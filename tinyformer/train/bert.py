@@ -101,7 +101,11 @@ def prepare(cfg: TrainBertConfig, tokenizer: WordPieceTokenizer | None = None) -
     order = np.random.default_rng([cfg.seed, 0]).permutation(len(sentences))
     test = [sentences[i] for i in order[: cfg.held_out]]
     train = [sentences[i] for i in order[cfg.held_out :]]
-    for sentence in test:  # pretraining must not read the test sentences
+    # Pretraining must not read the test sentences. They were cut from paragraphs with their
+    # line breaks made spaces, so the text is cut the same way before they are taken out
+    # (WordPiece splits on any whitespace, so nothing else changes).
+    text = " ".join(text.split())
+    for sentence in test:
         text = text.replace(sentence, " ")
     tokenizer = tokenizer or WordPieceTokenizer.train(text, cfg.vocab_size)
     heldout = np.array([i for s in test for i in tokenizer.encode(s, add_special_tokens=False)])
