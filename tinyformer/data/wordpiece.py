@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer.data.mlm import pad_batch
 from tinyformer.data.tokenizers import Tokenizer
 
 __all__ = ["SPECIAL_TOKENS", "WordPieceTokenizer", "basic_tokenize"]
@@ -220,14 +221,10 @@ class WordPieceTokenizer(Tokenizer):
         if len(pairs) != len(texts):
             raise ValueError(f"tokenizer: {len(texts)} texts but {len(pairs)} pairs")
         rows = [self.encode(a, b, max_length) for a, b in zip(texts, pairs, strict=True)]
-        width = max(map(len, rows))
-        ids = np.full((len(rows), width), self.pad_id, np.int64)
-        types = np.zeros((len(rows), width), np.int64)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = row
-            first_sep = row.index(self.sep_id)
-            types[i, first_sep + 1 : len(row)] = 1
-        mask = (np.arange(width) < np.array([len(r) for r in rows])[:, None]).astype(np.int64)
+        ids, mask = pad_batch(rows, self.pad_id)
+        types = np.zeros_like(ids)
+        for i, row in enumerate(rows):  # segment 1: after the first [SEP], up to the padding
+            types[i, row.index(self.sep_id) + 1 : len(row)] = 1
         return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
     def decode(self, ids: Any, skip_special_tokens: bool = True) -> str:

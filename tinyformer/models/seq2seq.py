@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 import tinyformer.nn.functional as F
-from tinyformer import nn
+from tinyformer import nn, registry
 from tinyformer.autograd import no_grad
 from tinyformer.nn import init
 from tinyformer.ops import linear, reshape
@@ -215,7 +215,8 @@ class Transformer(nn.Module):
             done = np.zeros(b * beam, bool)
             for _ in range(max_len):
                 logits, _ = self.decode(seqs, memory, src_pad)
-                logp = _log_softmax(logits.data[:, -1].astype(np.float64))  # (B*K, V)
+                last = logits.data[:, -1].astype(np.float64)  # (B*K, V)
+                logp = registry.call("log_softmax.forward", last)
                 v = logp.shape[1]
                 logp[done] = -np.inf  # a finished beam extends only with padding, for free
                 logp[done, cfg.pad_id] = 0.0
@@ -236,8 +237,3 @@ class Transformer(nn.Module):
             return out
         finally:
             self.train(was_training)
-
-
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    x = x - x.max(axis=1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
