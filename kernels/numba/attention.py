@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
+from tinyformer.kernels.numba._rowmax import row_max
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
 from tinyformer.registry import kernel
 
@@ -60,7 +61,6 @@ def _softmax_tile(s, row0, keep, bias, ids, flags, scale, lse):
         i = row0 + r
         row, keep_row, bias_row = s[b, r], keep[ids[0, b], i], bias[ids[1, b], i]
         n = min(i + 1, kn) if causal else kn
-        top = neg_inf
         for j in range(n):
             v = row[j] * scale
             if has_bias:
@@ -68,7 +68,7 @@ def _softmax_tile(s, row0, keep, bias, ids, flags, scale, lse):
             if has_keep and not keep_row[j]:
                 v = neg_inf
             row[j] = v
-            top = max(top, v)
+        top = row_max(row, n) if n else neg_inf
         for j in range(n, kn):
             row[j] = zero
         if top == neg_inf:  # every key masked: weights 0, output 0, lse +inf (exp(s - inf) = 0)
@@ -175,9 +175,7 @@ def _pairs_forward(q, k, v, keep, bias, ids, flags, scale, y, lse):
                 for j in range(n):
                     s[j] += qv * k_row[j]
             _scale_and_mask(s, n, scale, keep_row, bias_row, has_keep, has_bias)
-            top = neg_inf
-            for j in range(n):
-                top = max(top, s[j])
+            top = row_max(s, n) if n else neg_inf
             acc[:] = zero
             if top == neg_inf:  # every key masked: output 0, lse +inf
                 y[b, i] = acc

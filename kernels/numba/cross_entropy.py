@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
+from tinyformer.kernels.numba._rowmax import row_max
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
 from tinyformer.registry import kernel
 
@@ -18,7 +19,7 @@ def _forward(logits, target, ignore_index, smoothing, loss, lse):
     zero, one = logits.dtype.type(0), logits.dtype.type(1)
     for i in prange(n):
         row = logits[i]  # a 1-D view: 2-D indexing in the inner loops blocks vectorisation
-        top = row.max()
+        top = row_max(row, c)
         total = zero
         for j in range(c):
             total += exp_nonpositive(row[j] - top)
