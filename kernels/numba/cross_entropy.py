@@ -38,7 +38,7 @@ def _forward(logits, target, ignore_index, smoothing, loss, lse):
 def _backward(gloss, logits, target, lse, ignore_index, smoothing, glogits):
     n, c = logits.shape
     one = logits.dtype.type(1)
-    uniform = smoothing / c
+    uniform = smoothing / logits.dtype.type(c)  # not `/ c`: an int promotes float32 to float64
     for i in prange(n):
         row = logits[i]
         grow = glogits[i]

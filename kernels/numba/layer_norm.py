@@ -18,7 +18,7 @@ from tinyformer.registry import kernel
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _forward(x, w, b, eps, y, mu, rstd):
     n, d = x.shape
-    inv_d = x.dtype.type(1) / d
+    inv_d = x.dtype.type(1) / x.dtype.type(d)  # not `/ d`: an int makes it float64
     for i in prange(n):
         xi, yi = x[i], y[i]  # 1-D views: 2-D indexing in the inner loops blocks vectorisation
         m = xi.sum() * inv_d
@@ -37,7 +37,7 @@ def _forward(x, w, b, eps, y, mu, rstd):
 def _backward(gy, x, w, mu, rstd, gx, gw_parts, gb_parts):
     n, d = x.shape
     chunks = gw_parts.shape[0]
-    inv_d = x.dtype.type(1) / d
+    inv_d = x.dtype.type(1) / x.dtype.type(d)  # not `/ d`: an int makes it float64
     for c in prange(chunks):
         gw_c, gb_c = gw_parts[c], gb_parts[c]
         for i in range(c * n // chunks, (c + 1) * n // chunks):

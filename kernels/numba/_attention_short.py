@@ -1,0 +1,238 @@
+"""Attention for short key sequences (at most SHORT_KEYS): one thread per (batch, head) pair.
+
+A thread copies its pair's Q, K^T and V into contiguous scratch, then walks the queries in
+blocks of four rows. Every product is a loop whose inner index runs over contiguous memory
+(keys for scores, features for outputs), so LLVM vectorises it and the operands stay in L1;
+at the baby-GPT shapes that beats the 48 tiny BLAS calls per product that the tiled path and
+the reference make. Four rows per pass means each row of K, V (or dK, dV) is loaded once per
+four multiply-adds: the loops are bound by loads and stores, not by the arithmetic.
+
+Forward, per block of rows i:  S_i = q_i K^T * scale + mask,  P_i = exp(S_i - max) / sum,
+                               y_i = P_i V,  lse_i = max + log(sum).
+Backward, per block:           P_i = exp(S_i - lse_i),  dP_i = dy_i V^T,
+                               dS_i = P_i (dP_i - D_i) scale  with D_i = dy_i . y_i,
+                               dq_i = dS_i K,  dK += dS_i^T q_i,  dV += P_i^T dy_i.
+
+Key loops run to `last`, a multiple of LANES past the block's last visible key (scratch is
+padded with zeros): no scalar remainder loops. Scratch is allocated once per thread, not per
+pair: at these sizes the allocations were a tenth of the backward. The worker count is an
+argument (from numba.get_num_threads() in the caller) so that the kernels stay cacheable.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from tinyformer.kernels.numba._fastexp import exp_nonpositive
+from tinyformer.kernels.numba._rowmax import row_max
+from tinyformer.kernels.numba._rows import FASTMATH
+
+LANES = 16  # key loops run to a multiple of this
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def scale_and_mask(s, n, scale, keep_row, bias_row, has_keep, has_bias):
+    """In place on s[:n]: s * scale (+ bias), -inf where keep is False. The flags are tested
+    outside the loops so that each loop is branch-free and vectorises."""
+    if has_bias:
+        for j in range(n):
+            s[j] = s[j] * scale + bias_row[j]
+    else:
+        for j in range(n):
+            s[j] *= scale
+    if has_keep:
+        neg_inf = s.dtype.type(-np.inf)
+        for j in range(n):
+            s[j] = s[j] if keep_row[j] else neg_inf
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def exp_shifted(row, n, top):
+    """In place on row[:n]: exp(row - top); returns their sum (the softmax denominator)."""
+    total = row.dtype.type(0)
+    for j in range(n):
+        e = exp_nonpositive(row[j] - top)
+        row[j] = e
+        total += e
+    return total
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _copy(src, dst, transpose):
+    """dst[:rows, :cols] = src (or dst[:cols, :rows] = src^T), src strided as it comes."""
+    for i in range(src.shape[0]):
+        row = src[i]
+        if transpose:
+            for t in range(row.size):
+                dst[t, i] = row[t]
+        else:
+            out = dst[i]
+            for t in range(row.size):
+                out[t] = row[t]
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _four_rows_times(a, i0, bt, out, last):
+    """out[r, :last] = a[i0 + r] @ bt[:, :last] for r < 4: one pass over bt for four rows."""
+    a0, a1, a2, a3 = a[i0], a[i0 + 1], a[i0 + 2], a[i0 + 3]
+    o0, o1, o2, o3 = out[0], out[1], out[2], out[3]
+    zero = out.dtype.type(0)
+    for j in range(last):
+        o0[j] = o1[j] = o2[j] = o3[j] = zero
+    for t in range(bt.shape[0]):
+        c0, c1, c2, c3, b_row = a0[t], a1[t], a2[t], a3[t], bt[t]
+        for j in range(last):
+            b = b_row[j]
+            o0[j] += c0 * b
+            o1[j] += c1 * b
+            o2[j] += c2 * b
+            o3[j] += c3 * b
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, scale, lse, inv, last):
+    """Rows s[r] = raw scores of query i0 + r -> exp(s - max), zero past the visible keys;
+    fills lse[b, i] and inv[r] = 1 / sum (0 for a padding row or a fully masked one)."""
+    has_keep, has_bias, causal = flags[0], flags[1], flags[2]
+    zero = s.dtype.type(0)
+    for r in range(4):
+        i, row = i0 + r, s[r]
+        inv[r] = zero
+        n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
+        if n:
+            keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+            scale_and_mask(row, n, scale, keep_row, bias_row, has_keep, has_bias)
+            top = row_max(row, n)
+            if top == -np.inf:  # every key masked: weights 0, output 0, lse +inf
+                n = 0
+                lse[b, i] = np.inf
+            else:
+                total = exp_shifted(row, n, top)
+                inv[r] = s.dtype.type(1) / total
+                lse[b, i] = top + np.log(total)
+        row[n:last] = zero
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _block_times(p, b, last, out):
+    """out[r] = p[r, :last] @ b[:last] for r < 4: one pass over b's rows for four rows of p."""
+    p0, p1, p2, p3 = p[0], p[1], p[2], p[3]
+    o0, o1, o2, o3 = out[0], out[1], out[2], out[3]
+    zero = out.dtype.type(0)
+    for t in range(out.shape[1]):
+        o0[t] = o1[t] = o2[t] = o3[t] = zero
+    for j in range(last):
+        c0, c1, c2, c3, b_row = p0[j], p1[j], p2[j], p3[j], b[j]
+        for t in range(b_row.size):
+            x = b_row[t]
+            o0[t] += c0 * x
+            o1[t] += c1 * x
+            o2[t] += c2 * x
+            o3[t] += c3 * x
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _add_block_transposed_times(p, a, i0, last, out):
+    """out[:last] += p[:, :last]^T @ a[i0:i0 + 4]: each out row loaded and stored once."""
+    p0, p1, p2, p3 = p[0], p[1], p[2], p[3]
+    a0, a1, a2, a3 = a[i0], a[i0 + 1], a[i0 + 2], a[i0 + 3]
+    for j in range(last):
+        c0, c1, c2, c3, o = p0[j], p1[j], p2[j], p3[j], out[j]
+        for t in range(o.size):
+            o[t] += c0 * a0[t] + c1 * a1[t] + c2 * a2[t] + c3 * a3[t]
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def pairs_forward(q, k, v, keep, bias, ids, flags, scale, workers, y, lse):
+    """q, k, v: (B, H, T, d) views, strided as the caller's arrays are; y (BH, Tq, dv) and
+    lse (BH, Tq) are filled."""
+    causal = flags[2]
+    n0, n1, tq, d = q.shape
+    tk, dv = k.shape[2], v.shape[3]
+    tkp = (tk + LANES - 1) // LANES * LANES
+    pairs = n0 * n1
+    for w in prange(workers):
+        qs = np.zeros(((tq + 3) // 4 * 4, d), y.dtype)  # padding rows stay 0
+        kt, vs = np.zeros((d, tkp), y.dtype), np.zeros((tkp, dv), y.dtype)
+        s, out, inv = np.empty((4, tkp), y.dtype), np.empty((4, dv), y.dtype), np.empty(4, y.dtype)
+        for b in range(w * pairs // workers, (w + 1) * pairs // workers):
+            b0, b1 = b // n1, b % n1
+            _copy(q[b0, b1], qs, False)
+            _copy(k[b0, b1], kt, True)
+            _copy(v[b0, b1], vs, False)
+            for i0 in range(0, tq, 4):
+                last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
+                _four_rows_times(qs, i0, kt, s, last)  # S = Q_block K^T
+                _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, scale, lse, inv, last)
+                _block_times(s, vs, last, out)  # unnormalised Y_block = exp(S - max) V
+                for r in range(min(4, tq - i0)):
+                    for t in range(dv):
+                        y[b, i0 + r, t] = out[r, t] * inv[r]
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, workers, gq, gk, gv):
+    """gy, q, k, v, y: (B, H, T, d) views; lse (BH, Tq); gq, gk, gv (BH, T, d) are filled."""
+    has_keep, has_bias, causal = flags[0], flags[1], flags[2]
+    n0, n1, tq, d = q.shape
+    tk, dv = k.shape[2], v.shape[3]
+    zero = y.dtype.type(0)
+    padded = (tq + 3) // 4 * 4
+    tkp = (tk + LANES - 1) // LANES * LANES
+    pairs = n0 * n1
+    for w in prange(workers):
+        qs, gys = np.zeros((padded, d), y.dtype), np.zeros((padded, dv), y.dtype)
+        ks, kt, vt = (
+            np.zeros((tkp, d), y.dtype),
+            np.zeros((d, tkp), y.dtype),
+            np.zeros((dv, tkp), y.dtype),
+        )
+        gk_b, gv_b = np.empty((tkp, d), y.dtype), np.empty((tkp, dv), y.dtype)
+        p, ds, gq_b = (
+            np.empty((4, tkp), y.dtype),
+            np.empty((4, tkp), y.dtype),
+            np.empty((4, d), y.dtype),
+        )
+        for b in range(w * pairs // workers, (w + 1) * pairs // workers):
+            b0, b1 = b // n1, b % n1
+            _copy(q[b0, b1], qs, False)
+            _copy(gy[b0, b1], gys, False)
+            _copy(k[b0, b1], ks, False)
+            _copy(k[b0, b1], kt, True)
+            _copy(v[b0, b1], vt, True)
+            yb = y[b0, b1]
+            gk_b[:] = zero
+            gv_b[:] = zero
+            for i0 in range(0, tq, 4):
+                last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
+                _four_rows_times(qs, i0, kt, p, last)  # S = Q_block K^T
+                _four_rows_times(gys, i0, vt, ds, last)  # dP = dY_block V^T
+                for r in range(4):
+                    i, s_row, ds_row = i0 + r, p[r], ds[r]
+                    n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
+                    if n:
+                        keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+                        gy_row, y_row = gys[i], yb[i]
+                        big_d = zero  # D_i = dy_i . y_i
+                        for t in range(dv):
+                            big_d += gy_row[t] * y_row[t]
+                        lse_i = lse[b, i]
+                        scale_and_mask(s_row, n, scale, keep_row, bias_row, has_keep, has_bias)
+                        for j in range(n):
+                            e = exp_nonpositive(s_row[j] - lse_i)
+                            s_row[j] = e
+                            ds_row[j] = e * (ds_row[j] - big_d) * scale
+                    s_row[n:last] = zero
+                    ds_row[n:last] = zero
+                _block_times(ds, ks, last, gq_b)  # dQ_block = dS K
+                for r in range(min(4, tq - i0)):
+                    for t in range(d):
+                        gq[b, i0 + r, t] = gq_b[r, t]
+                _add_block_transposed_times(ds, qs, i0, last, gk_b)  # dK += dS^T Q_block
+                _add_block_transposed_times(p, gys, i0, last, gv_b)  # dV += P^T dY_block
+            for j in range(tk):
+                for t in range(d):
+                    gk[b, j, t] = gk_b[j, t]
+                for t in range(dv):
+                    gv[b, j, t] = gv_b[j, t]
