@@ -1,6 +1,7 @@
 """Numba kernels for avg_pool2d: each window summed in one pass (the reference sums a strided
 view), and a backward that spreads each window's gradient over its pixels, one (image,
-channel) plane per thread (the reference loops over kernel taps on whole arrays)."""
+channel) plane per thread (the reference loops over kernel taps on whole arrays): first along
+an image row, then down the kernel's rows."""
 
 from __future__ import annotations
 
@@ -40,24 +41,28 @@ def _forward(x, kh, kw, sh, sw, ph, pw, include_pad, y):
 def _backward(gy, kh, kw, sh, sw, ph, pw, include_pad, gx):
     n, c, h, w = gx.shape
     ho, wo = gy.shape[2], gy.shape[3]
+    one = gx.dtype.type(1)
     for plane in prange(n * c):
         g, dst = gy[plane // c, plane % c], gx[plane // c, plane % c]
         dst[:, :] = 0  # each thread clears its own plane (np.zeros would be one thread)
-        share = np.empty((ho, wo), gx.dtype)  # each window's gradient over its divisor
+        wide = np.empty(w, gx.dtype)  # one window row's gradient spread over an image row
         for r in range(ho):
-            for s in range(wo):
-                share[r, s] = g[r, s] / _count(r, s, h, w, kh, kw, sh, sw, ph, pw, include_pad)
-        for i in range(kh):  # one kernel tap at a time: long, regular, branch-free inner loops
+            # Spread along the row first, one kernel tap at a time (strided, but only ho times)
+            wide[:] = 0
             for j in range(kw):
                 first = max(0, -((j - pw) // sw))  # windows whose tap j lands inside the row
                 last = min(wo, (w - 1 + pw - j) // sw + 1)
-                for r in range(ho):
-                    row = r * sh - ph + i
-                    if row < 0 or row >= h:
-                        continue
-                    line, shares = dst[row], share[r]
-                    for s in range(first, last):
-                        line[s * sw - pw + j] += shares[s]
+                for s in range(first, last):
+                    divisor = _count(r, s, h, w, kh, kw, sh, sw, ph, pw, include_pad)
+                    wide[s * sw - pw + j] += g[r, s] * (one / gx.dtype.type(divisor))
+            # then add that row to each of the kh image rows the window covers: contiguous
+            # loops that vectorise, where spreading each tap into the plane did not.
+            for i in range(kh):
+                row = r * sh - ph + i
+                if 0 <= row < h:
+                    line = dst[row]
+                    for col in range(w):
+                        line[col] += wide[col]
 
 
 @kernel("avg_pool2d.forward", backend="numba", dtypes=FLOATS)
