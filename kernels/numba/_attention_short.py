@@ -13,7 +13,8 @@ Backward, per block:           P_i = exp(S_i - lse_i),  dP_i = dy_i V^T,
                                dS_i = P_i (dP_i - D_i) scale  with D_i = dy_i . y_i,
                                dq_i = dS_i K,  dK += dS_i^T q_i,  dV += P_i^T dy_i.
 
-Key loops run to `last`, a multiple of LANES past the block's last visible key (scratch is
+The forward scales Q once as it is copied, so the scores come out scaled; the backward folds the
+scale into its exp when there is no mask. Key loops run to `last`, a multiple of LANES past the block's last visible key (scratch is
 padded with zeros): no scalar remainder loops. Scratch is allocated once per thread, not per
 pair: at these sizes the allocations were a tenth of the backward. The worker count is an
 argument (from numba.get_num_threads() in the caller) so that the kernels stay cacheable.
@@ -59,8 +60,8 @@ def exp_shifted(row, n, top):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _copy(src, dst, transpose):
-    """dst[:rows, :cols] = src (or dst[:cols, :rows] = src^T), src strided as it comes."""
+def _copy(src, dst, transpose, factor):
+    """dst[:rows, :cols] = src * factor (or dst[:cols, :rows] = src^T), src strided as it comes."""
     for i in range(src.shape[0]):
         row = src[i]
         if transpose:
@@ -69,7 +70,7 @@ def _copy(src, dst, transpose):
         else:
             out = dst[i]
             for t in range(row.size):
-                out[t] = row[t]
+                out[t] = row[t] * factor
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -91,18 +92,19 @@ def _four_rows_times(a, i0, bt, out, last):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, scale, lse, inv, last):
-    """Rows s[r] = raw scores of query i0 + r -> exp(s - max), zero past the visible keys;
-    fills lse[b, i] and inv[r] = 1 / sum (0 for a padding row or a fully masked one)."""
+def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last):
+    """Rows s[r] = scaled scores of query i0 + r -> exp(s + mask - max), zero past the visible
+    keys; fills lse[b, i] and inv[r] = 1 / sum (0 for a padding row or a fully masked one)."""
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]
-    zero = s.dtype.type(0)
+    zero, one = s.dtype.type(0), s.dtype.type(1)
     for r in range(4):
         i, row = i0 + r, s[r]
         inv[r] = zero
         n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
         if n:
-            keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
-            scale_and_mask(row, n, scale, keep_row, bias_row, has_keep, has_bias)
+            if has_keep or has_bias:
+                keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+                scale_and_mask(row, n, one, keep_row, bias_row, has_keep, has_bias)
             top = row_max(row, n)
             if top == -np.inf:  # every key masked: weights 0, output 0, lse +inf
                 n = 0
@@ -152,19 +154,20 @@ def pairs_forward(q, k, v, keep, bias, ids, flags, scale, workers, y, lse):
     tk, dv = k.shape[2], v.shape[3]
     tkp = (tk + LANES - 1) // LANES * LANES
     pairs = n0 * n1
+    one = y.dtype.type(1)
     for w in prange(workers):
         qs = np.zeros(((tq + 3) // 4 * 4, d), y.dtype)  # padding rows stay 0
         kt, vs = np.zeros((d, tkp), y.dtype), np.zeros((tkp, dv), y.dtype)
         s, out, inv = np.empty((4, tkp), y.dtype), np.empty((4, dv), y.dtype), np.empty(4, y.dtype)
         for b in range(w * pairs // workers, (w + 1) * pairs // workers):
             b0, b1 = b // n1, b % n1
-            _copy(q[b0, b1], qs, False)
-            _copy(k[b0, b1], kt, True)
-            _copy(v[b0, b1], vs, False)
+            _copy(q[b0, b1], qs, False, scale)  # scaled once here, not every score
+            _copy(k[b0, b1], kt, True, one)
+            _copy(v[b0, b1], vs, False, one)
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
                 _four_rows_times(qs, i0, kt, s, last)  # S = Q_block K^T
-                _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, scale, lse, inv, last)
+                _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last)
                 _block_times(s, vs, last, out)  # unnormalised Y_block = exp(S - max) V
                 for r in range(min(4, tq - i0)):
                     for t in range(dv):
@@ -177,7 +180,7 @@ def pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, workers, 
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]
     n0, n1, tq, d = q.shape
     tk, dv = k.shape[2], v.shape[3]
-    zero = y.dtype.type(0)
+    zero, one = y.dtype.type(0), y.dtype.type(1)
     padded = (tq + 3) // 4 * 4
     tkp = (tk + LANES - 1) // LANES * LANES
     pairs = n0 * n1
@@ -196,11 +199,11 @@ def pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, workers, 
         )
         for b in range(w * pairs // workers, (w + 1) * pairs // workers):
             b0, b1 = b // n1, b % n1
-            _copy(q[b0, b1], qs, False)
-            _copy(gy[b0, b1], gys, False)
-            _copy(k[b0, b1], ks, False)
-            _copy(k[b0, b1], kt, True)
-            _copy(v[b0, b1], vt, True)
+            _copy(q[b0, b1], qs, False, one)
+            _copy(gy[b0, b1], gys, False, one)
+            _copy(k[b0, b1], ks, False, one)
+            _copy(k[b0, b1], kt, True, one)
+            _copy(v[b0, b1], vt, True, one)
             yb = y[b0, b1]
             gk_b[:] = zero
             gv_b[:] = zero
@@ -218,9 +221,12 @@ def pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, workers, 
                         for t in range(dv):
                             big_d += gy_row[t] * y_row[t]
                         lse_i = lse[b, i]
-                        scale_and_mask(s_row, n, scale, keep_row, bias_row, has_keep, has_bias)
+                        factor = scale  # without a mask, scaling rides along in the exp
+                        if has_keep or has_bias:
+                            scale_and_mask(s_row, n, scale, keep_row, bias_row, has_keep, has_bias)
+                            factor = one
                         for j in range(n):
-                            e = exp_nonpositive(s_row[j] - lse_i)
+                            e = exp_nonpositive(s_row[j] * factor - lse_i)
                             s_row[j] = e
                             ds_row[j] = e * (ds_row[j] - big_d) * scale
                     s_row[n:last] = zero
