@@ -13,11 +13,12 @@ Backward, per block:           P_i = exp(S_i - lse_i),  dP_i = dy_i V^T,
                                dS_i = P_i (dP_i - D_i) scale  with D_i = dy_i . y_i,
                                dq_i = dS_i K,  dK += dS_i^T q_i,  dV += P_i^T dy_i.
 
-The forward scales Q once as it is copied, so the scores come out scaled; the backward folds the
-scale into its exp when there is no mask. Key loops run to `last`, a multiple of LANES past the block's last visible key (scratch is
-padded with zeros): no scalar remainder loops. Scratch is allocated once per thread, not per
-pair: at these sizes the allocations were a tenth of the backward. The worker count is an
-argument (from numba.get_num_threads() in the caller) so that the kernels stay cacheable.
+The forward scales Q once as it is copied, so the scores come out scaled; the backward folds
+the scale into its exp when there is no mask. Key loops run to `last`, a multiple of LANES past
+the block's last visible key (scratch is padded with zeros): no scalar remainder loops. Scratch
+is allocated once per thread, not per pair: at these sizes the allocations were a tenth of the
+backward. The worker count is an argument (numba.get_num_threads() in the caller), so that the
+kernels stay cacheable.
 """
 
 from __future__ import annotations
