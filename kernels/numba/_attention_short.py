@@ -75,21 +75,22 @@ def _copy(src, dst, transpose, factor):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _four_rows_times(a, i0, bt, out, last):
-    """out[r, :last] = a[i0 + r] @ bt[:, :last] for r < 4: one pass over bt for four rows."""
+def _four_rows_times(a, i0, b, k, m, out):
+    """out[r, :m] = a[i0 + r, :k] @ b[:k, :m] for r < 4: one pass over b's rows for four rows
+    of a. (Scores: k = head size, m = keys to `last`; P V and dS K: k = keys to `last`.)"""
     a0, a1, a2, a3 = a[i0], a[i0 + 1], a[i0 + 2], a[i0 + 3]
     o0, o1, o2, o3 = out[0], out[1], out[2], out[3]
     zero = out.dtype.type(0)
-    for j in range(last):
+    for j in range(m):
         o0[j] = o1[j] = o2[j] = o3[j] = zero
-    for t in range(bt.shape[0]):
-        c0, c1, c2, c3, b_row = a0[t], a1[t], a2[t], a3[t], bt[t]
-        for j in range(last):
-            b = b_row[j]
-            o0[j] += c0 * b
-            o1[j] += c1 * b
-            o2[j] += c2 * b
-            o3[j] += c3 * b
+    for t in range(k):
+        c0, c1, c2, c3, b_row = a0[t], a1[t], a2[t], a3[t], b[t]
+        for j in range(m):
+            x = b_row[j]
+            o0[j] += c0 * x
+            o1[j] += c1 * x
+            o2[j] += c2 * x
+            o3[j] += c3 * x
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -115,24 +116,6 @@ def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last):
                 inv[r] = s.dtype.type(1) / total
                 lse[b, i] = top + np.log(total)
         row[n:last] = zero
-
-
-@njit(fastmath=FASTMATH, cache=True)
-def _block_times(p, b, last, out):
-    """out[r] = p[r, :last] @ b[:last] for r < 4: one pass over b's rows for four rows of p."""
-    p0, p1, p2, p3 = p[0], p[1], p[2], p[3]
-    o0, o1, o2, o3 = out[0], out[1], out[2], out[3]
-    zero = out.dtype.type(0)
-    for t in range(out.shape[1]):
-        o0[t] = o1[t] = o2[t] = o3[t] = zero
-    for j in range(last):
-        c0, c1, c2, c3, b_row = p0[j], p1[j], p2[j], p3[j], b[j]
-        for t in range(b_row.size):
-            x = b_row[t]
-            o0[t] += c0 * x
-            o1[t] += c1 * x
-            o2[t] += c2 * x
-            o3[t] += c3 * x
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -167,9 +150,9 @@ def pairs_forward(q, k, v, keep, bias, ids, flags, scale, workers, y, lse):
             _copy(v[b0, b1], vs, False, one)
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
-                _four_rows_times(qs, i0, kt, s, last)  # S = Q_block K^T
+                _four_rows_times(qs, i0, kt, d, last, s)  # S = Q_block K^T
                 _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last)
-                _block_times(s, vs, last, out)  # unnormalised Y_block = exp(S - max) V
+                _four_rows_times(s, 0, vs, last, dv, out)  # Y_block * sum = exp(S - max) V
                 for r in range(min(4, tq - i0)):
                     for t in range(dv):
                         y[b, i0 + r, t] = out[r, t] * inv[r]
@@ -210,8 +193,8 @@ def pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, workers, 
             gv_b[:] = zero
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
-                _four_rows_times(qs, i0, kt, p, last)  # S = Q_block K^T
-                _four_rows_times(gys, i0, vt, ds, last)  # dP = dY_block V^T
+                _four_rows_times(qs, i0, kt, d, last, p)  # S = Q_block K^T
+                _four_rows_times(gys, i0, vt, dv, last, ds)  # dP = dY_block V^T
                 for r in range(4):
                     i, s_row, ds_row = i0 + r, p[r], ds[r]
                     n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
@@ -232,7 +215,7 @@ def pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, workers, 
                             ds_row[j] = e * (ds_row[j] - big_d) * scale
                     s_row[n:last] = zero
                     ds_row[n:last] = zero
-                _block_times(ds, ks, last, gq_b)  # dQ_block = dS K
+                _four_rows_times(ds, 0, ks, last, d, gq_b)  # dQ_block = dS K
                 for r in range(min(4, tq - i0)):
                     for t in range(d):
                         gq[b, i0 + r, t] = gq_b[r, t]
