@@ -41,20 +41,21 @@ def _forward(x, kh, kw, sh, sw, ph, pw, include_pad, y):
 def _backward(gy, kh, kw, sh, sw, ph, pw, include_pad, gx):
     n, c, h, w = gx.shape
     ho, wo = gy.shape[2], gy.shape[3]
-    one = gx.dtype.type(1)
     for plane in prange(n * c):
         g, dst = gy[plane // c, plane % c], gx[plane // c, plane % c]
         dst[:, :] = 0  # each thread clears its own plane (np.zeros would be one thread)
+        share = np.empty(wo, gx.dtype)  # each window's gradient over its divisor, one row
         wide = np.empty(w, gx.dtype)  # one window row's gradient spread over an image row
         for r in range(ho):
+            for s in range(wo):
+                share[s] = g[r, s] / _count(r, s, h, w, kh, kw, sh, sw, ph, pw, include_pad)
             # Spread along the row first, one kernel tap at a time (strided, but only ho times)
             wide[:] = 0
             for j in range(kw):
                 first = max(0, -((j - pw) // sw))  # windows whose tap j lands inside the row
                 last = min(wo, (w - 1 + pw - j) // sw + 1)
                 for s in range(first, last):
-                    divisor = _count(r, s, h, w, kh, kw, sh, sw, ph, pw, include_pad)
-                    wide[s * sw - pw + j] += g[r, s] * (one / gx.dtype.type(divisor))
+                    wide[s * sw - pw + j] += share[s]
             # then add that row to each of the kh image rows the window covers: contiguous
             # loops that vectorise, where spreading each tap into the plane did not.
             for i in range(kh):
