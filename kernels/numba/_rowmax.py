@@ -8,8 +8,7 @@ that follows it in a softmax. Eight independent running maxima over interleaved 
 chain between them, so LLVM's SLP vectorizer packs them into one vector compare and select;
 they are combined at the end.
 
-Same result as np.max for any input without NaN, including +-inf. (With a NaN the result may
-or may not be NaN; a NaN logit makes every softmax weight of its row NaN either way.)
+Same result as np.max, +-inf and NaN included: a NaN wins every comparison (`_larger`).
 """
 
 from __future__ import annotations
