@@ -78,6 +78,28 @@ def test_attention_kernel_matches_reference_on_both_paths(tq, tk, mask_kind):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.parametrize("layout", ["heads-last", "reversed", "rows-strided"])
+def test_attention_kernel_reads_strided_inputs_and_odd_head_sizes(layout):
+    # The short path reads each input as a flat buffer plus strides (attention.rows_of); head
+    # sizes 7 and 5 leave a remainder after the products' four-term steps.
+    rng = np.random.default_rng(7)
+    b, h, t = 3, 2, 37
+
+    def make(d):
+        if layout == "heads-last":  # a (B, T, H, d) projection seen as (B, H, T, d), as in GPT
+            return rng.standard_normal((b, t, h, d)).transpose(0, 2, 1, 3)
+        if layout == "reversed":  # a negative stride: copied before the kernel reads it
+            return rng.standard_normal((b, h, t, d))[:, :, ::-1]
+        return rng.standard_normal((b, h, t, 2 * d))[..., ::2]  # rows not contiguous: copied
+
+    q, k, v, gy = make(7), make(7), make(5), make(5)
+    for causal in (False, True):
+        got = _attention("numba", q, k, v, None, causal, gy)
+        want = _attention("numpy", q, k, v, None, causal, gy)
+        for a, c in zip(got, want):
+            np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
+
+
 def test_missing_numba_falls_back_to_the_reference_silently(monkeypatch):
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(

@@ -1,11 +1,15 @@
 """Attention for short key sequences (at most SHORT_KEYS): one thread per (batch, head) pair.
 
 A thread copies its pair's Q, K^T and V into contiguous scratch, then walks the queries in
-blocks of four rows. Every product is a loop whose inner index runs over contiguous memory
+blocks of four rows. The inputs arrive as flat buffers with element strides (see `rows_of` in
+attention.py): Numba compiles a row of a strided 4-D view as a strided loop that does not
+vectorise (0.3 ns per element, a tenth of the backward), a slice of a flat buffer as a
+contiguous one (0.06 ns). Every product is a loop whose inner index runs over contiguous memory
 (keys for scores, features for outputs), so LLVM vectorises it and the operands stay in L1;
 at the baby-GPT shapes that beats the 48 tiny BLAS calls per product that the tiled path and
 the reference make. Four rows per pass means each row of K, V (or dK, dV) is loaded once per
-four multiply-adds: the loops are bound by loads and stores, not by the arithmetic.
+four multiply-adds; the products also take four of its inner terms per pass, so each store
+of an output row carries sixteen multiply-adds instead of four.
 
 Forward, per block of rows i:  S_i = q_i K^T * scale + mask,  P_i = exp(S_i - max) / sum,
                                y_i = P_i V,  lse_i = max + log(sum).
@@ -15,7 +19,8 @@ Backward, per block:           P_i = exp(S_i - lse_i),  dP_i = dy_i V^T,
 
 The forward scales Q once as it is copied, so the scores come out scaled; the backward folds
 the scale into its exp when there is no mask. Key loops run to `last`, a multiple of LANES past
-the block's last visible key (scratch is padded with zeros): no scalar remainder loops. Scratch
+the block's last visible key (scratch is padded with zeros; keys past the visible ones are
+zeroed by a select): no scalar remainder loops. Scratch
 is allocated once per thread, not per pair: at these sizes the allocations were a tenth of the
 backward. The worker count is an argument (numba.get_num_threads() in the caller), so that the
 kernels stay cacheable.
@@ -30,7 +35,7 @@ from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max
 from tinyformer.kernels.numba._rows import FASTMATH
 
-LANES = 16  # key loops run to a multiple of this
+LANES = 8  # key loops run to a multiple of this (16 wastes more on causal blocks)
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -61,29 +66,49 @@ def exp_shifted(row, n, top):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _copy(src, dst, transpose, factor):
-    """dst[:rows, :cols] = src * factor (or dst[:cols, :rows] = src^T), src strided as it comes."""
-    for i in range(src.shape[0]):
-        row = src[i]
+def _offset(steps, which, b0, b1):
+    """Where pair (b0, b1) of input `which` starts in its flat buffer."""
+    return steps[which, 0] * b0 + steps[which, 1] * b1
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _copy(buf, start, step, rows, cols, dst, transpose, factor):
+    """dst[:rows, :cols] = rows of buf (row i at start + i * step) * factor, or
+    dst[:cols, :rows] = their transpose."""
+    for i in range(rows):
+        row = buf[start + i * step : start + i * step + cols]  # contiguous: vectorises
         if transpose:
-            for t in range(row.size):
+            for t in range(cols):
                 dst[t, i] = row[t]
         else:
             out = dst[i]
-            for t in range(row.size):
+            for t in range(cols):
                 out[t] = row[t] * factor
 
 
 @njit(fastmath=FASTMATH, cache=True)
 def _four_rows_times(a, i0, b, k, m, out):
     """out[r, :m] = a[i0 + r, :k] @ b[:k, :m] for r < 4: one pass over b's rows for four rows
-    of a. (Scores: k = head size, m = keys to `last`; P V and dS K: k = keys to `last`.)"""
+    of a, four rows of b at a time. (Scores: k = head size, m = keys to `last`; P V and dS K:
+    k = keys to `last`.)"""
     a0, a1, a2, a3 = a[i0], a[i0 + 1], a[i0 + 2], a[i0 + 3]
     o0, o1, o2, o3 = out[0], out[1], out[2], out[3]
     zero = out.dtype.type(0)
     for j in range(m):
         o0[j] = o1[j] = o2[j] = o3[j] = zero
-    for t in range(k):
+    for t in range(0, k - k % 4, 4):
+        b0, b1, b2, b3 = b[t], b[t + 1], b[t + 2], b[t + 3]
+        c00, c01, c02, c03 = a0[t], a0[t + 1], a0[t + 2], a0[t + 3]
+        c10, c11, c12, c13 = a1[t], a1[t + 1], a1[t + 2], a1[t + 3]
+        c20, c21, c22, c23 = a2[t], a2[t + 1], a2[t + 2], a2[t + 3]
+        c30, c31, c32, c33 = a3[t], a3[t + 1], a3[t + 2], a3[t + 3]
+        for j in range(m):
+            x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
+            o0[j] += c00 * x0 + c01 * x1 + c02 * x2 + c03 * x3
+            o1[j] += c10 * x0 + c11 * x1 + c12 * x2 + c13 * x3
+            o2[j] += c20 * x0 + c21 * x1 + c22 * x2 + c23 * x3
+            o3[j] += c30 * x0 + c31 * x1 + c32 * x2 + c33 * x3
+    for t in range(k - k % 4, k):  # the last k % 4 terms (head sizes not a multiple of 4)
         c0, c1, c2, c3, b_row = a0[t], a1[t], a2[t], a3[t], b[t]
         for j in range(m):
             x = b_row[j]
@@ -130,12 +155,11 @@ def _add_block_transposed_times(p, a, i0, last, out):
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def pairs_forward(q, k, v, keep, bias, ids, flags, scale, workers, y, lse):
-    """q, k, v: (B, H, T, d) views, strided as the caller's arrays are; y (BH, Tq, dv) and
-    lse (BH, Tq) are filled."""
+def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, y, lse):
+    """q, k, v: flat buffers, steps[n] the element strides (batch, head, row) of the n-th;
+    dims = (B, H, Tq, Tk, d, dv). y (BH, Tq, dv) and lse (BH, Tq) are filled."""
     causal = flags[2]
-    n0, n1, tq, d = q.shape
-    tk, dv = k.shape[2], v.shape[3]
+    n0, n1, tq, tk, d, dv = dims
     tkp = (tk + LANES - 1) // LANES * LANES
     pairs = n0 * n1
     one = y.dtype.type(1)
@@ -145,9 +169,9 @@ def pairs_forward(q, k, v, keep, bias, ids, flags, scale, workers, y, lse):
         s, out, inv = np.empty((4, tkp), y.dtype), np.empty((4, dv), y.dtype), np.empty(4, y.dtype)
         for b in range(w * pairs // workers, (w + 1) * pairs // workers):
             b0, b1 = b // n1, b % n1
-            _copy(q[b0, b1], qs, False, scale)  # scaled once here, not every score
-            _copy(k[b0, b1], kt, True, one)
-            _copy(v[b0, b1], vs, False, one)
+            _copy(q, _offset(steps, 0, b0, b1), steps[0, 2], tq, d, qs, False, scale)  # once
+            _copy(k, _offset(steps, 1, b0, b1), steps[1, 2], tk, d, kt, True, one)
+            _copy(v, _offset(steps, 2, b0, b1), steps[2, 2], tk, dv, vs, False, one)
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
                 _four_rows_times(qs, i0, kt, d, last, s)  # S = Q_block K^T
@@ -159,36 +183,38 @@ def pairs_forward(q, k, v, keep, bias, ids, flags, scale, workers, y, lse):
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, workers, gq, gk, gv):
-    """gy, q, k, v, y: (B, H, T, d) views; lse (BH, Tq); gq, gk, gv (BH, T, d) are filled."""
+def pairs_backward(
+    gy, q, k, v, y, steps, dims, lse, keep, bias, ids, flags, scale, workers, gq, gk, gv
+):
+    """gy, q, k, v, y: flat buffers, steps[n] the element strides (batch, head, row) of the n-th;
+    dims = (B, H, Tq, Tk, d, dv); lse (BH, Tq). gq, gk, gv (BH, T, d) are filled."""
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]
-    n0, n1, tq, d = q.shape
-    tk, dv = k.shape[2], v.shape[3]
-    zero, one = y.dtype.type(0), y.dtype.type(1)
+    n0, n1, tq, tk, d, dv = dims
+    zero, one = gq.dtype.type(0), gq.dtype.type(1)
     padded = (tq + 3) // 4 * 4
     tkp = (tk + LANES - 1) // LANES * LANES
     pairs = n0 * n1
     for w in prange(workers):
-        qs, gys = np.zeros((padded, d), y.dtype), np.zeros((padded, dv), y.dtype)
+        qs, gys = np.zeros((padded, d), gq.dtype), np.zeros((padded, dv), gq.dtype)
         ks, kt, vt = (
-            np.zeros((tkp, d), y.dtype),
-            np.zeros((d, tkp), y.dtype),
-            np.zeros((dv, tkp), y.dtype),
+            np.zeros((tkp, d), gq.dtype),
+            np.zeros((d, tkp), gq.dtype),
+            np.zeros((dv, tkp), gq.dtype),
         )
-        gk_b, gv_b = np.empty((tkp, d), y.dtype), np.empty((tkp, dv), y.dtype)
+        gk_b, gv_b = np.empty((tkp, d), gq.dtype), np.empty((tkp, dv), gq.dtype)
         p, ds, gq_b = (
-            np.empty((4, tkp), y.dtype),
-            np.empty((4, tkp), y.dtype),
-            np.empty((4, d), y.dtype),
+            np.empty((4, tkp), gq.dtype),
+            np.empty((4, tkp), gq.dtype),
+            np.empty((4, d), gq.dtype),
         )
         for b in range(w * pairs // workers, (w + 1) * pairs // workers):
             b0, b1 = b // n1, b % n1
-            _copy(q[b0, b1], qs, False, one)
-            _copy(gy[b0, b1], gys, False, one)
-            _copy(k[b0, b1], ks, False, one)
-            _copy(k[b0, b1], kt, True, one)
-            _copy(v[b0, b1], vt, True, one)
-            yb = y[b0, b1]
+            at_k, at_y = _offset(steps, 2, b0, b1), _offset(steps, 4, b0, b1)
+            _copy(gy, _offset(steps, 0, b0, b1), steps[0, 2], tq, dv, gys, False, one)
+            _copy(q, _offset(steps, 1, b0, b1), steps[1, 2], tq, d, qs, False, one)
+            _copy(k, at_k, steps[2, 2], tk, d, ks, False, one)
+            _copy(k, at_k, steps[2, 2], tk, d, kt, True, one)
+            _copy(v, _offset(steps, 3, b0, b1), steps[3, 2], tk, dv, vt, True, one)
             gk_b[:] = zero
             gv_b[:] = zero
             for i0 in range(0, tq, 4):
@@ -198,23 +224,25 @@ def pairs_backward(gy, q, k, v, y, lse, keep, bias, ids, flags, scale, workers, 
                 for r in range(4):
                     i, s_row, ds_row = i0 + r, p[r], ds[r]
                     n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
-                    if n:
+                    if n == 0:
+                        s_row[:last] = zero
+                        ds_row[:last] = zero
+                        continue
+                    gy_row, y_row = gys[i], y[at_y + i * steps[4, 2] : at_y + i * steps[4, 2] + dv]
+                    big_d = zero  # D_i = dy_i . y_i
+                    for t in range(dv):
+                        big_d += gy_row[t] * y_row[t]
+                    lse_i = lse[b, i]
+                    factor = scale  # without a mask, scaling rides along in the exp
+                    if has_keep or has_bias:
                         keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
-                        gy_row, y_row = gys[i], yb[i]
-                        big_d = zero  # D_i = dy_i . y_i
-                        for t in range(dv):
-                            big_d += gy_row[t] * y_row[t]
-                        lse_i = lse[b, i]
-                        factor = scale  # without a mask, scaling rides along in the exp
-                        if has_keep or has_bias:
-                            scale_and_mask(s_row, n, scale, keep_row, bias_row, has_keep, has_bias)
-                            factor = one
-                        for j in range(n):
-                            e = exp_nonpositive(s_row[j] * factor - lse_i)
-                            s_row[j] = e
-                            ds_row[j] = e * (ds_row[j] - big_d) * scale
-                    s_row[n:last] = zero
-                    ds_row[n:last] = zero
+                        scale_and_mask(s_row, n, scale, keep_row, bias_row, has_keep, has_bias)
+                        factor = one
+                    for j in range(last):  # to last, not n, with selects: no remainder loop
+                        e = exp_nonpositive(s_row[j] * factor - lse_i)
+                        e = e if j < n else zero  # keys from n on: not visible
+                        s_row[j] = e
+                        ds_row[j] = e * (ds_row[j] - big_d) * scale
                 _four_rows_times(ds, 0, ks, last, d, gq_b)  # dQ_block = dS K
                 for r in range(min(4, tq - i0)):
                     for t in range(d):

@@ -125,16 +125,14 @@ def _flatten(a: np.ndarray, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
 def _masks(mask, batch, tq, tk, dtype, causal):
     """(keep, bias, ids, flags): unused masks are a (1, 1, 1) dummy read at slice 0."""
     keep, bias = np.ones((1, 1, 1), np.bool_), np.zeros((1, 1, 1), dtype)
-    bh = math.prod(batch)
-    keep_i = bias_i = np.zeros(bh, np.int64)
+    ids = np.zeros((2, math.prod(batch)), np.int64)  # each pair's keep and bias slice
+    is_bool = mask is not None and mask.dtype == np.bool_
     if mask is not None:
         mask3, mask_i = _flatten(np.broadcast_to(mask, (*mask.shape[:-2], tq, tk)), batch)
-        if mask.dtype == np.bool_:
-            keep, keep_i = mask3, mask_i
+        if is_bool:
+            keep, ids[0] = mask3, mask_i
         else:
-            bias, bias_i = mask3, mask_i
-    ids = np.stack([keep_i, bias_i]).astype(np.int64)
-    is_bool = mask is not None and mask.dtype == np.bool_
+            bias, ids[1] = mask3, mask_i
     flags = np.array([is_bool, mask is not None and not is_bool, causal])
     return keep, bias, ids, flags
 
@@ -144,13 +142,42 @@ def _as_batch(a: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(a, (*batch, *a.shape[-2:])).reshape(-1, *a.shape[-2:])
 
 
+def _pairs(batch: tuple[int, ...]) -> tuple[int, int]:
+    """The leading dims as (B, H): missing ones are 1, extra ones merge into B."""
+    full = (1, 1, *batch)
+    return math.prod(full[:-1]), full[-1]
+
+
 def _as_pairs(a: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
     """(..., T, d) broadcast to the full batch, as a (B, H, T, d) view: for the usual 4-D input
-    (a transposed (B, T, H, d) projection, say) no copy is made; the kernels read it strided."""
-    full = np.broadcast_to(a, (*batch, *a.shape[-2:]))
-    if len(batch) <= 2:
-        return full.reshape((1,) * (2 - len(batch)) + full.shape)
-    return full.reshape(-1, batch[-1], *a.shape[-2:])  # more leading dims: merged (maybe copied)
+    (a transposed (B, T, H, d) projection, say) that is `a` itself, strided as it comes. (More
+    than two leading dims merge, maybe with a copy.)"""
+    if a.shape[:-2] == batch and len(batch) == 2:
+        return a
+    return np.broadcast_to(a, (*batch, *a.shape[-2:])).reshape(*_pairs(batch), *a.shape[-2:])
+
+
+def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each array as (B, H, T, d) (`_as_pairs`) seen as a flat buffer over the memory it spans,
+    and a (len(arrays), 3) array of their element strides for (batch, head, row).
+
+    Why: the short kernels slice rows out of the buffers, which Numba compiles as contiguous
+    (vectorised) loops; rows of a strided 4-D view compile as strided loops, 5x slower. An array
+    is copied first only if its rows are not contiguous or a stride is negative."""
+    buffers, steps = [], []
+    for a in arrays:
+        a = _as_pairs(a, batch)
+        step = [s // a.itemsize for s in a.strides]
+        if step[-1] != 1 or min(step) < 0:
+            a = np.ascontiguousarray(a)
+            step = [s // a.itemsize for s in a.strides]
+        steps.append(step[:3])
+        if a.flags.c_contiguous:
+            buffers.append(a.reshape(-1))
+        else:
+            span = 1 + sum((n - 1) * s for n, s in zip(a.shape, step))
+            buffers.append(np.lib.stride_tricks.as_strided(a, (span,), (a.itemsize,)))
+    return buffers, np.array(steps, np.int64)
 
 
 def _tiles(bh: int, tq: int, tk: int, causal: bool):
@@ -174,12 +201,13 @@ def attention_forward(q, k, v, mask, causal, scale):
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         tq, tk = q.shape[-2], k.shape[-2]
         masks = _masks(mask, batch, tq, tk, q.dtype, causal)
-        q4, k4, v4 = (_as_pairs(a, batch) for a in (q, k, v))
+        buffers, steps = rows_of((q, k, v), batch)
+        dims = (*_pairs(batch), tq, tk, q.shape[-1], v.shape[-1])
         y = np.empty((*batch, tq, v.shape[-1]), q.dtype)
         lse = np.empty((*batch, tq), q.dtype)
         y3, lse2 = y.reshape(-1, tq, v.shape[-1]), lse.reshape(-1, tq)  # views of y and lse
         workers = min(numba.get_num_threads(), y3.shape[0])
-        pairs_forward(q4, k4, v4, *masks, q.dtype.type(scale), workers, y3, lse2)
+        pairs_forward(*buffers, steps, dims, *masks, q.dtype.type(scale), workers, y3, lse2)
         return y, lse
     batch, q3, k3, v3, masks = _setup(q, k, v, mask, causal)
     bh, tq, tk = q3.shape[0], q3.shape[1], k3.shape[1]
@@ -200,12 +228,14 @@ def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         tq, tk = q.shape[-2], k.shape[-2]
         masks = _masks(mask, batch, tq, tk, q.dtype, causal)
-        q4, k4, v4, gy4, y4 = (_as_pairs(a, batch) for a in (q, k, v, gy, y))
+        buffers, steps = rows_of((gy, q, k, v, y), batch)
+        dims = (*_pairs(batch), tq, tk, q.shape[-1], v.shape[-1])
         lse2 = np.ascontiguousarray(lse).reshape(-1, tq)
         grads = [np.empty((*batch, a.shape[-2], a.shape[-1]), q.dtype) for a in (q, k, v)]
         flat = [g.reshape(-1, *g.shape[-2:]) for g in grads]  # views of the gradients
         workers = min(numba.get_num_threads(), flat[0].shape[0])
-        pairs_backward(gy4, q4, k4, v4, y4, lse2, *masks, q.dtype.type(scale), workers, *flat)
+        args = (*buffers, steps, dims, lse2, *masks, q.dtype.type(scale), workers, *flat)
+        pairs_backward(*args)
         return tuple(grads)
     batch, q3, k3, v3, masks = _setup(q, k, v, mask, causal)
     bh, tq, tk = q3.shape[0], q3.shape[1], k3.shape[1]
