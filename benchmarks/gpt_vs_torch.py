@@ -9,7 +9,7 @@ batch 12, AdamW lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on weight matrices,
 iterations then cosine decay to 1e-4, gradient clipping at 1.0, dropout 0. The validation loss
 is the mean over 200 fixed batches. Each framework runs in its own process (their thread pools
 would otherwise compete for the two cores), with 2 threads and the process settings that
-`tinyformer train` uses (`tinyformer.cli.RUNTIME_ENV`; PyTorch is unaffected by them).
+`tinyformer train` uses (`tinyformer.runtime.RUNTIME_ENV`; PyTorch is unaffected by them).
 
 PyTorch (torch==2.13.0 CPU) is only a comparison here, never a dependency of tinyformer.
 """
@@ -193,7 +193,7 @@ def main() -> None:
     if args.child:
         return child(args.child, args.data, args.iters, args.eval_batches)
 
-    from tinyformer.cli import RUNTIME_ENV  # the settings `tinyformer train` runs with
+    from tinyformer.runtime import RUNTIME_ENV  # the settings `tinyformer train` runs with
 
     env = {**RUNTIME_ENV, **os.environ}
     results = []

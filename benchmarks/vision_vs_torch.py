@@ -161,7 +161,7 @@ def main() -> None:
     if args.child:
         return child(*args.child)
     from tinyformer.bench import machine, print_table, save_json
-    from tinyformer.cli import RUNTIME_ENV
+    from tinyformer.runtime import RUNTIME_ENV
 
     env = {**RUNTIME_ENV, **os.environ}
     results = []

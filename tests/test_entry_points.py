@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tinyformer import cli
 from tinyformer.bench.__main__ import main as bench_main
+from tinyformer.runtime import RUNTIME_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,9 +61,7 @@ def test_train_command_as_a_program_restarts_with_its_settings(tmp_path):
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("abcdefgh " * 400, encoding="utf-8")
-    env = {
-        k: v for k, v in os.environ.items() if k not in (*cli.RUNTIME_ENV, "TINYFORMER_RESTARTED")
-    }
+    env = {k: v for k, v in os.environ.items() if k not in (*RUNTIME_ENV, "TINYFORMER_RESTARTED")}
     flags = [
         "train", "gpt", "--data", str(corpus), "--n-layer", "1", "--n-embd", "8", "--n-head",
         "2", "--block-size", "8", "--iters", "2", "--eval-iters", "1", "--batch-size", "2",
@@ -75,4 +74,4 @@ def test_train_command_as_a_program_restarts_with_its_settings(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "done: 2 iterations" in done.stdout
     log = json.loads((tmp_path / "run" / "log.json").read_text())
-    assert log["runtime_env"] == cli.RUNTIME_ENV
+    assert log["runtime_env"] == RUNTIME_ENV

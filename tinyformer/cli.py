@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from tinyformer.runtime import RUNTIME_ENV  # the restart's settings (benchmarks read them here)
+from tinyformer.runtime import restart_with_runtime_env
 
 
 def _attention_demo() -> None:
@@ -159,14 +159,10 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _restart_with_runtime_settings() -> None:
-    """Run this command again in a fresh process with RUNTIME_ENV set (values already in the
-    environment are kept). Measured with `tinyformer train gpt`, 2 cores: 81 ms per step with
-    neither setting, 56 ms with the OpenBLAS one, 52.6 ms with all three (docs/cli.md). They are
-    read only when the process starts, so a restart is the only way to apply them."""
-    for name, value in RUNTIME_ENV.items():
-        os.environ.setdefault(name, value)
-    os.environ["TINYFORMER_RESTARTED"] = "1"
-    os.execv(sys.executable, [sys.executable, "-m", "tinyformer.cli", *sys.argv[1:]])
+    """Run this command again in a fresh process with RUNTIME_ENV set. Measured with
+    `tinyformer train gpt`, 2 cores: 81 ms per step with neither setting, 56 ms with the OpenBLAS
+    one, 52.6 ms with all three (docs/cli.md)."""
+    restart_with_runtime_env("tinyformer.cli")
 
 
 def _params(model: str, only: str | None) -> int:

@@ -1,8 +1,12 @@
-"""Process settings the training commands run with (`tinyformer train ...` restarts itself
-once to apply them; the benchmarks apply them to both frameworks).
+"""Process settings the training commands run with (`tinyformer train ...` and
+`python -m tinyformer.bench` restart themselves once to apply them; the PyTorch side-by-side
+benchmarks apply them to both frameworks).
 """
 
-__all__ = ["RUNTIME_ENV"]
+import os
+import sys
+
+__all__ = ["RUNTIME_ENV", "restart_with_runtime_env"]
 
 # Process settings for the training commands, read only at start-up (docs/cli.md):
 # - OpenBLAS's worker threads busy-wait ~2**28 cycles (~0.1 s) after each matrix product by
@@ -16,3 +20,14 @@ RUNTIME_ENV = {
     "MALLOC_MMAP_THRESHOLD_": str(256 * 2**20),
     "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20),
 }
+
+
+def restart_with_runtime_env(module: str) -> None:
+    """Run `python -m module` again, with the same arguments, in a fresh process with RUNTIME_ENV
+    set (values already in the environment are kept). The settings are read only when a process
+    starts, so a restart is the only way to apply them; call this only from a program's entry
+    point, never from a library function (it replaces the running process)."""
+    for name, value in RUNTIME_ENV.items():
+        os.environ.setdefault(name, value)
+    os.environ["TINYFORMER_RESTARTED"] = "1"
+    os.execv(sys.executable, [sys.executable, "-m", module, *sys.argv[1:]])
