@@ -17,8 +17,29 @@ from typing import Any
 from tinyformer.fileio import save_figure, save_json, save_text
 
 __all__ = [
-    "markdown_table", "median_time", "print_table", "save_chart", "save_json", "save_text",
+    "interleaved_median_times", "markdown_table", "median_time", "print_table", "save_chart",
+    "save_json", "save_text",
 ]  # fmt: skip
+
+
+def interleaved_median_times(
+    fns: dict[str, Callable[[], Any]], repeats: int = 15, rounds: int = 3, warmup: int = 2
+) -> dict[str, float]:
+    """Median wall time of each function in seconds, the repeats taken in `rounds` alternating
+    batches (a, b, a, b, ...) so that a slow spell of a shared machine falls on every function,
+    not on whichever happened to be timed during it: the ratios stay steady."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    per_round = -(-repeats // rounds)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(per_round):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def median_time(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2) -> float:

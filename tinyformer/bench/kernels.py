@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer import registry
-from tinyformer.bench import median_time
+from tinyformer.bench import interleaved_median_times, median_time
 
 
 @dataclass
@@ -136,17 +136,18 @@ def time_cases(cases: list[Case], repeats: int = 15) -> list[dict[str, Any]]:
     for case in cases:
         name = _primitive_name(case)
 
-        def run(backend: str, case: Case = case, name: str = name) -> float:
-            with registry.prefer(backend):
-                return median_time(lambda: registry.call(name, *case.args, **case.kwargs), repeats)
+        def forced(backend: str, case: Case = case, name: str = name) -> Callable[[], Any]:
+            with registry.prefer(backend):  # what `prefer` runs, called directly
+                impl = registry.choose(name, *case.args, **case.kwargs)
+            return functools.partial(impl.fn, *case.args, **case.kwargs)
 
+        times = interleaved_median_times({b: forced(b) for b in registry.backends(name)}, repeats)
         row = {"primitive": case.primitive, "shape": case.label}
         row["default"] = registry.choose(name, *case.args, **case.kwargs).backend
-        row["numpy_ms"] = run(registry.REFERENCE) * 1e3
-        for backend in registry.backends(name):
+        row["numpy_ms"] = times[registry.REFERENCE] * 1e3
+        for backend, t in times.items():
             if backend == registry.REFERENCE:
                 continue
-            t = run(backend)
             row[f"{backend}_ms"] = t * 1e3
             row["speedup"] = row["numpy_ms"] / row[f"{backend}_ms"]
             if case.flops:
