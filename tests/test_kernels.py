@@ -100,6 +100,20 @@ def test_attention_kernel_reads_strided_inputs_and_odd_head_sizes(layout):
             np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.parametrize(
+    "batch, tq, tk, runs",
+    [
+        ((2, 1), 128, 128, "numba"),  # 2**15 scores, two pairs
+        ((1, 2), 128, 127, "numpy"),  # one score short of 2**15
+        ((1, 1), 256, 256, "numpy"),  # short keys, one pair: one thread against BLAS's two
+        ((1, 1), 64, 512, "numba"),  # long keys: tiled, every core helps with one pair too
+    ],
+)
+def test_attention_default_dispatch_follows_the_size_rule(batch, tq, tk, runs):
+    q, k = np.zeros((*batch, tq, 8), np.float32), np.zeros((*batch, tk, 8), np.float32)
+    assert registry.choose("attention.forward", q, k, k, None, False, 1.0).backend == runs
+
+
 def test_missing_numba_falls_back_to_the_reference_silently(monkeypatch):
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(

@@ -208,7 +208,7 @@ def explain(name: str, dtype: Any = np.float32) -> str:
     if impl.backend == wanted:
         why = f"{wanted} is preferred ({source}) and supports {np.dtype(dtype)}"
         if impl.when is not None and not _preferred:
-            rule = (impl.when.__doc__ or impl.when.__name__).strip()
+            rule = " ".join((impl.when.__doc__ or impl.when.__name__).split())  # one line
             why += f", for calls where {rule} (the reference runs for the others)"
     elif wanted not in _table[name]:
         library = BACKEND_LIBRARIES.get(wanted)

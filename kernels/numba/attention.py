@@ -37,17 +37,22 @@ from tinyformer.registry import kernel
 
 TILE_ELEMENTS = 1 << 20  # scores held at once: 4 MiB in float32
 SHORT_KEYS = 256  # up to this many keys, one thread per (batch, head) pair (_attention_short)
-MIN_SCORES = 1 << 17  # below this the fixed costs lose to the reference (docs/kernels.md)
+MIN_SCORES = 1 << 15  # below this the fixed costs lose to the reference (docs/kernels.md)
 
 
 def big_enough(q, k, *args) -> bool:
-    """there are at least 2**17 scores (batch x heads x Tq x Tk)"""
+    """there are at least 2**15 scores (batch x heads x Tq x Tk), and for at most 256 keys at
+    least two (batch, head) pairs (that path runs one thread per pair)"""
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    return math.prod(batch) * q.shape[-2] * k.shape[-2] >= MIN_SCORES
+    pairs = math.prod(batch)
+    if k.shape[-2] <= SHORT_KEYS and pairs < 2:
+        return False
+    return pairs * q.shape[-2] * k.shape[-2] >= MIN_SCORES
 
 
 def big_enough_backward(gy, q, k, *args) -> bool:
-    """there are at least 2**17 scores (batch x heads x Tq x Tk)"""
+    """there are at least 2**15 scores (batch x heads x Tq x Tk), and for at most 256 keys at
+    least two (batch, head) pairs (that path runs one thread per pair)"""
     return big_enough(q, k)
 
 
