@@ -144,6 +144,22 @@ def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last):
 
 
 @njit(fastmath=FASTMATH, cache=True)
+def _softmax_grad_row(s_row, ds_row, n, last, gy_row, y_row, lse_i, factor, scale):
+    """In place over keys to `last`: s_row <- P = exp(s * factor - lse), ds_row <- dS =
+    P (dP - D) scale with D = dy . y; both 0 from key n on (not visible). Running to `last` with
+    a select, not to n, leaves no scalar remainder loop."""
+    zero = s_row.dtype.type(0)
+    big_d = zero
+    for t in range(gy_row.size):
+        big_d += gy_row[t] * y_row[t]
+    for j in range(last):
+        e = exp_nonpositive(s_row[j] * factor - lse_i)
+        e = e if j < n else zero
+        s_row[j] = e
+        ds_row[j] = e * (ds_row[j] - big_d) * scale
+
+
+@njit(fastmath=FASTMATH, cache=True)
 def _add_block_transposed_times(p, a, i0, last, out):
     """out[:last] += p[:, :last]^T @ a[i0:i0 + 4]: each out row loaded and stored once."""
     p0, p1, p2, p3 = p[0], p[1], p[2], p[3]
@@ -224,25 +240,20 @@ def pairs_backward(
                 for r in range(4):
                     i, s_row, ds_row = i0 + r, p[r], ds[r]
                     n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
-                    if n == 0:
+                    if n == 0:  # a padding row
                         s_row[:last] = zero
                         ds_row[:last] = zero
-                        continue
-                    gy_row, y_row = gys[i], y[at_y + i * steps[4, 2] : at_y + i * steps[4, 2] + dv]
-                    big_d = zero  # D_i = dy_i . y_i
-                    for t in range(dv):
-                        big_d += gy_row[t] * y_row[t]
-                    lse_i = lse[b, i]
-                    factor = scale  # without a mask, scaling rides along in the exp
-                    if has_keep or has_bias:
-                        keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
-                        scale_and_mask(s_row, n, scale, keep_row, bias_row, has_keep, has_bias)
-                        factor = one
-                    for j in range(last):  # to last, not n, with selects: no remainder loop
-                        e = exp_nonpositive(s_row[j] * factor - lse_i)
-                        e = e if j < n else zero  # keys from n on: not visible
-                        s_row[j] = e
-                        ds_row[j] = e * (ds_row[j] - big_d) * scale
+                    else:
+                        factor = scale  # without a mask, scaling rides along in the exp
+                        if has_keep or has_bias:
+                            keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+                            scale_and_mask(s_row, n, scale, keep_row, bias_row, has_keep, has_bias)
+                            factor = one
+                        start = at_y + i * steps[4, 2]
+                        y_row = y[start : start + dv]
+                        _softmax_grad_row(
+                            s_row, ds_row, n, last, gys[i], y_row, lse[b, i], factor, scale
+                        )
                 _four_rows_times(ds, 0, ks, last, d, gq_b)  # dQ_block = dS K
                 for r in range(min(4, tq - i0)):
                     for t in range(d):
