@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import sys
 import time
 
@@ -158,13 +157,6 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     embed.add_argument("--out", default=None, help="also save the embeddings (.npy)")
 
 
-def _restart_with_runtime_settings() -> None:
-    """Run this command again in a fresh process with RUNTIME_ENV set. Measured with
-    `tinyformer train gpt`, 2 cores: 81 ms per step with neither setting, 56 ms with the OpenBLAS
-    one, 52.6 ms with all three (docs/cli.md)."""
-    restart_with_runtime_env("tinyformer.cli")
-
-
 def _params(model: str, only: str | None) -> int:
     if model == "gpt":
         from tinyformer.models.gpt import CONFIGS
@@ -259,9 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command in ("train", "sample", "params", "eval", "embed"):
-        restarted = "TINYFORMER_RESTARTED" in os.environ
-        if argv is None and args.command not in ("params", "embed") and not restarted:
-            _restart_with_runtime_settings()  # only as a program: never replaces a caller's process
+        if argv is None and args.command not in ("params", "embed"):
+            # Only as a program: never replaces a caller's process. Measured with `tinyformer
+            # train gpt`, 2 cores: 81 ms per step with none of RUNTIME_ENV's settings, 56 ms with
+            # the OpenBLAS one, 52.6 ms with all three (docs/cli.md).
+            restart_with_runtime_env("tinyformer.cli")
         return _run_training_command(args)
     if args.command == "demo":
         _attention_demo()

@@ -22,12 +22,18 @@ RUNTIME_ENV = {
 }
 
 
+_RESTARTED = "TINYFORMER_RESTARTED"  # set in the restarted process
+
+
 def restart_with_runtime_env(module: str) -> None:
     """Run `python -m module` again, with the same arguments, in a fresh process with RUNTIME_ENV
     set (values already in the environment are kept). The settings are read only when a process
     starts, so a restart is the only way to apply them; call this only from a program's entry
-    point, never from a library function (it replaces the running process)."""
+    point, never from a library function (it replaces the running process). In the restarted
+    process it returns at once."""
+    if _RESTARTED in os.environ:  # this process is the restart: run on
+        return
     for name, value in RUNTIME_ENV.items():
         os.environ.setdefault(name, value)
-    os.environ["TINYFORMER_RESTARTED"] = "1"
+    os.environ[_RESTARTED] = "1"
     os.execv(sys.executable, [sys.executable, "-m", module, *sys.argv[1:]])

@@ -192,10 +192,14 @@ def _tiles(bh: int, tq: int, tk: int, causal: bool):
         yield i0, i1, (min(i1, tk) if causal else tk)
 
 
-def _setup(q, k, v, mask, causal):
+def _batch_and_masks(q, k, v, mask, causal):
+    """The broadcast leading dims, and the masks as the kernels take them (`_masks`)."""
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    tq, tk = q.shape[-2], k.shape[-2]
-    masks = _masks(mask, batch, tq, tk, q.dtype, causal)
+    return batch, _masks(mask, batch, q.shape[-2], k.shape[-2], q.dtype, causal)
+
+
+def _setup(q, k, v, mask, causal):
+    batch, masks = _batch_and_masks(q, k, v, mask, causal)
     q3, k3, v3 = (_as_batch(a, batch) for a in (q, k, v))
     return batch, q3, k3, v3, masks
 
@@ -203,9 +207,8 @@ def _setup(q, k, v, mask, causal):
 @kernel("attention.forward", backend="numba", dtypes=FLOATS, when=big_enough)
 def attention_forward(q, k, v, mask, causal, scale):
     if k.shape[-2] <= SHORT_KEYS:
-        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch, masks = _batch_and_masks(q, k, v, mask, causal)
         tq, tk = q.shape[-2], k.shape[-2]
-        masks = _masks(mask, batch, tq, tk, q.dtype, causal)
         buffers, steps = rows_of((q, k, v), batch)
         dims = (*_pairs(batch), tq, tk, q.shape[-1], v.shape[-1])
         y = np.empty((*batch, tq, v.shape[-1]), q.dtype)
@@ -230,9 +233,8 @@ def attention_forward(q, k, v, mask, causal, scale):
 @kernel("attention.backward", backend="numba", dtypes=FLOATS, when=big_enough_backward)
 def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
     if k.shape[-2] <= SHORT_KEYS:
-        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch, masks = _batch_and_masks(q, k, v, mask, causal)
         tq, tk = q.shape[-2], k.shape[-2]
-        masks = _masks(mask, batch, tq, tk, q.dtype, causal)
         buffers, steps = rows_of((gy, q, k, v, y), batch)
         dims = (*_pairs(batch), tq, tk, q.shape[-1], v.shape[-1])
         lse2 = np.ascontiguousarray(lse).reshape(-1, tq)

@@ -44,14 +44,7 @@ def interleaved_median_times(
 
 def median_time(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2) -> float:
     """Median wall time of `fn()` in seconds."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return interleaved_median_times({"fn": fn}, repeats, rounds=1, warmup=warmup)["fn"]
 
 
 def _cell(v: Any) -> str:

@@ -7,7 +7,6 @@ Run as a program it restarts itself once with `tinyformer.runtime.RUNTIME_ENV`, 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from tinyformer.bench import (
@@ -150,9 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if "TINYFORMER_RESTARTED" not in os.environ:
-        # Time the kernels under the process settings training runs with; without them OpenBLAS
-        # threads left spinning by each reference's matrix products hold a core while the
-        # kernel timed next runs (attention backward at baby shapes: 2.0x instead of 2.8x).
-        restart_with_runtime_env("tinyformer.bench")
+    # Time the kernels under the process settings training runs with; without them OpenBLAS
+    # threads left spinning by each reference's matrix products hold a core while the kernel
+    # timed next runs (attention backward at baby shapes: 2.0x instead of 2.8x).
+    restart_with_runtime_env("tinyformer.bench")
     raise SystemExit(main())
