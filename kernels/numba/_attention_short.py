@@ -15,7 +15,8 @@ Forward, per block of rows i:  S_i = q_i K^T * scale + mask,  P_i = exp(S_i - ma
                                y_i = P_i V,  lse_i = max + log(sum).
 Backward, per block:           P_i = exp(S_i - lse_i),  dP_i = dy_i V^T,
                                dS_i = P_i (dP_i - D_i) scale  with D_i = dy_i . y_i,
-                               dq_i = dS_i K,  dK += dS_i^T q_i,  dV += P_i^T dy_i.
+                               dq_i = dS_i K;  after all blocks, dK = dS^T Q and dV = P^T dY
+                               (P and dS of every row kept in scratch).
 
 The forward scales Q once as it is copied, so the scores come out scaled; the backward folds
 the scale into its exp when there is no mask. Key loops run to `last`, a multiple of LANES past
@@ -144,30 +145,56 @@ def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _softmax_grad_row(s_row, ds_row, n, last, gy_row, y_row, lse_i, factor, scale):
-    """In place over keys to `last`: s_row <- P = exp(s * factor - lse), ds_row <- dS =
-    P (dP - D) scale with D = dy . y; both 0 from key n on (not visible). Running to `last` with
-    a select, not to n, leaves no scalar remainder loop."""
-    zero = s_row.dtype.type(0)
+def _softmax_grad_row(p, ds, i, n, last, gys, y, y_at, lse_i, factor, scale):
+    """In place over keys to `last` of row i: p[i] <- P = exp(s * factor - lse), ds[i] <- dS =
+    P (dP - D) scale with D = dy . y (y's row starts at y_at); both 0 from key n on (not
+    visible). Running to `last` with a select, not to n, leaves no scalar remainder loop.
+    Indices, not row views: here the views' reference counting cost ~30 ns a row, a third of
+    the function."""
+    zero = p.dtype.type(0)
     big_d = zero
-    for t in range(gy_row.size):
-        big_d += gy_row[t] * y_row[t]
+    for t in range(gys.shape[1]):
+        big_d += gys[i, t] * y[y_at + t]
     for j in range(last):
-        e = exp_nonpositive(s_row[j] * factor - lse_i)
+        e = exp_nonpositive(p[i, j] * factor - lse_i)
         e = e if j < n else zero
-        s_row[j] = e
-        ds_row[j] = e * (ds_row[j] - big_d) * scale
+        p[i, j] = e
+        ds[i, j] = e * (ds[i, j] - big_d) * scale
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _add_block_transposed_times(p, a, i0, last, out):
-    """out[:last] += p[:, :last]^T @ a[i0:i0 + 4]: each out row loaded and stored once."""
-    p0, p1, p2, p3 = p[0], p[1], p[2], p[3]
-    a0, a1, a2, a3 = a[i0], a[i0 + 1], a[i0 + 2], a[i0 + 3]
-    for j in range(last):
-        c0, c1, c2, c3, o = p0[j], p1[j], p2[j], p3[j], out[j]
-        for t in range(o.size):
-            o[t] += c0 * a0[t] + c1 * a1[t] + c2 * a2[t] + c3 * a3[t]
+def _four_cols_times(a, j0, t0, t1, b, m, out):
+    """out[r, :m] = a[t0:t1, j0 + r] @ b[t0:t1, :m] for r < 4: `_four_rows_times` with a read
+    by columns, so dK = dS^T Q and dV = P^T dY need no transposed copy of dS or P. (Before,
+    each block of four query rows added its share into dK and dV rows: four multiply-adds
+    per load and store of an output row, not sixteen.)"""
+    o0, o1, o2, o3 = out[0], out[1], out[2], out[3]
+    zero = out.dtype.type(0)
+    for j in range(m):
+        o0[j] = o1[j] = o2[j] = o3[j] = zero
+    quads = t0 + (t1 - t0) // 4 * 4
+    for t in range(t0, quads, 4):
+        b0, b1, b2, b3 = b[t], b[t + 1], b[t + 2], b[t + 3]
+        a0, a1, a2, a3 = a[t], a[t + 1], a[t + 2], a[t + 3]
+        c00, c01, c02, c03 = a0[j0], a1[j0], a2[j0], a3[j0]
+        c10, c11, c12, c13 = a0[j0 + 1], a1[j0 + 1], a2[j0 + 1], a3[j0 + 1]
+        c20, c21, c22, c23 = a0[j0 + 2], a1[j0 + 2], a2[j0 + 2], a3[j0 + 2]
+        c30, c31, c32, c33 = a0[j0 + 3], a1[j0 + 3], a2[j0 + 3], a3[j0 + 3]
+        for j in range(m):
+            x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
+            o0[j] += c00 * x0 + c01 * x1 + c02 * x2 + c03 * x3
+            o1[j] += c10 * x0 + c11 * x1 + c12 * x2 + c13 * x3
+            o2[j] += c20 * x0 + c21 * x1 + c22 * x2 + c23 * x3
+            o3[j] += c30 * x0 + c31 * x1 + c32 * x2 + c33 * x3
+    for t in range(quads, t1):
+        a_row, b_row = a[t], b[t]
+        c0, c1, c2, c3 = a_row[j0], a_row[j0 + 1], a_row[j0 + 2], a_row[j0 + 3]
+        for j in range(m):
+            x = b_row[j]
+            o0[j] += c0 * x
+            o1[j] += c1 * x
+            o2[j] += c2 * x
+            o3[j] += c3 * x
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -217,12 +244,9 @@ def pairs_backward(
             np.zeros((d, tkp), gq.dtype),
             np.zeros((dv, tkp), gq.dtype),
         )
-        gk_b, gv_b = np.empty((tkp, d), gq.dtype), np.empty((tkp, dv), gq.dtype)
-        p, ds, gq_b = (
-            np.empty((4, tkp), gq.dtype),
-            np.empty((4, tkp), gq.dtype),
-            np.empty((4, d), gq.dtype),
-        )
+        # P and dS of every query row, kept for dK and dV after the row blocks
+        p, ds = np.empty((padded, tkp), gq.dtype), np.empty((padded, tkp), gq.dtype)
+        g_b = np.empty((4, max(d, dv)), gq.dtype)
         for b in range(w * pairs // workers, (w + 1) * pairs // workers):
             b0, b1 = b // n1, b % n1
             at_k, at_y = _offset(steps, 2, b0, b1), _offset(steps, 4, b0, b1)
@@ -231,37 +255,37 @@ def pairs_backward(
             _copy(k, at_k, steps[2, 2], tk, d, ks, False, one)
             _copy(k, at_k, steps[2, 2], tk, d, kt, True, one)
             _copy(v, _offset(steps, 3, b0, b1), steps[3, 2], tk, dv, vt, True, one)
-            gk_b[:] = zero
-            gv_b[:] = zero
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
-                _four_rows_times(qs, i0, kt, d, last, p)  # S = Q_block K^T
-                _four_rows_times(gys, i0, vt, dv, last, ds)  # dP = dY_block V^T
-                for r in range(4):
-                    i, s_row, ds_row = i0 + r, p[r], ds[r]
+                p_i, ds_i = p[i0 : i0 + 4], ds[i0 : i0 + 4]
+                _four_rows_times(qs, i0, kt, d, last, p_i)  # S = Q_block K^T
+                _four_rows_times(gys, i0, vt, dv, last, ds_i)  # dP = dY_block V^T
+                for i in range(i0, i0 + 4):
                     n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
                     if n == 0:  # a padding row
-                        s_row[:last] = zero
-                        ds_row[:last] = zero
+                        p[i, :last] = zero
+                        ds[i, :last] = zero
                     else:
                         factor = scale  # without a mask, scaling rides along in the exp
                         if has_keep or has_bias:
                             keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
-                            scale_and_mask(s_row, n, scale, keep_row, bias_row, has_keep, has_bias)
+                            scale_and_mask(p[i], n, scale, keep_row, bias_row, has_keep, has_bias)
                             factor = one
-                        start = at_y + i * steps[4, 2]
-                        y_row = y[start : start + dv]
-                        _softmax_grad_row(
-                            s_row, ds_row, n, last, gys[i], y_row, lse[b, i], factor, scale
-                        )
-                _four_rows_times(ds, 0, ks, last, d, gq_b)  # dQ_block = dS K
+                        y_at = at_y + i * steps[4, 2]
+                        _softmax_grad_row(p, ds, i, n, last, gys, y, y_at, lse[b, i], factor, scale)
+                _four_rows_times(ds_i, 0, ks, last, d, g_b)  # dQ_block = dS K
                 for r in range(min(4, tq - i0)):
                     for t in range(d):
-                        gq[b, i0 + r, t] = gq_b[r, t]
-                _add_block_transposed_times(ds, qs, i0, last, gk_b)  # dK += dS^T Q_block
-                _add_block_transposed_times(p, gys, i0, last, gv_b)  # dV += P^T dY_block
-            for j in range(tk):
-                for t in range(d):
-                    gk[b, j, t] = gk_b[j, t]
-                for t in range(dv):
-                    gv[b, j, t] = gv_b[j, t]
+                        gq[b, i0 + r, t] = g_b[r, t]
+            # dK and dV four keys at a time. Causal: query i sees keys up to i, so keys j0.. get
+            # gradient only from queries j0..; those rows of P and dS were filled past j0 + 3.
+            for j0 in range(0, tk, 4):
+                first = min(j0, tq) if causal else 0
+                _four_cols_times(ds, j0, first, tq, qs, d, g_b)  # dK_block = dS^T Q
+                for r in range(min(4, tk - j0)):
+                    for t in range(d):
+                        gk[b, j0 + r, t] = g_b[r, t]
+                _four_cols_times(p, j0, first, tq, gys, dv, g_b)  # dV_block = P^T dY
+                for r in range(min(4, tk - j0)):
+                    for t in range(dv):
+                        gv[b, j0 + r, t] = g_b[r, t]
