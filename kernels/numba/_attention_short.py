@@ -88,16 +88,18 @@ def _copy(buf, start, step, rows, cols, dst, transpose, factor):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _four_rows_times(a, i0, b, k, m, out):
-    """out[r, :m] = a[i0 + r, :k] @ b[:k, :m] for r < 4: one pass over b's rows for four rows
-    of a, four rows of b at a time. (Scores: k = head size, m = keys to `last`; P V and dS K:
-    k = keys to `last`.)"""
+def _four_rows_times(a, i0, b, k, m, out, t0=0):
+    """out[r, :m] = a[i0 + r, t0:k] @ b[t0:k, :m] for r < 4: one pass over b's rows for four
+    rows of a, four rows of b at a time. (Scores: k = head size, m = keys to `last`; P V and
+    dS K: k = keys to `last`; dK = dS^T Q and dV = P^T dY: a = dS^T or P^T, a transposed view,
+    since a's elements are only read one at a time, and t0 = the first query that sees the keys.)"""
     a0, a1, a2, a3 = a[i0], a[i0 + 1], a[i0 + 2], a[i0 + 3]
     o0, o1, o2, o3 = out[0], out[1], out[2], out[3]
     zero = out.dtype.type(0)
     for j in range(m):
         o0[j] = o1[j] = o2[j] = o3[j] = zero
-    for t in range(0, k - k % 4, 4):
+    quads = t0 + (k - t0) // 4 * 4
+    for t in range(t0, quads, 4):
         b0, b1, b2, b3 = b[t], b[t + 1], b[t + 2], b[t + 3]
         c00, c01, c02, c03 = a0[t], a0[t + 1], a0[t + 2], a0[t + 3]
         c10, c11, c12, c13 = a1[t], a1[t + 1], a1[t + 2], a1[t + 3]
@@ -109,7 +111,7 @@ def _four_rows_times(a, i0, b, k, m, out):
             o1[j] += c10 * x0 + c11 * x1 + c12 * x2 + c13 * x3
             o2[j] += c20 * x0 + c21 * x1 + c22 * x2 + c23 * x3
             o3[j] += c30 * x0 + c31 * x1 + c32 * x2 + c33 * x3
-    for t in range(k - k % 4, k):  # the last k % 4 terms (head sizes not a multiple of 4)
+    for t in range(quads, k):  # the last (k - t0) % 4 terms (e.g. head sizes not a multiple of 4)
         c0, c1, c2, c3, b_row = a0[t], a1[t], a2[t], a3[t], b[t]
         for j in range(m):
             x = b_row[j]
@@ -160,41 +162,6 @@ def _softmax_grad_row(p, ds, i, n, last, gys, y, y_at, lse_i, factor, scale):
         e = e if j < n else zero
         p[i, j] = e
         ds[i, j] = e * (ds[i, j] - big_d) * scale
-
-
-@njit(fastmath=FASTMATH, cache=True)
-def _four_cols_times(a, j0, t0, t1, b, m, out):
-    """out[r, :m] = a[t0:t1, j0 + r] @ b[t0:t1, :m] for r < 4: `_four_rows_times` with a read
-    by columns, so dK = dS^T Q and dV = P^T dY need no transposed copy of dS or P. (Before,
-    each block of four query rows added its share into dK and dV rows: four multiply-adds
-    per load and store of an output row, not sixteen.)"""
-    o0, o1, o2, o3 = out[0], out[1], out[2], out[3]
-    zero = out.dtype.type(0)
-    for j in range(m):
-        o0[j] = o1[j] = o2[j] = o3[j] = zero
-    quads = t0 + (t1 - t0) // 4 * 4
-    for t in range(t0, quads, 4):
-        b0, b1, b2, b3 = b[t], b[t + 1], b[t + 2], b[t + 3]
-        a0, a1, a2, a3 = a[t], a[t + 1], a[t + 2], a[t + 3]
-        c00, c01, c02, c03 = a0[j0], a1[j0], a2[j0], a3[j0]
-        c10, c11, c12, c13 = a0[j0 + 1], a1[j0 + 1], a2[j0 + 1], a3[j0 + 1]
-        c20, c21, c22, c23 = a0[j0 + 2], a1[j0 + 2], a2[j0 + 2], a3[j0 + 2]
-        c30, c31, c32, c33 = a0[j0 + 3], a1[j0 + 3], a2[j0 + 3], a3[j0 + 3]
-        for j in range(m):
-            x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
-            o0[j] += c00 * x0 + c01 * x1 + c02 * x2 + c03 * x3
-            o1[j] += c10 * x0 + c11 * x1 + c12 * x2 + c13 * x3
-            o2[j] += c20 * x0 + c21 * x1 + c22 * x2 + c23 * x3
-            o3[j] += c30 * x0 + c31 * x1 + c32 * x2 + c33 * x3
-    for t in range(quads, t1):
-        a_row, b_row = a[t], b[t]
-        c0, c1, c2, c3 = a_row[j0], a_row[j0 + 1], a_row[j0 + 2], a_row[j0 + 3]
-        for j in range(m):
-            x = b_row[j]
-            o0[j] += c0 * x
-            o1[j] += c1 * x
-            o2[j] += c2 * x
-            o3[j] += c3 * x
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -281,11 +248,11 @@ def pairs_backward(
             # gradient only from queries j0..; those rows of P and dS were filled past j0 + 3.
             for j0 in range(0, tk, 4):
                 first = min(j0, tq) if causal else 0
-                _four_cols_times(ds, j0, first, tq, qs, d, g_b)  # dK_block = dS^T Q
+                _four_rows_times(ds.T, j0, qs, tq, d, g_b, first)  # dK_block = dS^T Q
                 for r in range(min(4, tk - j0)):
                     for t in range(d):
                         gk[b, j0 + r, t] = g_b[r, t]
-                _four_cols_times(p, j0, first, tq, gys, dv, g_b)  # dV_block = P^T dY
+                _four_rows_times(p.T, j0, gys, tq, dv, g_b, first)  # dV_block = P^T dY
                 for r in range(min(4, tk - j0)):
                     for t in range(dv):
                         gv[b, j0 + r, t] = g_b[r, t]
