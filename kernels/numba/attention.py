@@ -127,6 +127,16 @@ def _flatten(a: np.ndarray, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
     return flat, np.broadcast_to(index, batch).reshape(-1)
 
 
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of `a`, for every array a kernel only reads. Why: Numba compiles a kernel
+    once per combination of read-only and writeable arguments, and NumPy hands out both (views
+    from broadcast_to are read-only); the test suite made 25 variants of each short kernel, ~5 s
+    of compiling apiece. All read-only, it needs one per dtype and mask layout."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def _masks(mask, batch, tq, tk, dtype, causal):
     """(keep, bias, ids, flags): unused masks are a (1, 1, 1) dummy read at slice 0."""
     keep, bias = np.ones((1, 1, 1), np.bool_), np.zeros((1, 1, 1), dtype)
@@ -139,7 +149,7 @@ def _masks(mask, batch, tq, tk, dtype, causal):
         else:
             bias, ids[1] = mask3, mask_i
     flags = np.array([is_bool, mask is not None and not is_bool, causal])
-    return keep, bias, ids, flags
+    return read_only(keep), read_only(bias), ids, flags
 
 
 def _as_batch(a: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
@@ -172,16 +182,15 @@ def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarra
     buffers, steps = [], []
     for a in arrays:
         a = _as_pairs(a, batch)
-        step = [s // a.itemsize for s in a.strides]
-        if step[-1] != 1 or min(step) < 0:
+        if a.strides[-1] != a.itemsize or min(a.strides) < 0:
             a = np.ascontiguousarray(a)
-            step = [s // a.itemsize for s in a.strides]
-        steps.append(step[:3])
+        steps.append([s // a.itemsize for s in a.strides[:3]])
         if a.flags.c_contiguous:
-            buffers.append(a.reshape(-1))
+            buffer = a.reshape(-1)
         else:
-            span = 1 + sum((n - 1) * s for n, s in zip(a.shape, step))
-            buffers.append(np.lib.stride_tricks.as_strided(a, (span,), (a.itemsize,)))
+            span = 1 + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) // a.itemsize
+            buffer = np.lib.stride_tricks.as_strided(a, (span,), (a.itemsize,))
+        buffers.append(read_only(buffer))
     return buffers, np.array(steps, np.int64)
 
 
@@ -194,7 +203,9 @@ def _tiles(bh: int, tq: int, tk: int, causal: bool):
 
 def _batch_and_masks(q, k, v, mask, causal):
     """The broadcast leading dims, and the masks as the kernels take them (`_masks`)."""
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = q.shape[:-2]
+    if not batch == k.shape[:-2] == v.shape[:-2]:  # equal is the rule: skip broadcast_shapes
+        batch = np.broadcast_shapes(batch, k.shape[:-2], v.shape[:-2])
     return batch, _masks(mask, batch, q.shape[-2], k.shape[-2], q.dtype, causal)
 
 
@@ -237,7 +248,7 @@ def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
         tq, tk = q.shape[-2], k.shape[-2]
         buffers, steps = rows_of((gy, q, k, v, y), batch)
         dims = (*_pairs(batch), tq, tk, q.shape[-1], v.shape[-1])
-        lse2 = np.ascontiguousarray(lse).reshape(-1, tq)
+        lse2 = read_only(np.ascontiguousarray(lse).reshape(-1, tq))
         grads = [np.empty((*batch, a.shape[-2], a.shape[-1]), q.dtype) for a in (q, k, v)]
         flat = [g.reshape(-1, *g.shape[-2:]) for g in grads]  # views of the gradients
         workers = min(numba.get_num_threads(), flat[0].shape[0])
@@ -247,9 +258,9 @@ def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
     batch, q3, k3, v3, masks = _setup(q, k, v, mask, causal)
     bh, tq, tk = q3.shape[0], q3.shape[1], k3.shape[1]
     scale = q.dtype.type(scale)
-    gy3 = np.ascontiguousarray(gy).reshape(bh, tq, -1)
-    y3 = np.ascontiguousarray(y).reshape(bh, tq, -1)
-    lse2 = np.ascontiguousarray(lse).reshape(bh, tq)
+    gy3 = read_only(np.ascontiguousarray(gy).reshape(bh, tq, -1))
+    y3 = read_only(np.ascontiguousarray(y).reshape(bh, tq, -1))
+    lse2 = read_only(np.ascontiguousarray(lse).reshape(bh, tq))
     gq = np.empty_like(q3)
     gk, gv = np.zeros_like(k3), np.zeros_like(v3)
     k_t, v_t = k3.transpose(0, 2, 1), v3.transpose(0, 2, 1)
