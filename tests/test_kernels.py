@@ -143,3 +143,19 @@ def test_a_broken_kernel_file_is_raised_loudly(tmp_path, monkeypatch):
         registry.implementation("softmax.forward", np.ones(2))
     monkeypatch.undo()
     registry._cache.clear()
+
+
+def test_attention_kernels_compile_once_for_read_only_and_writeable_inputs():
+    # Numba types read-only arrays (broadcast_to views, many gradients) apart from writeable
+    # ones; the wrappers pass every input as read-only so that a mix compiles no new variant.
+    from tinyformer.kernels.numba import _attention_short as short
+
+    rng = np.random.default_rng(3)
+    q, k, v, gy = (rng.standard_normal((2, 2, 9, 4)) for _ in range(4))
+    _attention("numba", q, k, v, None, True, gy)
+    counts = len(short.pairs_forward.signatures), len(short.pairs_backward.signatures)
+    frozen = [np.broadcast_to(a, a.shape) for a in (q, k, v, gy)]  # read-only views
+    got = _attention("numba", *frozen[:3], None, True, frozen[3])
+    assert (len(short.pairs_forward.signatures), len(short.pairs_backward.signatures)) == counts
+    for a, c in zip(got, _attention("numpy", q, k, v, None, True, gy)):
+        np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
