@@ -159,3 +159,39 @@ def test_attention_kernels_compile_once_for_read_only_and_writeable_inputs():
     assert (len(short.pairs_forward.signatures), len(short.pairs_backward.signatures)) == counts
     for a, c in zip(got, _attention("numpy", q, k, v, None, True, gy)):
         np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
+
+
+# The conv2d kernel works on runs of 512 grid positions, 4 output channels and 4 taps at a time:
+# these shapes span several runs, leave partial channel blocks (5 and 2 per group) and tap
+# remainders (27 and 3 taps), and pad, dilate and group unevenly.
+@pytest.mark.parametrize(
+    "x_shape, w_shape, padding, dilation, groups",
+    [
+        ((2, 3, 30, 25), (5, 3, 3, 3), (1, 1), (1, 1), 1),
+        ((3, 4, 19, 23), (10, 2, 2, 3), (2, 0), (2, 1), 2),
+        ((1, 3, 40, 17), (6, 1, 1, 3), (0, 3), (1, 3), 3),
+    ],
+)
+def test_conv2d_kernel_matches_reference_over_several_runs(
+    x_shape, w_shape, padding, dilation, groups
+):
+    rng = np.random.default_rng(sum(x_shape))
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    b = rng.standard_normal(w_shape[0])
+    args = ((1, 1), padding, dilation, groups)
+    results = {}
+    for backend in ("numba", "numpy"):
+        with registry.prefer(backend):
+            y = registry.call("conv2d.forward", x, w, b, *args)
+            gy = np.cos(np.arange(y.size)).reshape(y.shape)
+            results[backend] = (y, *registry.call("conv2d.backward", gy, x, w, *args))
+    for got, want in zip(results["numba"], results["numpy"]):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_conv2d_kernel_is_chosen_for_stride_one_only():
+    x, w = np.zeros((1, 2, 8, 8), np.float32), np.zeros((4, 2, 3, 3), np.float32)
+    rest = ((0, 0), (1, 1), 1)
+    assert registry.choose("conv2d.forward", x, w, None, (1, 1), *rest).backend == "numba"
+    assert registry.choose("conv2d.forward", x, w, None, (2, 1), *rest).backend == "numpy"

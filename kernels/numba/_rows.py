@@ -30,3 +30,13 @@ def as_rows(x: np.ndarray) -> np.ndarray:
     """x as a C-contiguous (rows, last axis) array: a view when x is contiguous, else a copy."""
     x = np.ascontiguousarray(x)
     return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of `a`, for every array a kernel only reads. Why: Numba compiles a kernel
+    once per combination of read-only and writeable arguments, and NumPy hands out both (views
+    from broadcast_to are read-only); the test suite made 25 variants of each short kernel, ~5 s
+    of compiling apiece. All read-only, it needs one per dtype and mask layout."""
+    view = a.view()
+    view.flags.writeable = False
+    return view

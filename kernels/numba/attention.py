@@ -32,7 +32,7 @@ from numba import njit, prange
 from tinyformer.kernels.numba._attention_short import exp_shifted, pairs_backward, pairs_forward
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only
 from tinyformer.registry import kernel
 
 TILE_ELEMENTS = 1 << 20  # scores held at once: 4 MiB in float32
@@ -125,16 +125,6 @@ def _flatten(a: np.ndarray, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
     flat = a.reshape(-1, *a.shape[-2:])  # keeps zero strides of broadcast trailing dims
     index = np.arange(flat.shape[0]).reshape((1,) * (len(batch) - len(lead)) + lead)
     return flat, np.broadcast_to(index, batch).reshape(-1)
-
-
-def read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view of `a`, for every array a kernel only reads. Why: Numba compiles a kernel
-    once per combination of read-only and writeable arguments, and NumPy hands out both (views
-    from broadcast_to are read-only); the test suite made 25 variants of each short kernel, ~5 s
-    of compiling apiece. All read-only, it needs one per dtype and mask layout."""
-    view = a.view()
-    view.flags.writeable = False
-    return view
 
 
 def _masks(mask, batch, tq, tk, dtype, causal):

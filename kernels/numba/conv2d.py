@@ -1,0 +1,267 @@
+"""Numba kernels for conv2d at stride 1: direct convolution on a padded grid, no im2col matrix.
+
+Why not im2col: the reference copies the kh kw shifted views of the input into one
+(C kh kw, N Ho Wo) matrix, 9 times the input for a 3x3 kernel, and hands it to BLAS. At the
+sizes here, building and reading that matrix costs more than the arithmetic.
+
+The padded-grid trick. Pad every (image, channel) plane and lay it out flat, with row length
+Wp = W + 2 pw. At stride 1, the pixel under kernel tap (i, j) of output position p = r Wp + s
+is xp[p + i dh Wp + j dw]: each tap reads the same flat plane, shifted by a constant. So a run
+of an output channel's positions is a sum of shifted input rows times scalar weights:
+    y[o, p] = b[o] + sum_t w[o, t] xp[c(t), p + shift(t)],   t = (c, i, j).
+The positions with s >= Wo wrap into the next row: they are computed and dropped, (kw - 1) dw
+columns of every Wp (2 of 66 for a 3x3 kernel on 64x64 images). `_four_channels` does four
+output channels at a time, four taps per pass over the run (16 multiply-adds per 8 loads).
+
+Backward, the same two ideas:
+- gx correlates gy with the flipped taps. Lay gy on the same grid (zeros off the image, and F =
+  the largest shift of zeros in front): gxp[c, q] = sum_{o,i,j} w[o, c, i, j] gy[o, F + q -
+  shift(i, j)], the forward's product with the roles of c and o swapped. Only the rows of the
+  padded grid that hold the image are computed, and written straight into gx.
+- gw[o, t] = sum_n sum_p gy[n, o, p] xp[n, c(t), p + shift(t)]: dot products of gy rows with
+  shifted input rows, four channels by four taps at a time (16 sums held in registers). Each
+  worker sums its share of (image, run) pieces into its own copy of gw; the copies are added.
+Strided convolutions read every sh-th pixel, which does not vectorise this way: the kernel hands
+them to the reference, and the registry's `when` rule does not pick it for them.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only
+from tinyformer.ops.conv2d import conv2d_backward as reference_backward
+from tinyformer.ops.conv2d import conv2d_forward as reference_forward
+from tinyformer.registry import kernel
+
+RUN = 512  # positions per task: 4 output rows of RUN values stay in L1 beside 4 input rows
+
+
+def stride_one(x, w, b, stride, *args) -> bool:
+    """the stride is 1 (strided convolutions run the reference's im2col)"""
+    return tuple(stride) == (1, 1)
+
+
+def stride_one_backward(gy, x, w, stride, *args) -> bool:
+    """the stride is 1 (strided convolutions run the reference's im2col)"""
+    return tuple(stride) == (1, 1)
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _lay_on_grid(x, front, ph, pw, wp, out, sums):
+    """out[n, c, front + (r + ph) wp + s + pw] = x[n, c, r, s], zeros elsewhere, written once;
+    with sums.size > 0, sums[n, c] = the plane's sum (gb, when x is gy)."""
+    n, c, h, w = x.shape
+    length, zero = out.shape[2], out.dtype.type(0)
+    for plane in prange(n * c):
+        src, dst = x[plane // c, plane % c], out[plane // c, plane % c]
+        top = front + ph * wp + pw  # the first pixel's place
+        dst[:top] = zero
+        for r in range(h):
+            base = top + r * wp
+            dst[base : base + w] = src[r]
+            end = min(base + wp, length) if r < h - 1 else length
+            dst[base + w : end] = zero  # the right padding, the next row's left, or the rest
+        if sums.size:
+            sums[plane // c, plane % c] = src.sum()
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _four_channels(a, src, base, rows, offsets, q0, m, out):
+    """out[k, :m] += sum_t a[k, t] src[base + rows[t], offsets[t] + q0 + (0..m)] for k < 4."""
+    a0, a1, a2, a3 = a[0], a[1], a[2], a[3]
+    o0, o1, o2, o3 = out[0], out[1], out[2], out[3]
+    taps = a.shape[1]
+    quads = taps // 4 * 4
+    for t in range(0, quads, 4):
+        b0 = src[base + rows[t], offsets[t] + q0 :]
+        b1 = src[base + rows[t + 1], offsets[t + 1] + q0 :]
+        b2 = src[base + rows[t + 2], offsets[t + 2] + q0 :]
+        b3 = src[base + rows[t + 3], offsets[t + 3] + q0 :]
+        c00, c01, c02, c03 = a0[t], a0[t + 1], a0[t + 2], a0[t + 3]
+        c10, c11, c12, c13 = a1[t], a1[t + 1], a1[t + 2], a1[t + 3]
+        c20, c21, c22, c23 = a2[t], a2[t + 1], a2[t + 2], a2[t + 3]
+        c30, c31, c32, c33 = a3[t], a3[t + 1], a3[t + 2], a3[t + 3]
+        for j in range(m):
+            x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
+            o0[j] += c00 * x0 + c01 * x1 + c02 * x2 + c03 * x3
+            o1[j] += c10 * x0 + c11 * x1 + c12 * x2 + c13 * x3
+            o2[j] += c20 * x0 + c21 * x1 + c22 * x2 + c23 * x3
+            o3[j] += c30 * x0 + c31 * x1 + c32 * x2 + c33 * x3
+    for t in range(quads, taps):  # the last taps % 4
+        c0, c1, c2, c3 = a0[t], a1[t], a2[t], a3[t]
+        b_row = src[base + rows[t], offsets[t] + q0 :]
+        for j in range(m):
+            x = b_row[j]
+            o0[j] += c0 * x
+            o1[j] += c1 * x
+            o2[j] += c2 * x
+            o3[j] += c3 * x
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _correlate(src, a, init, rows, offsets, dst, wp, row0, col0):
+    """dst[n, g per + k, r, s] = init[g per + k] + sum_t a[g, k, t] src[n, g per_src + rows[t],
+    offsets[t] + q], q = (r + row0) wp + s + col0: the forward (src = padded x) and gx (src = gy
+    on the grid, a = the weights with channels swapped). Tasks: (image, group, run, block of
+    4 channels), blocks innermost, so a thread's consecutive tasks read the same input run."""
+    n_img, channels, hd, wd = dst.shape
+    groups, padded, taps = a.shape
+    per, per_src = channels // groups, src.shape[1] // groups
+    positions, blocks = hd * wp, padded // 4
+    runs = (positions + RUN - 1) // RUN
+    zero = dst.dtype.type(0)
+    for task in prange(n_img * groups * runs * blocks):
+        blk, rest = task % blocks, task // blocks
+        run, rest = rest % runs, rest // runs
+        g, n = rest % groups, rest // groups
+        q0 = row0 * wp + run * RUN
+        m = min(RUN, (row0 + hd) * wp - q0)
+        ks = min(4, per - blk * 4)  # channels of this block that exist (a's extra rows are 0)
+        out = np.empty((4, m), dst.dtype)
+        for k in range(4):
+            out[k, :] = init[g * per + blk * 4 + k] if k < ks else zero
+        block = a[g, blk * 4 : blk * 4 + 4]
+        _four_channels(block, src[n], g * per_src, rows, offsets, q0, m, out)
+        for r in range(q0 // wp, (q0 + m - 1) // wp + 1):  # the grid rows this run touches
+            lo, hi = max(q0, r * wp + col0), min(q0 + m, r * wp + col0 + wd)
+            for k in range(ks):
+                line, o = dst[n, g * per + blk * 4 + k, r - row0], out[k]
+                for q in range(lo, hi):
+                    line[q - r * wp - col0] = o[q - q0]
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _weight_grad(gyb, front, xp, rows, offsets, positions, groups, parts):
+    """partial[part, o, t] = its share of sum_n sum_p gyb[n, o, front + p] xp[n, g per_src +
+    rows[t], offsets[t] + p] over (image, run) pieces, p < positions. Blocks of 4 channels and
+    4 taps; a block's missing rows repeat its last one, and their sums are dropped."""
+    n_img, outs = gyb.shape[0], gyb.shape[1]
+    per, per_src, taps = outs // groups, xp.shape[1] // groups, rows.size
+    runs = (positions + RUN - 1) // RUN
+    pieces = n_img * runs
+    partial = np.zeros((parts, outs, taps), gyb.dtype)
+    for part in prange(parts):
+        acc = partial[part]
+        for piece in range(part * pieces // parts, (part + 1) * pieces // parts):
+            n, p0 = piece // runs, piece % runs * RUN
+            m = min(RUN, positions - p0)
+            for g in range(groups):
+                src = xp[n, g * per_src : (g + 1) * per_src]
+                for ob in range(0, per, 4):
+                    ks, last = min(4, per - ob), g * per + per - 1
+                    o0 = g * per + ob
+                    y0 = gyb[n, o0, front + p0 :]
+                    y1 = gyb[n, min(o0 + 1, last), front + p0 :]
+                    y2 = gyb[n, min(o0 + 2, last), front + p0 :]
+                    y3 = gyb[n, min(o0 + 3, last), front + p0 :]
+                    for tb in range(0, taps, 4):
+                        ls = min(4, taps - tb)
+                        t1, t2, t3 = min(tb + 1, taps - 1), min(tb + 2, taps - 1), taps - 1
+                        t3 = min(tb + 3, t3)
+                        x0 = src[rows[tb], offsets[tb] + p0 :]
+                        x1 = src[rows[t1], offsets[t1] + p0 :]
+                        x2 = src[rows[t2], offsets[t2] + p0 :]
+                        x3 = src[rows[t3], offsets[t3] + p0 :]
+                        sums = _dot_block(y0, y1, y2, y3, x0, x1, x2, x3, m)
+                        for k in range(ks):
+                            for tap in range(ls):
+                                acc[o0 + k, tb + tap] += sums[k * 4 + tap]
+    return partial
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _dot_block(y0, y1, y2, y3, x0, x1, x2, x3, m):
+    """The 16 dot products y_k . x_l over m values, row by row (k * 4 + l)."""
+    zero = y0.dtype.type(0)
+    s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = zero
+    s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = zero
+    for j in range(m):
+        g0, g1, g2, g3 = y0[j], y1[j], y2[j], y3[j]
+        v0, v1, v2, v3 = x0[j], x1[j], x2[j], x3[j]
+        s00 += g0 * v0
+        s01 += g0 * v1
+        s02 += g0 * v2
+        s03 += g0 * v3
+        s10 += g1 * v0
+        s11 += g1 * v1
+        s12 += g1 * v2
+        s13 += g1 * v3
+        s20 += g2 * v0
+        s21 += g2 * v1
+        s22 += g2 * v2
+        s23 += g2 * v3
+        s30 += g3 * v0
+        s31 += g3 * v1
+        s32 += g3 * v2
+        s33 += g3 * v3
+    return (s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33)
+
+
+def _taps(channels, kh, kw, row_step, col_step, front=0, sign=1):
+    """rows[t], offsets[t] for t = (channel, i, j): the plane and front + sign * shift."""
+    c, i, j = np.meshgrid(np.arange(channels), np.arange(kh), np.arange(kw), indexing="ij")
+    return c.ravel(), (front + sign * (i * row_step + j * col_step)).ravel()
+
+
+def _blocks(a):
+    """a (g, k, taps) -> (g, k rounded up to a multiple of 4, taps), zero rows added."""
+    padded = np.zeros((a.shape[0], -(-a.shape[1] // 4) * 4, a.shape[2]), a.dtype)
+    padded[:, : a.shape[1]] = a
+    return padded
+
+
+def _grid(x, front, ph, pw, wp, length, with_sums=False):
+    """x (N, C, H, W) laid on the flat padded grid (N, C, length); and its plane sums."""
+    out = np.empty((*x.shape[:2], length), x.dtype)
+    sums = np.empty(x.shape[:2] if with_sums else (0, 0), x.dtype)
+    _lay_on_grid(read_only(np.ascontiguousarray(x)), front, ph, pw, wp, out, sums)
+    return out, sums
+
+
+@kernel("conv2d.forward", backend="numba", dtypes=FLOATS, when=stride_one)
+def conv2d_forward(x, w, b, stride, padding, dilation, groups):
+    if tuple(stride) != (1, 1):
+        return reference_forward(x, w, b, stride, padding, dilation, groups)
+    n, c, h, width = x.shape
+    o, per, kh, kw = w.shape
+    (ph, pw), (dh, dw) = padding, dilation
+    hp, wp = h + 2 * ph, width + 2 * pw
+    ho, wo = hp - dh * (kh - 1), wp - dw * (kw - 1)
+    xp, _ = _grid(x, 0, ph, pw, wp, hp * wp + dw * (kw - 1))  # the tail: last row's taps
+    rows, offsets = _taps(per, kh, kw, dh * wp, dw)
+    a = _blocks(np.ascontiguousarray(w).reshape(groups, o // groups, per * kh * kw))
+    init = np.zeros(o, x.dtype) if b is None else np.array(b, x.dtype)  # writeable: one type
+    y = np.empty((n, o, ho, wo), x.dtype)
+    _correlate(xp, a, init, rows, offsets, y, wp, 0, 0)
+    return y
+
+
+@kernel("conv2d.backward", backend="numba", dtypes=FLOATS, when=stride_one_backward)
+def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
+    """-> gx, gw, gb."""
+    if tuple(stride) != (1, 1):
+        return reference_backward(gy, x, w, stride, padding, dilation, groups)
+    n, c, h, width = x.shape
+    o, per, kh, kw = w.shape
+    (ph, pw), (dh, dw) = padding, dilation
+    hp, wp = h + 2 * ph, width + 2 * pw
+    ho = gy.shape[2]
+    front = dh * (kh - 1) * wp + dw * (kw - 1)  # the largest shift
+    gyb, sums = _grid(gy.astype(x.dtype, copy=False), front, 0, 0, wp, front + hp * wp, True)
+    xp, _ = _grid(x, 0, ph, pw, wp, hp * wp + dw * (kw - 1))
+
+    # gx: channels and output channels swap places; taps read gy at F - shift.
+    og = o // groups
+    flipped = np.ascontiguousarray(w).reshape(groups, og, per, kh * kw).transpose(0, 2, 1, 3)
+    a = _blocks(flipped.reshape(groups, per, og * kh * kw))
+    rows, offsets = _taps(og, kh, kw, dh * wp, dw, front=front, sign=-1)
+    gx = np.empty((n, c, h, width), x.dtype)
+    _correlate(gyb, a, np.zeros(c, x.dtype), rows, offsets, gx, wp, ph, pw)
+
+    rows, offsets = _taps(per, kh, kw, dh * wp, dw)
+    parts = max(1, min(numba.get_num_threads(), n * -(-ho * wp // RUN)))
+    partial = _weight_grad(gyb, front, xp, rows, offsets, ho * wp, groups, parts)
+    return gx, partial.sum(axis=0).reshape(w.shape), sums.sum(axis=0)
