@@ -195,3 +195,45 @@ def test_conv2d_kernel_is_chosen_for_stride_one_only():
     rest = ((0, 0), (1, 1), 1)
     assert registry.choose("conv2d.forward", x, w, None, (1, 1), *rest).backend == "numba"
     assert registry.choose("conv2d.forward", x, w, None, (2, 1), *rest).backend == "numpy"
+
+
+# conv_transpose2d's kernel covers strides whose stamps do not overlap (U-Net's 2x2 / 2): with
+# cropping padding, output_padding (pixels no tap reaches get the bias alone), stride 3 with a
+# 2-wide kernel (gaps between stamps), dilation, and groups.
+@pytest.mark.parametrize(
+    "x_shape, w_shape, stride, padding, output_padding, dilation, groups",
+    [
+        ((2, 6, 9, 11), (6, 5, 2, 2), (2, 2), (0, 0), (0, 0), (1, 1), 1),
+        ((2, 4, 5, 6), (4, 3, 2, 3), (2, 3), (1, 1), (1, 2), (1, 1), 2),
+        ((3, 2, 3, 5), (2, 5, 2, 2), (3, 3), (1, 0), (0, 2), (2, 1), 1),
+    ],
+)
+def test_conv_transpose2d_kernel_matches_reference(
+    x_shape, w_shape, stride, padding, output_padding, dilation, groups
+):
+    rng = np.random.default_rng(sum(x_shape))
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    b = rng.standard_normal(w_shape[1] * groups)
+    args = (stride, padding, output_padding, dilation, groups)
+    results = {}
+    for backend in ("numba", "numpy"):
+        with registry.prefer(backend):
+            y = registry.call("conv_transpose2d.forward", x, w, b, *args)
+            gy = np.cos(np.arange(y.size)).reshape(y.shape)
+            results[backend] = (y, *registry.call("conv_transpose2d.backward", gy, x, w, *args))
+    for got, want in zip(results["numba"], results["numpy"]):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_conv_transpose2d_kernel_is_chosen_where_stamps_do_not_overlap():
+    x = np.zeros((1, 2, 8, 8), np.float32)
+    rest = ((0, 0), (0, 0), (1, 1), 1)
+
+    def chosen(kernel, stride):
+        w = np.zeros((2, 4, kernel, kernel), np.float32)
+        return registry.choose("conv_transpose2d.forward", x, w, None, stride, *rest).backend
+
+    assert chosen(2, (2, 2)) == "numba"
+    assert chosen(3, (2, 2)) == "numpy"  # 3-wide stamps 2 apart overlap
+    assert chosen(3, (1, 1)) == "numpy"

@@ -235,7 +235,7 @@ def conv2d_forward(x, w, b, stride, padding, dilation, groups):
     a = _blocks(np.ascontiguousarray(w).reshape(groups, o // groups, per * kh * kw))
     init = np.zeros(o, x.dtype) if b is None else np.array(b, x.dtype)  # writeable: one type
     y = np.empty((n, o, ho, wo), x.dtype)
-    _correlate(xp, a, init, rows, offsets, y, wp, 0, 0)
+    _correlate(read_only(xp), read_only(a), read_only(init), rows, offsets, y, wp, 0, 0)
     return y
 
 
@@ -259,9 +259,11 @@ def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
     a = _blocks(flipped.reshape(groups, per, og * kh * kw))
     rows, offsets = _taps(og, kh, kw, dh * wp, dw, front=front, sign=-1)
     gx = np.empty((n, c, h, width), x.dtype)
-    _correlate(gyb, a, np.zeros(c, x.dtype), rows, offsets, gx, wp, ph, pw)
+    zeros = read_only(np.zeros(c, x.dtype))
+    _correlate(read_only(gyb), read_only(a), zeros, rows, offsets, gx, wp, ph, pw)
 
     rows, offsets = _taps(per, kh, kw, dh * wp, dw)
     parts = max(1, min(numba.get_num_threads(), n * -(-ho * wp // RUN)))
+    gyb, xp = read_only(gyb), read_only(xp)
     partial = _weight_grad(gyb, front, xp, rows, offsets, ho * wp, groups, parts)
     return gx, partial.sum(axis=0).reshape(w.shape), sums.sum(axis=0)
