@@ -233,7 +233,7 @@ def conv2d_forward(x, w, b, stride, padding, dilation, groups):
     xp, _ = _grid(x, 0, ph, pw, wp, hp * wp + dw * (kw - 1))  # the tail: last row's taps
     rows, offsets = _taps(per, kh, kw, dh * wp, dw)
     a = _blocks(np.ascontiguousarray(w).reshape(groups, o // groups, per * kh * kw))
-    init = np.zeros(o, x.dtype) if b is None else np.array(b, x.dtype)  # writeable: one type
+    init = np.zeros(o, x.dtype) if b is None else np.asarray(b, x.dtype)
     y = np.empty((n, o, ho, wo), x.dtype)
     _correlate(read_only(xp), read_only(a), read_only(init), rows, offsets, y, wp, 0, 0)
     return y
