@@ -161,6 +161,19 @@ def test_attention_kernels_compile_once_for_read_only_and_writeable_inputs():
         np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
 
 
+def _compare_forward_and_backward(op, x, w, b, args):
+    """op's Numba forward and backward equal the reference's, for a fixed gy."""
+    results = {}
+    for backend in ("numba", "numpy"):
+        with registry.prefer(backend):
+            y = registry.call(f"{op}.forward", x, w, b, *args)
+            gy = np.cos(np.arange(y.size)).reshape(y.shape)
+            results[backend] = (y, *registry.call(f"{op}.backward", gy, x, w, *args))
+    for got, want in zip(results["numba"], results["numpy"]):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
 # The conv2d kernel works on runs of 512 grid positions, 4 output channels and 4 taps at a time:
 # these shapes span several runs, leave partial channel blocks (5 and 2 per group) and tap
 # remainders (27 and 3 taps), and pad, dilate and group unevenly.
@@ -179,15 +192,7 @@ def test_conv2d_kernel_matches_reference_over_several_runs(
     x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
     b = rng.standard_normal(w_shape[0])
     args = ((1, 1), padding, dilation, groups)
-    results = {}
-    for backend in ("numba", "numpy"):
-        with registry.prefer(backend):
-            y = registry.call("conv2d.forward", x, w, b, *args)
-            gy = np.cos(np.arange(y.size)).reshape(y.shape)
-            results[backend] = (y, *registry.call("conv2d.backward", gy, x, w, *args))
-    for got, want in zip(results["numba"], results["numpy"]):
-        assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    _compare_forward_and_backward("conv2d", x, w, b, args)
 
 
 def test_conv2d_kernel_is_chosen_for_stride_one_only():
@@ -215,15 +220,7 @@ def test_conv_transpose2d_kernel_matches_reference(
     x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
     b = rng.standard_normal(w_shape[1] * groups)
     args = (stride, padding, output_padding, dilation, groups)
-    results = {}
-    for backend in ("numba", "numpy"):
-        with registry.prefer(backend):
-            y = registry.call("conv_transpose2d.forward", x, w, b, *args)
-            gy = np.cos(np.arange(y.size)).reshape(y.shape)
-            results[backend] = (y, *registry.call("conv_transpose2d.backward", gy, x, w, *args))
-    for got, want in zip(results["numba"], results["numpy"]):
-        assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    _compare_forward_and_backward("conv_transpose2d", x, w, b, args)
 
 
 def test_conv_transpose2d_kernel_is_chosen_where_stamps_do_not_overlap():

@@ -221,16 +221,23 @@ def _grid(x, front, ph, pw, wp, length, with_sums=False):
     return out, sums
 
 
+def _input_grid(x, kw, padding, dw):
+    """x on the padded grid, plus the tail the last row's taps read: (xp, Hp, Wp)."""
+    (ph, pw), (_, _, h, width) = padding, x.shape
+    hp, wp = h + 2 * ph, width + 2 * pw
+    xp, _ = _grid(x, 0, ph, pw, wp, hp * wp + dw * (kw - 1))
+    return xp, hp, wp
+
+
 @kernel("conv2d.forward", backend="numba", dtypes=FLOATS, when=stride_one)
 def conv2d_forward(x, w, b, stride, padding, dilation, groups):
     if tuple(stride) != (1, 1):
         return reference_forward(x, w, b, stride, padding, dilation, groups)
-    n, c, h, width = x.shape
+    n = x.shape[0]
     o, per, kh, kw = w.shape
-    (ph, pw), (dh, dw) = padding, dilation
-    hp, wp = h + 2 * ph, width + 2 * pw
+    dh, dw = dilation
+    xp, hp, wp = _input_grid(x, kw, padding, dw)
     ho, wo = hp - dh * (kh - 1), wp - dw * (kw - 1)
-    xp, _ = _grid(x, 0, ph, pw, wp, hp * wp + dw * (kw - 1))  # the tail: last row's taps
     rows, offsets = _taps(per, kh, kw, dh * wp, dw)
     a = _blocks(np.ascontiguousarray(w).reshape(groups, o // groups, per * kh * kw))
     init = np.zeros(o, x.dtype) if b is None else np.asarray(b, x.dtype)
@@ -247,11 +254,10 @@ def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
     n, c, h, width = x.shape
     o, per, kh, kw = w.shape
     (ph, pw), (dh, dw) = padding, dilation
-    hp, wp = h + 2 * ph, width + 2 * pw
+    xp, hp, wp = _input_grid(x, kw, padding, dw)
     ho = gy.shape[2]
     front = dh * (kh - 1) * wp + dw * (kw - 1)  # the largest shift
     gyb, sums = _grid(gy.astype(x.dtype, copy=False), front, 0, 0, wp, front + hp * wp, True)
-    xp, _ = _grid(x, 0, ph, pw, wp, hp * wp + dw * (kw - 1))
 
     # gx: channels and output channels swap places; taps read gy at F - shift.
     og = o // groups
