@@ -236,3 +236,70 @@ def test_forward_errors_name_the_function_and_shapes():
 
     with pytest.raises(tf.OpError, match=r"Broken: .*input shapes: \(2, 3\), \(4,\)"):
         Broken.apply(tf.zeros(2, 3), tf.zeros(4))
+
+
+class _SumAndProduct(Function):
+    """Two outputs: (a + b, a * b), so each input's gradient mixes both upstream gradients."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a + b, a * b
+
+    @staticmethod
+    def backward(ctx, g_sum, g_product):
+        a, b = ctx.saved_tensors
+        return g_sum + g_product * b, g_sum + g_product * a
+
+
+def test_a_function_with_two_outputs_gets_one_gradient_per_output():
+    a = tf.tensor([1.0, 2.0], requires_grad=True)
+    b = tf.tensor([3.0, 5.0], requires_grad=True)
+    s, p = _SumAndProduct.apply(a, b)
+    assert s.grad_fn is p.grad_fn
+    (s * 2 + p * 3).sum().backward()
+    np.testing.assert_allclose(a.grad, 2 + 3 * b.data)
+    np.testing.assert_allclose(b.grad, 2 + 3 * a.data)
+
+
+def test_an_output_that_misses_the_loss_gets_zeros_and_fan_out_adds_up():
+    a = tf.tensor([1.0, 2.0], requires_grad=True)
+    b = tf.tensor([3.0, 5.0], requires_grad=True)
+    _, p = _SumAndProduct.apply(a, b)
+    (p * p + p).sum().backward()  # the sum output never reaches the loss
+    np.testing.assert_allclose(a.grad, (2 * p.data + 1) * b.data)
+
+
+def test_two_output_function_passes_gradcheck():
+    rng = np.random.default_rng(0)
+    a, b = (tf.tensor(rng.standard_normal(3), requires_grad=True) for _ in range(2))
+
+    def f(a, b):
+        s, p = _SumAndProduct.apply(a, b)
+        return s * p.exp()
+
+    assert tf.gradcheck(f, (a, b))
+
+
+def test_retain_grad_on_the_second_output():
+    a = tf.tensor([1.0, 2.0], requires_grad=True)
+    s, p = _SumAndProduct.apply(a, a)
+    p.retain_grad()
+    (s + p * 4).sum().backward()
+    np.testing.assert_allclose(p.grad, [4.0, 4.0])
+    assert s.grad is None
+
+
+def test_a_wrong_gradient_for_an_input_from_a_two_output_node_names_that_output():
+    a = tf.tensor([1.0, 2.0], requires_grad=True)
+    _, p = _SumAndProduct.apply(a, a)
+    with pytest.raises(RuntimeError, match=r"_WrongShape.*shape \(1,\).*shape \(2,\)"):
+        _WrongShape.apply(p).sum().backward()
+
+
+def test_split_backward_is_one_node_writing_each_element_once():
+    x = tf.tensor(np.arange(12.0).reshape(2, 6), requires_grad=True)
+    q, k, v = tf.ops.split(x, 2, axis=1)
+    assert q.grad_fn is k.grad_fn is v.grad_fn
+    (q * 1 + v * 3).sum().backward()  # k unused: its columns get zeros
+    np.testing.assert_allclose(x.grad, np.tile([1, 1, 0, 0, 3, 3], (2, 1)))

@@ -61,8 +61,8 @@ def _caught(check) -> bool:
 def _plant(function, index: int, kind: str, changed: list):
     original = function.backward
 
-    def backward(ctx, gy):
-        grads = original(ctx, gy)
+    def backward(ctx, *gys):
+        grads = original(ctx, *gys)
         grads = list(grads) if isinstance(grads, tuple) else [grads]
         g = grads[index] if index < len(grads) else None
         if g is None or g.size == 0:

@@ -2,8 +2,11 @@
 
 Every differentiable op is a `Function` subclass with two static methods on raw arrays:
 
-    forward(ctx, *arrays, **params) -> array
-    backward(ctx, gy)               -> one gradient (or None) per positional input of forward
+    forward(ctx, *arrays, **params) -> array, or a tuple of arrays (several outputs)
+    backward(ctx, *gys)             -> one gradient (or None) per positional input of forward
+
+`backward` takes one gradient per output of `forward`: `backward(ctx, gy)` for the usual single
+output. As in PyTorch, an output that did not reach the loss gets a zero gradient.
 
 `Function.apply(*inputs, **params)` unwraps Tensors, runs `forward`, and, when some input requires a
 gradient, returns a Tensor whose `grad_fn` is the `ctx` of that call. The ctx is the node of the
@@ -139,8 +142,8 @@ class Context:
         "function",
         "needs_input_grad",
         "parents",
-        "shape",
-        "dtype",
+        "parent_outputs",
+        "outputs",
         "_saved",
         "_freed",
         "_retained",
@@ -153,7 +156,7 @@ class Context:
         self.needs_input_grad = needs_input_grad
         self._saved: tuple = ()
         self._freed = False
-        self._retained = None
+        self._retained: dict | None = None  # output index -> weakref of a retain_grad() tensor
 
     @property
     def name(self) -> str:
@@ -214,8 +217,9 @@ class Function:
         raise NotImplementedError
 
     @classmethod
-    def apply(cls, *inputs: Any, **params: Any) -> Tensor:
-        """Run `forward` on the inputs' arrays and record the call in the graph when needed."""
+    def apply(cls, *inputs: Any, **params: Any) -> Any:
+        """Run `forward` on the inputs' arrays and record the call in the graph when needed.
+        Returns a Tensor, or a tuple of Tensors when `forward` returned a tuple of arrays."""
         arrays = [x.data if isinstance(x, Tensor) else x for x in inputs]
         if _grad_enabled:
             needs = tuple(isinstance(x, Tensor) and x._requires_grad for x in inputs)
@@ -229,19 +233,28 @@ class Function:
         except (ValueError, IndexError) as e:
             shapes = ", ".join(str(getattr(a, "shape", type(a).__name__)) for a in arrays)
             raise OpError(f"{cls.__name__}: {e} (input shapes: {shapes})") from e
-        if isinstance(y, np.generic):  # NumPy reductions return scalars; keep arrays everywhere
-            y = np.asarray(y)
-        if _anomaly_enabled:
-            _check_finite(y, cls.__name__, "forward output")
+        several = isinstance(y, tuple)
+        ys = tuple(_as_output(a, cls.__name__) for a in (y if several else (y,)))
         if not any(needs):
-            return Tensor._make(y, None)
+            outs = tuple(Tensor._make(a, None) for a in ys)
+            return outs if several else outs[0]
         ctx.parents = tuple(
             (x.grad_fn if x.grad_fn is not None else x) if need else None
             for x, need in zip(inputs, needs)
         )
-        ctx.shape = y.shape
-        ctx.dtype = y.dtype
-        return Tensor._make(y, ctx)
+        # Which output of its node each input is (0 for leaves and single-output nodes).
+        ctx.parent_outputs = tuple(x._output if need else 0 for x, need in zip(inputs, needs))
+        ctx.outputs = tuple((a.shape, a.dtype) for a in ys)
+        outs = tuple(Tensor._make(a, ctx, i) for i, a in enumerate(ys))
+        return outs if several else outs[0]
+
+
+def _as_output(y: Any, op: str) -> np.ndarray:
+    if isinstance(y, np.generic):  # NumPy reductions return scalars; keep arrays everywhere
+        y = np.asarray(y)
+    if _anomaly_enabled:
+        _check_finite(y, op, "forward output")
+    return y
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,14 +294,39 @@ def _check_gradients(node: Context, grads: Any) -> tuple:
     for i, (parent, g) in enumerate(zip(node.parents, grads)):
         if parent is None or g is None:
             continue
-        if g.shape != parent.shape or g.dtype != parent.dtype:
+        if type(parent) is Context:
+            shape, dtype = parent.outputs[node.parent_outputs[i]]
+        else:
+            shape, dtype = parent.shape, parent.dtype
+        if g.shape != shape or g.dtype != dtype:
             raise RuntimeError(
                 f"{node.name}.backward returned a gradient of shape {g.shape} and dtype {g.dtype} "
-                f"for input {i}, which has shape {parent.shape} and dtype {parent.dtype}."
+                f"for input {i}, which has shape {shape} and dtype {dtype}."
             )
         if _anomaly_enabled:
             _check_finite(g, node.name, f"backward gradient for input {i}")
     return grads
+
+
+def _add_to_node(grads: dict[int, Any], node: Context, output: int, g: Any) -> None:
+    """Add `g` to the gradient of output `output` of `node`: an array for a single-output node,
+    a list with one slot per output otherwise."""
+    key = id(node)
+    if len(node.outputs) == 1:
+        grads[key] = g if key not in grads else grads[key] + g
+    else:
+        slots = grads.setdefault(key, [None] * len(node.outputs))
+        slots[output] = g if slots[output] is None else slots[output] + g
+
+
+def _output_grads(node: Context, gy: Any) -> tuple:
+    """What `backward` takes: the one gradient, or one per output with zeros for outputs that
+    did not reach the roots (PyTorch also hands backward zeros there, not None)."""
+    if len(node.outputs) == 1:
+        return (gy,)
+    return tuple(
+        np.zeros(shape, dtype) if g is None else g for g, (shape, dtype) in zip(gy, node.outputs)
+    )
 
 
 def _accumulate_leaf(leaf: Tensor, g: Any, captured: dict[int, Any] | None) -> None:
@@ -313,8 +351,7 @@ def _run_backward(
         if root.grad_fn is None:
             _accumulate_leaf(root, g, captured)
         else:
-            key = id(root.grad_fn)
-            grads[key] = g if key not in grads else grads[key] + g
+            _add_to_node(grads, root.grad_fn, root._output, g)
             nodes.append(root.grad_fn)
     for node in reversed(_toposort(nodes)):
         gy = grads.pop(id(node), None)
@@ -322,15 +359,18 @@ def _run_backward(
             continue
         if node._freed:
             raise RuntimeError(_freed_message(node))
-        if node._retained is not None and (tensor := node._retained()) is not None:
-            tensor.grad = np.array(gy, copy=True) if tensor.grad is None else tensor.grad + gy
-        input_grads = _check_gradients(node, node.function.backward(node, gy))
-        for parent, g in zip(node.parents, input_grads):
+        gys = _output_grads(node, gy)
+        if node._retained is not None:
+            for output, ref in node._retained.items():
+                if (tensor := ref()) is not None:
+                    g = gys[output]
+                    tensor.grad = np.array(g, copy=True) if tensor.grad is None else tensor.grad + g
+        input_grads = _check_gradients(node, node.function.backward(node, *gys))
+        for parent, output, g in zip(node.parents, node.parent_outputs, input_grads):
             if parent is None or g is None:
                 continue
             if type(parent) is Context:
-                key = id(parent)
-                grads[key] = g if key not in grads else grads[key] + g
+                _add_to_node(grads, parent, output, g)
             else:
                 _accumulate_leaf(parent, g, captured)
         if not retain_graph:

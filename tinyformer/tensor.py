@@ -54,7 +54,8 @@ class Tensor:
         dtype: NumPy dtype to convert to.
     """
 
-    __slots__ = ("data", "grad", "grad_fn", "_requires_grad", "__weakref__")
+    # _output: which output of `grad_fn` this tensor is (0 unless the op returned several)
+    __slots__ = ("data", "grad", "grad_fn", "_output", "_requires_grad", "__weakref__")
     # NumPy must not treat a Tensor as an array in `ndarray + Tensor`: defer to our __radd__.
     __array_ufunc__ = None
 
@@ -62,16 +63,18 @@ class Tensor:
         self.data = _as_array(data, dtype)
         self.grad: np.ndarray | None = None
         self.grad_fn = None
+        self._output = 0
         self._requires_grad = False
         self.requires_grad = requires_grad
 
     @classmethod
-    def _make(cls, data: np.ndarray, grad_fn: Any) -> Tensor:
+    def _make(cls, data: np.ndarray, grad_fn: Any, output: int = 0) -> Tensor:
         """Fast constructor for op outputs: no conversion, no checks."""
         t = object.__new__(cls)
         t.data = data
         t.grad = None
         t.grad_fn = grad_fn
+        t._output = output
         t._requires_grad = grad_fn is not None
         return t
 
@@ -105,7 +108,8 @@ class Tensor:
     def retain_grad(self) -> None:
         """Also fill `.grad` of this non-leaf tensor during backward (for inspection)."""
         if self.grad_fn is not None:
-            self.grad_fn._retained = weakref.ref(self)
+            node = self.grad_fn
+            node._retained = {**(node._retained or {}), self._output: weakref.ref(self)}
 
     def detach(self) -> Tensor:
         """The same data, cut from the graph."""

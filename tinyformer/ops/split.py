@@ -1,29 +1,44 @@
 """split and chunk: cut a tensor into pieces along an axis.
 
-Each piece is a slice, `x[..., start:stop, ...]`, so both reuse `GetItem`: the gradient of each
-piece is scattered back into its place, and pieces that feed the loss add up in x's gradient.
+Shapes    x (..., n, ...) -> pieces (..., n_i, ...) with sum n_i = n, along `axis`
+Forward   piece_i = x[..., start_i : start_i + n_i, ...], a view (no copy)
+Backward  gx = the pieces' gradients side by side along `axis` (one concatenation)
+Saved     the axis only.
+
+One Function with several outputs rather than one slice (`GetItem`) per piece: a slice's
+backward must build a zero gradient of x's full shape and write its piece into it, and the
+engine then adds the full-size gradients of the pieces together. Here the backward writes each
+element of gx once. A piece that does not reach the loss gets a zero gradient from the engine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tinyformer.autograd import OpError
+import numpy as np
+
+from tinyformer.autograd import Function, OpError
 from tinyformer.ops.cat import cat
-from tinyformer.ops.getitem import GetItem
 from tinyformer.ops.reshape import reshape
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
 
-def _pieces(x: Tensor, sizes: Sequence[int], axis: int) -> list[Tensor]:
-    axis %= x.ndim
-    out, start = [], 0
-    for size in sizes:
-        index = (slice(None),) * axis + (slice(start, start + size),)
-        out.append(GetItem.apply(x, index=index))
-        start += size
-    return out
+class Split(Function):
+    @staticmethod
+    def forward(ctx, x, *, sizes, axis):
+        ctx.axis = axis
+        index = [slice(None)] * x.ndim
+        pieces, start = [], 0
+        for size in sizes:
+            index[axis] = slice(start, start + size)
+            pieces.append(x[tuple(index)])
+            start += size
+        return tuple(pieces)
+
+    @staticmethod
+    def backward(ctx, *gys):
+        return np.concatenate(gys, axis=ctx.axis)
 
 
 def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
@@ -39,9 +54,11 @@ def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0)
         sizes = [min(step, n - start) for start in range(0, n, step)]
     else:
         sizes = list(split_size_or_sections)
+        if min(sizes, default=0) < 0:
+            raise OpError(f"split: sizes must not be negative, got {sizes}")
         if sum(sizes) != n:
             raise OpError(f"split: sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")
-    return _pieces(x, sizes, axis)
+    return list(Split.apply(x, sizes=tuple(sizes), axis=axis % x.ndim))
 
 
 def chunk(x: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
@@ -68,12 +85,12 @@ SPECS = [
         "split",
         lambda x, size, axis: _concat_pieces(split(x, size, axis)),
         _sample,
-        functions=(GetItem,),
+        functions=(Split,),
     ),
     OpSpec(
         "chunk",
         lambda x, size, axis: _concat_pieces(chunk(x, size, axis)),
         _sample,
-        functions=(GetItem,),
+        functions=(Split,),
     ),
 ]
