@@ -32,7 +32,9 @@ __all__ = [
 
 CLASSIFIERS = ("vit", "cnn")
 MODELS = (*CLASSIFIERS, *SEGMENTATION_MODELS)
-DEFAULT_ITERS = {"vit": 1500, "cnn": 1500, "fcn": 1000, "segnet": 1400, "unet": 1000}
+# The ViT's 2500 steps: at 1500 its held-out accuracy ranged 95.3-96.7% over seeds 0-2, just
+# under the 97% target; at 2500, 98.1-98.3% (the CNN reaches 98% in 1500).
+DEFAULT_ITERS = {"vit": 2500, "cnn": 1500, "fcn": 1000, "segnet": 1400, "unet": 1000}
 
 
 @dataclass
