@@ -38,6 +38,10 @@ setup(
         "matplotlib>=3.7",
         # The vision commands' embedded default dataset is scikit-learn's bundled 8x8 digits.
         "scikit-learn>=1.3",
+        # linear's Numba kernel calls BLAS through Numba's np.dot (which needs SciPy), and asks
+        # threadpoolctl whether BLAS runs on one thread. Both come with scikit-learn too.
+        "scipy>=1.10",
+        "threadpoolctl>=3.1",
     ],
     extras_require={
         "dev": [

@@ -8,8 +8,9 @@ Recipe (nanoGPT's shakespeare_char, scaled to baby): 4 layers, 4 heads, width 12
 batch 12, AdamW lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on weight matrices, 100 warm-up
 iterations then cosine decay to 1e-4, gradient clipping at 1.0, dropout 0. The validation loss
 is the mean over 200 fixed batches. Each framework runs in its own process (their thread pools
-would otherwise compete for the two cores), with 2 threads and the process settings that
-`tinyformer train` uses (`tinyformer.runtime.RUNTIME_ENV`; PyTorch is unaffected by them).
+would otherwise compete for the two cores), with 2 threads. tinyformer's process gets the
+settings that `tinyformer train` uses (`tinyformer.runtime.RUNTIME_ENV`); PyTorch's runs with
+its own defaults.
 
 PyTorch (torch==2.13.0 CPU) is only a comparison here, never a dependency of tinyformer.
 """
@@ -195,12 +196,12 @@ def main() -> None:
 
     from tinyformer.runtime import RUNTIME_ENV  # the settings `tinyformer train` runs with
 
-    env = {**RUNTIME_ENV, **os.environ}
     results = []
     for framework in [args.only] if args.only else ["tinyformer", "torch"]:
         print(f"running {framework} for {args.iters} iterations ...", flush=True)
         cmd = [sys.executable, __file__, "--child", framework, "--data", args.data,
                "--iters", str(args.iters), "--eval-batches", str(args.eval_batches)]  # fmt: skip
+        env = {**RUNTIME_ENV, **os.environ} if framework == "tinyformer" else None
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode:
             print(done.stderr, file=sys.stderr)

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from tinyformer import registry
 
@@ -234,3 +235,37 @@ def test_conv_transpose2d_kernel_is_chosen_where_stamps_do_not_overlap():
     assert chosen(2, (2, 2)) == "numba"
     assert chosen(3, (2, 2)) == "numpy"  # 3-wide stamps 2 apart overlap
     assert chosen(3, (1, 1)) == "numpy"
+
+
+# linear's kernel splits each product's rows over Numba's workers, with BLAS on one thread in
+# each: the registry picks it only when BLAS is single-threaded (as `tinyformer train` sets).
+def test_linear_kernel_is_chosen_only_with_single_threaded_blas():
+    x, w = np.zeros((64, 8), np.float32), np.zeros((5, 8), np.float32)
+    registry.choose("linear.forward", x, w, None)  # loads the BLAS Numba calls, to limit it too
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert registry.choose("linear.forward", x, w, None).backend == "numba"
+        assert registry.choose("linear.forward", x[:63], w, None).backend == "numpy"  # small
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert registry.choose("linear.forward", x, w, None).backend == "numpy"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("needs", [(True, True, True), (True, False, False), (False, True, True)])
+def test_linear_kernel_matches_reference_over_uneven_row_blocks(dtype, needs):
+    rng = np.random.default_rng(len(needs))
+    x, w = rng.standard_normal((131, 37)).astype(dtype), rng.standard_normal((19, 37)).astype(dtype)
+    b, gy = rng.standard_normal(19).astype(dtype), rng.standard_normal((131, 19)).astype(dtype)
+    x_strided = np.repeat(x, 2, axis=1)[:, ::2]  # not contiguous: the kernel copies it
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    with threadpool_limits(limits=1, user_api="blas"):
+        results = []
+        for backend in ("numba", "numpy"):
+            with registry.prefer(backend):
+                y = registry.call("linear.forward", x_strided, w, b)
+                grads = registry.call("linear.backward", gy, x_strided, w, *needs)
+            results.append((y, *grads))
+    for got, want in zip(*results):
+        assert (got is None) == (want is None)
+        if got is not None:
+            assert got.dtype == dtype
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

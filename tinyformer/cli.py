@@ -253,8 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("train", "sample", "params", "eval", "embed"):
         if argv is None and args.command not in ("params", "embed"):
             # Only as a program: never replaces a caller's process. Measured with `tinyformer
-            # train gpt`, 2 cores: 81 ms per step with none of RUNTIME_ENV's settings, 56 ms with
-            # the OpenBLAS one, 52.6 ms with all three (docs/cli.md).
+            # train gpt`, 2 cores: 81 ms per step with none of RUNTIME_ENV's settings, 52.6 ms
+            # with the OpenBLAS timeout and the malloc ones; the one-pool settings (BLAS on one
+            # thread, linear's kernel, longer spin) took the baby GPT benchmark from 46 to 38 ms
+            # (docs/cli.md).
             restart_with_runtime_env("tinyformer.cli")
         return _run_training_command(args)
     if args.command == "demo":

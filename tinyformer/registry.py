@@ -106,7 +106,9 @@ def _add(impl: Implementation) -> None:
 # After a parallel Numba kernel, OpenMP's workers busy-wait for more work (libgomp's default:
 # 300,000 spins), stealing both cores from the NumPy/BLAS matmul that usually comes next. A short
 # spin keeps back-to-back kernels quick and BLAS fast: attention forward at (8, 6, 256, 64) took
-# 32 ms with the default and 11 ms with this value (docs/kernels.md). A user's own value wins.
+# 32 ms with the default and 11 ms with this value (docs/kernels.md). A user's own value wins,
+# and so does the training commands' (tinyformer.runtime.RUNTIME_ENV): they run BLAS on one
+# thread, so no other pool needs the cores and the workers spin ten times longer.
 _OPENMP_ENVIRONMENT = {"GOMP_SPINCOUNT": "10000"}
 
 

@@ -1,8 +1,9 @@
 """`python -m tinyformer.bench [--only SECTIONS] [--quick] [--out DIR]`: print the tables, write
 JSON and PNG charts. Sections: engine, ops, kernels, vision (conv and pooling), memory.
 
-Run as a program it restarts itself once with `tinyformer.runtime.RUNTIME_ENV`, as
-`tinyformer train` does, so that both sides are timed under the settings training runs with."""
+Run as a program it restarts itself once with `tinyformer.runtime.BENCH_ENV`: the process
+settings `tinyformer train` runs with, except that BLAS keeps both threads, so that each
+kernel is compared with its reference on two cores."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from tinyformer.bench import (
 from tinyformer.bench.cases import BABY, engine_overhead, op_timings
 from tinyformer.bench.kernels import attention_memory, geometric_mean, kernel_timings, time_cases
 from tinyformer.bench.vision import vision_cases
-from tinyformer.runtime import restart_with_runtime_env
+from tinyformer.runtime import BENCH_ENV, restart_with_runtime_env
 
 SMALL = {"B": 8, "T": 256, "C": 384, "nh": 6, "V": 65, "layers": 6}
 QUICK = {"B": 2, "T": 8, "C": 16, "nh": 2, "V": 11}
@@ -149,8 +150,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Time the kernels under the process settings training runs with; without them OpenBLAS
-    # threads left spinning by each reference's matrix products hold a core while the kernel
-    # timed next runs (attention backward at baby shapes: 2.0x instead of 2.8x).
-    restart_with_runtime_env("tinyformer.bench")
+    # Time the kernels under the process settings training runs with (BLAS on two threads,
+    # though); without them OpenBLAS threads left spinning by each reference's matrix products
+    # hold a core while the kernel timed next runs (attention backward at baby shapes: 2.0x
+    # instead of 2.8x).
+    restart_with_runtime_env("tinyformer.bench", BENCH_ENV)
     raise SystemExit(main())
