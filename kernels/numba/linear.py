@@ -11,7 +11,8 @@ busy-wait between kernels instead of sleeping. The baby GPT's step went from 46 
 Per worker w, owning a block of rows (the products are BLAS calls on the block):
     forward    y[w] = x[w] W^T + b         (the bias is added while the block is in cache)
     backward   gx[w] = gy[w] W,  gW_w = gy[w]^T x[w],  gb_w = column sums of gy[w]
-               then gW = sum_w gW_w and gb = sum_w gb_w (one partial per worker: no races).
+               then gW = sum_w gW_w and gb = sum_w gb_w (one partial per worker: no races;
+               worker 0's goes straight into gW and gb, the others are added in parallel).
 
 The registry picks this kernel only when every BLAS library in the process runs on one thread:
 with a multi-threaded BLAS, the workers' concurrent calls fight over BLAS's own threads (4x
@@ -71,7 +72,9 @@ def _forward(x, w_t, b, has_b, workers, y):
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _backward(gy, x, w, need_x, need_w, need_b, workers, gx, gw_parts, gb_parts):
+def _backward(gy, x, w, need_x, need_w, need_b, workers, gx, gw, gb, gw_rest, gb_rest):
+    """Worker 0 writes its partial gW and gb into gw and gb, the others into gw_rest[p - 1]
+    and gb_rest[p - 1]; a second pass adds those in, one row of gW per task."""
     rows = gy.shape[0]
     for p in prange(workers):
         start, stop = _block(p, workers, rows)
@@ -79,14 +82,25 @@ def _backward(gy, x, w, need_x, need_w, need_b, workers, gx, gw_parts, gb_parts)
         if need_x:
             np.dot(g, w, gx[start:stop])
         if need_w:
-            np.dot(g.T, x[start:stop], gw_parts[p])
+            np.dot(g.T, x[start:stop], gw if p == 0 else gw_rest[p - 1])
         if need_b:
-            sums = gb_parts[p]
+            sums = gb if p == 0 else gb_rest[p - 1]
             sums[:] = 0
             for i in range(stop - start):
                 row = g[i]
                 for j in range(row.size):
                     sums[j] += row[j]
+    if need_w:
+        for i in prange(gw.shape[0]):
+            out = gw[i]
+            for q in range(workers - 1):
+                part = gw_rest[q, i]
+                for j in range(out.size):
+                    out[j] += part[j]
+    if need_b:
+        for q in range(workers - 1):
+            for j in range(gb.size):
+                gb[j] += gb_rest[q, j]
 
 
 @kernel("linear.forward", backend="numba", dtypes=FLOATS, when=blas_single_threaded)
@@ -105,12 +119,10 @@ def linear_backward(gy2, x2, w, need_x: bool, need_w: bool, need_b: bool):
     gy2, x2, w = (read_only(np.ascontiguousarray(a)) for a in (gy2, x2, w))
     rows, (n_out, n_in) = gy2.shape[0], w.shape
     workers = max(1, min(numba.get_num_threads(), rows))
-    gx = np.empty((rows, n_in) if need_x else (0, n_in), gy2.dtype)
-    gw_parts = np.empty((workers, n_out, n_in) if need_w else (workers, 0, n_in), gy2.dtype)
-    gb_parts = np.empty((workers, n_out), gy2.dtype)
-    _backward(gy2, x2, w, need_x, need_w, need_b, workers, gx, gw_parts, gb_parts)
-    return (
-        gx if need_x else None,
-        gw_parts.sum(axis=0) if need_w else None,
-        gb_parts.sum(axis=0) if need_b else None,
-    )
+    dtype = gy2.dtype
+    gx = np.empty((rows, n_in) if need_x else (0, n_in), dtype)
+    gw = np.empty((n_out, n_in) if need_w else (0, n_in), dtype)
+    gw_rest = np.empty((workers - 1, *gw.shape), dtype)
+    gb, gb_rest = np.empty(n_out, dtype), np.empty((workers - 1, n_out), dtype)
+    _backward(gy2, x2, w, need_x, need_w, need_b, workers, gx, gw, gb, gw_rest, gb_rest)
+    return gx if need_x else None, gw if need_w else None, gb if need_b else None
