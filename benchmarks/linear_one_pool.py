@@ -1,6 +1,6 @@
 """linear at the baby GPT's shapes: the Numba kernel (rows split over Numba's workers, BLAS on
-one thread in each) against the NumPy reference with BLAS on one thread and on two. Prints a
-table and writes JSON.
+one thread in each) against the NumPy reference with BLAS on one thread and on two, and the same
+three products in PyTorch (MKL, 2 threads) when it is installed. Prints a table and writes JSON.
 
     python benchmarks/linear_one_pool.py
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
 import subprocess
@@ -30,6 +31,7 @@ RUNS = {  # label: (backend, BLAS threads)
     "numba kernel, BLAS 1 thread": ("numba", "1"),
     "reference, BLAS 1 thread": ("numpy", "1"),
     "reference, BLAS 2 threads": ("numpy", "2"),
+    "PyTorch (MKL), 2 threads": ("torch", "2"),
 }
 
 
@@ -44,6 +46,15 @@ def median_us(fn, repeats: int = 200) -> float:
     return float(np.median(times)) * 1e6
 
 
+def torch_products(x, w, b, gy):
+    """The same products in PyTorch: x W^T + b; gy W, gy^T x and the column sums of gy."""
+    import torch
+
+    torch.set_num_threads(2)
+    x, w, b, gy = (torch.from_numpy(a) for a in (x, w, b, gy))
+    return (lambda: torch.addmm(b, x, w.T)), (lambda: (gy @ w, gy.T @ x, gy.sum(0)))
+
+
 def child(backend: str) -> None:
     from tinyformer import registry
 
@@ -52,10 +63,15 @@ def child(backend: str) -> None:
     for n_in, n_out in SHAPES:
         x, w = (rng.standard_normal(s, dtype=np.float32) for s in ((ROWS, n_in), (n_out, n_in)))
         b, gy = rng.standard_normal(n_out, dtype=np.float32), np.ones((ROWS, n_out), np.float32)
-        forward = functools.partial(registry.call, "linear.forward", x, w, b)
-        backward = functools.partial(registry.call, "linear.backward", gy, x, w, True, True, True)
-        with registry.prefer(backend):
-            fwd, bwd = median_us(forward), median_us(backward)
+        if backend == "torch":
+            fwd, bwd = (median_us(f) for f in torch_products(x, w, b, gy))
+        else:
+            forward = functools.partial(registry.call, "linear.forward", x, w, b)
+            backward = functools.partial(
+                registry.call, "linear.backward", gy, x, w, True, True, True
+            )
+            with registry.prefer(backend):
+                fwd, bwd = median_us(forward), median_us(backward)
         rows.append({"shape": f"({ROWS},{n_in})->{n_out}", "forward_us": fwd, "backward_us": bwd})
     print(json.dumps(rows))
 
@@ -72,7 +88,11 @@ def main() -> None:
 
     results = []
     for label, (backend, threads) in RUNS.items():
+        if backend == "torch" and importlib.util.find_spec("torch") is None:
+            continue
         env = {**os.environ, **RUNTIME_ENV, "OPENBLAS_NUM_THREADS": threads}
+        if backend == "torch":  # PyTorch with its own process defaults
+            env = dict(os.environ)
         cmd = [sys.executable, __file__, "--child", backend]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
         for row in json.loads(done.stdout.strip().splitlines()[-1]):
