@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,15 +34,10 @@ RUNS = {  # label: (backend, BLAS threads)
 }
 
 
-def median_us(fn, repeats: int = 200) -> float:
-    for _ in range(20):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e6
+def median_us(fn) -> float:
+    from tinyformer.bench import median_time
+
+    return median_time(fn, repeats=200, warmup=20) * 1e6
 
 
 def torch_products(x, w, b, gy):

@@ -6,7 +6,7 @@ so its workers sleep, and waking a sleeping worker costs tens of microseconds on
 machine: inside a baby-GPT step, layer_norm's forward took 119 µs against 15 µs on its own.
 With BLAS on one thread (`OPENBLAS_NUM_THREADS=1`, which `tinyformer train` sets) and each
 product's rows split over Numba's workers, one pool does all the work, and its workers can
-busy-wait between kernels instead of sleeping. The baby GPT's step went from 46 to ~40 ms.
+busy-wait between kernels instead of sleeping. The baby GPT's step went from 46 to ~38 ms.
 
 Per worker w, owning a block of rows (the products are BLAS calls on the block):
     forward    y[w] = x[w] W^T + b         (the bias is added while the block is in cache)
