@@ -86,10 +86,11 @@ def check_backward(spec: OpSpec, draw) -> None:
 def check_backend(spec: OpSpec, backend: str, dtype, draw) -> None:
     """The op's forward and backward with `backend`'s kernels equal the NumPy reference's."""
     sample = spec.sample(draw)
+    layouts = draw_layouts(draw, sample)  # the kernel gets the same strided inputs as the reference
     with registry.prefer(registry.REFERENCE):
-        y_ref, g_ref, _ = forward_backward(spec, sample, dtype)
+        y_ref, g_ref, _ = forward_backward(spec, sample, dtype, layouts=layouts)
     with registry.prefer(backend):
-        y, g, _ = forward_backward(spec, sample, dtype)
+        y, g, _ = forward_backward(spec, sample, dtype, layouts=layouts)
     atol, rtol = spec.float32_tol if dtype == np.float32 else (1e-10, 1e-9)
     np.testing.assert_allclose(y.data, y_ref.data, atol=atol, rtol=rtol)
     for a, b in zip(g, g_ref):
@@ -97,9 +98,9 @@ def check_backend(spec: OpSpec, backend: str, dtype, draw) -> None:
             np.testing.assert_allclose(a, b, atol=atol, rtol=rtol)
 
 
-def forward_backward(spec: OpSpec, sample: Sample, dtype, seed: int = 0):
+def forward_backward(spec: OpSpec, sample: Sample, dtype, seed: int = 0, layouts=None):
     """Output and input gradients (for a fixed random upstream gradient) as float64 arrays."""
-    inputs = tensors(sample, dtype)
+    inputs = tensors(sample, dtype, layouts)
     y = spec.fn(*inputs, **sample.kwargs)
     gy = np.random.default_rng(seed).standard_normal(y.shape).astype(y.dtype)
     leaves = [t for t in inputs if isinstance(t, tf.Tensor) and t.requires_grad]
