@@ -25,12 +25,13 @@ not supported: backward functions work on raw arrays and build no graph.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from tinyformer import grad_mode
+from tinyformer.grad_mode import check_finite, detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from tinyformer.tensor import Tensor
 
 __all__ = [
@@ -45,85 +46,9 @@ __all__ = [
     "no_grad",
 ]
 
-# Module state, changed only through the context managers below.
-_grad_enabled = True
-_anomaly_enabled = False
-
 
 class OpError(ValueError):
     """Bad input to an op; the message names the op and the offending shapes or values."""
-
-
-# --------------------------------------------------------------------------------------------
-# Grad mode and anomaly detection
-# --------------------------------------------------------------------------------------------
-
-
-class _GradMode:
-    """Context manager and decorator that sets whether ops record a graph."""
-
-    enabled: bool
-
-    def __enter__(self) -> None:
-        global _grad_enabled
-        self._prev = _grad_enabled
-        _grad_enabled = self.enabled
-
-    def __exit__(self, *exc: object) -> None:
-        global _grad_enabled
-        _grad_enabled = self._prev
-
-    def __call__(self, fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with type(self)():
-                return fn(*args, **kwargs)
-
-        return wrapper
-
-
-class no_grad(_GradMode):  # noqa: N801 (named as in PyTorch)
-    """Run ops without recording a graph (evaluation, parameter updates)."""
-
-    enabled = False
-
-
-class enable_grad(_GradMode):  # noqa: N801
-    """Record a graph again inside a `no_grad` block."""
-
-    enabled = True
-
-
-def is_grad_enabled() -> bool:
-    return _grad_enabled
-
-
-class detect_anomaly:  # noqa: N801
-    """Raise at the first op whose forward output or backward gradient holds a NaN or an Inf.
-
-    Every op checks its results while this is active, so the error names the op that produced the
-    first non-finite value instead of the loss that finally shows it. Slow: use it to debug.
-    """
-
-    def __enter__(self) -> detect_anomaly:
-        global _anomaly_enabled
-        self._prev = _anomaly_enabled
-        _anomaly_enabled = True
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        global _anomaly_enabled
-        _anomaly_enabled = self._prev
-
-
-def _check_finite(array: Any, op: str, where: str) -> None:
-    data = np.asarray(array)
-    if np.issubdtype(data.dtype, np.floating) and not np.isfinite(data).all():
-        n_nan, n_inf = int(np.isnan(data).sum()), int(np.isinf(data).sum())
-        raise FloatingPointError(
-            f"detect_anomaly: {op} produced {n_nan} NaN and {n_inf} Inf values in its {where} "
-            f"(shape {data.shape}); it is the first op to do so."
-        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,7 +146,7 @@ class Function:
         """Run `forward` on the inputs' arrays and record the call in the graph when needed.
         Returns a Tensor, or a tuple of Tensors when `forward` returned a tuple of arrays."""
         arrays = [x.data if isinstance(x, Tensor) else x for x in inputs]
-        if _grad_enabled:
+        if grad_mode._grad_enabled:
             needs = tuple(isinstance(x, Tensor) and x._requires_grad for x in inputs)
         else:
             needs = (False,) * len(inputs)
@@ -252,8 +177,8 @@ class Function:
 def _as_output(y: Any, op: str) -> np.ndarray:
     if isinstance(y, np.generic):  # NumPy reductions return scalars; keep arrays everywhere
         y = np.asarray(y)
-    if _anomaly_enabled:
-        _check_finite(y, op, "forward output")
+    if grad_mode._anomaly_enabled:
+        check_finite(y, op, "forward output")
     return y
 
 
@@ -303,8 +228,8 @@ def _check_gradients(node: Context, grads: Any) -> tuple:
                 f"{node.name}.backward returned a gradient of shape {g.shape} and dtype {g.dtype} "
                 f"for input {i}, which has shape {shape} and dtype {dtype}."
             )
-        if _anomaly_enabled:
-            _check_finite(g, node.name, f"backward gradient for input {i}")
+        if grad_mode._anomaly_enabled:
+            check_finite(g, node.name, f"backward gradient for input {i}")
     return grads
 
 

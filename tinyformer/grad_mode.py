@@ -1,0 +1,88 @@
+"""Grad mode and anomaly detection: the module state every op reads when it runs (as in
+`torch.autograd.grad_mode`), changed only through the context managers here.
+
+`no_grad()` stops ops from recording a graph (evaluation, parameter updates); `enable_grad()`
+records again inside it. `detect_anomaly()` makes every op check its outputs and gradients for
+NaN and Inf, so that the error names the first op that produced one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["check_finite", "detect_anomaly", "enable_grad", "is_grad_enabled", "no_grad"]
+
+# Read by `Function.apply` and the backward engine on every call (tinyformer/autograd.py).
+_grad_enabled = True
+_anomaly_enabled = False
+
+
+class _GradMode:
+    """Context manager and decorator that sets whether ops record a graph."""
+
+    enabled: bool
+
+    def __enter__(self) -> None:
+        global _grad_enabled
+        self._prev = _grad_enabled
+        _grad_enabled = self.enabled
+
+    def __exit__(self, *exc: object) -> None:
+        global _grad_enabled
+        _grad_enabled = self._prev
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with type(self)():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):  # noqa: N801 (named as in PyTorch)
+    """Run ops without recording a graph (evaluation, parameter updates)."""
+
+    enabled = False
+
+
+class enable_grad(_GradMode):  # noqa: N801
+    """Record a graph again inside a `no_grad` block."""
+
+    enabled = True
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled
+
+
+class detect_anomaly:  # noqa: N801
+    """Raise at the first op whose forward output or backward gradient holds a NaN or an Inf.
+
+    Every op checks its results while this is active, so the error names the op that produced the
+    first non-finite value instead of the loss that finally shows it. Slow: use it to debug.
+    """
+
+    def __enter__(self) -> detect_anomaly:
+        global _anomaly_enabled
+        self._prev = _anomaly_enabled
+        _anomaly_enabled = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _anomaly_enabled
+        _anomaly_enabled = self._prev
+
+
+def check_finite(array: Any, op: str, where: str) -> None:
+    data = np.asarray(array)
+    if np.issubdtype(data.dtype, np.floating) and not np.isfinite(data).all():
+        n_nan, n_inf = int(np.isnan(data).sum()), int(np.isinf(data).sum())
+        raise FloatingPointError(
+            f"detect_anomaly: {op} produced {n_nan} NaN and {n_inf} Inf values in its {where} "
+            f"(shape {data.shape}); it is the first op to do so."
+        )
