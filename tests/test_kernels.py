@@ -1,6 +1,5 @@
 """Kernel-specific checks beyond the generic comparison: the vectorised exp, attention at long
-sequences and with every kind of mask, the kernels that apply only past a size (conv, linear,
-the copy kernels), and the registry's fallback rules."""
+sequences and with every kind of mask, and the registry's fallback rules."""
 
 from __future__ import annotations
 
@@ -270,38 +269,3 @@ def test_linear_kernel_matches_reference_over_uneven_row_blocks(dtype, needs):
         if got is not None:
             assert got.dtype == dtype
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
-
-
-# The copy kernels (add, split's backward) split large arrays over the cores;
-# the generic tests reach them only at small sizes, so here they run past MIN_SIZE (16384).
-def _both(primitive, *args, **kwargs):
-    out = []
-    for backend in ("numba", "numpy"):
-        with registry.prefer(backend):
-            out.append(registry.call(primitive, *args, **kwargs))
-    return out
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_copy_kernels_match_reference_on_large_arrays(dtype):
-    rng = np.random.default_rng(7)
-    pieces = [rng.standard_normal((12, n, 130)).astype(dtype) for n in (5, 0, 64, 1)]
-    for axis in (1, 2):
-        shaped = pieces if axis == 1 else [p.transpose(0, 2, 1).copy() for p in pieces]
-        got, want = _both("split.backward", *shaped, axis=axis)
-        assert np.array_equal(got, want)
-    got, want = _both("split.backward", *(p.transpose(1, 0, 2).copy() for p in pieces), axis=0)
-    assert np.array_equal(got, want)
-    x, y = (rng.standard_normal((3120, 33)).astype(dtype) for _ in range(2))
-    for x2 in (y, y[::-1], y[0], np.float64(2.5)):  # same shape, strided, broadcast, scalar
-        got, want = _both("add.forward", x, x2)
-        assert got.dtype == want.dtype and np.array_equal(got, want)
-
-
-def test_copy_kernels_run_only_on_large_arrays_they_can_split():
-    big, small = np.zeros((200, 100), np.float32), np.zeros((100, 100), np.float32)
-    assert registry.choose("add.forward", big, big).backend == "numba"
-    assert registry.choose("add.forward", small, small).backend == "numpy"
-    assert registry.choose("add.forward", big, big[:1]).backend == "numpy"  # broadcasting
-    assert registry.choose("split.backward", big, big, axis=1).backend == "numba"
-    assert registry.choose("split.backward", big, big.T, axis=1).backend == "numpy"

@@ -68,7 +68,6 @@ def _cases(s: dict[str, int], dtype=np.float32) -> list[Case]:
     w, b = f(C), f(C)
     q, k, v, gy_att = f(B, nh, T, hs), f(B, nh, T, hs), f(B, nh, T, hs), f(B, nh, T, hs)
     scale = 1 / math.sqrt(hs)
-    x2, pieces = f(rows, C), [f(B, T, C) for _ in range(3)]
     with registry.prefer(registry.REFERENCE):
         y_sm = registry.call("softmax.forward", scores)
         y_lsm = registry.call("log_softmax.forward", logits)
@@ -108,9 +107,6 @@ def _cases(s: dict[str, int], dtype=np.float32) -> list[Case]:
         Case("gelu.backward", sh["h"], (h, h), {}, 3 * h.nbytes),
         Case("gelu.forward[tanh]", sh["h"], (h, "tanh", True), {}, 3 * h.nbytes,
              torch=_torch("nn.functional.gelu", h, approximate="tanh")),
-        # The copies of a transformer step, spread over the cores (kernels/numba/add.py).
-        Case("add.forward", sh["x"], (x, x2), {}, 3 * x.nbytes, torch=_torch("add", x, x2)),
-        Case("split.backward", f"3 x ({B},{T},{C})", (*pieces,), {"axis": 2}, 6 * x.nbytes),
         Case("embedding.backward", f"({rows},{C}) into ({V},{C})", (x, target, V, None), {},
              x.nbytes + V * C * size),
         Case("attention.forward", sh["qkv"], (q, k, v, None, True, scale), {}, flops=att_flops,

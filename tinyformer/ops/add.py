@@ -4,34 +4,23 @@ Forward   y = x1 + x2
 Backward  gx1 = unbroadcast(gy, shape(x1)),  gx2 = unbroadcast(gy, shape(x2))
           (dy/dx1 = dy/dx2 = 1; `unbroadcast` sums over the axes broadcasting copied along)
 Saved     only the two input shapes: the gradient of a sum does not depend on the values.
-
-The forward is the primitive "add.forward", so that the residual stream's large additions can
-run on both cores (kernels/numba/add.py says why that pays for something NumPy does in one line).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from tinyformer import registry
 from tinyformer.autograd import Function
 from tinyformer.ops._util import binary_operands, unbroadcast
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, binary_sample
 
 
-@registry.reference("add.forward")
-def add_forward(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
-    return x1 + x2
-
-
 class Add(Function):
     @staticmethod
     def forward(ctx, x1, x2):
         ctx.shapes = (x1.shape, x2.shape)
-        return registry.call("add.forward", x1, x2)
+        return x1 + x2
 
     @staticmethod
     def backward(ctx, gy):
@@ -44,4 +33,4 @@ def add(x1: Any, x2: Any) -> Tensor:
     return Add.apply(*binary_operands(x1, x2))
 
 
-SPECS = [OpSpec("add", add, binary_sample(), functions=(Add,), primitives=("add.forward",))]
+SPECS = [OpSpec("add", add, binary_sample(), functions=(Add,))]

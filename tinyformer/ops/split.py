@@ -9,8 +9,6 @@ One Function with several outputs rather than one slice (`GetItem`) per piece: a
 backward must build a zero gradient of x's full shape and write its piece into it, and the
 engine then adds the full-size gradients of the pieces together. Here the backward writes each
 element of gx once. A piece that does not reach the loss gets a zero gradient from the engine.
-The concatenation is the primitive "split.backward" (a Numba kernel spreads large ones over the
-cores: see kernels/numba/split.py).
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tinyformer import registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops.cat import cat
 from tinyformer.ops.reshape import reshape
@@ -41,13 +38,7 @@ class Split(Function):
 
     @staticmethod
     def backward(ctx, *gys):
-        return registry.call("split.backward", *gys, axis=ctx.axis)
-
-
-@registry.reference("split.backward")
-def split_backward(*gys: np.ndarray, axis: int) -> np.ndarray:
-    """The pieces' gradients side by side along `axis`."""
-    return np.concatenate(gys, axis=axis)
+        return np.concatenate(gys, axis=ctx.axis)
 
 
 def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
@@ -95,13 +86,11 @@ SPECS = [
         lambda x, size, axis: _concat_pieces(split(x, size, axis)),
         _sample,
         functions=(Split,),
-        primitives=("split.backward",),
     ),
     OpSpec(
         "chunk",
         lambda x, size, axis: _concat_pieces(chunk(x, size, axis)),
         _sample,
         functions=(Split,),
-        primitives=("split.backward",),
     ),
 ]
