@@ -2,15 +2,10 @@
 
 Forward   exact:  y = x * Phi(x),   Phi(x) = P(N(0,1) <= x) = erfc(-x / sqrt 2) / 2
           tanh:   y = x/2 * (1 + tanh(u)),   u = sqrt(2/pi) * (x + 0.044715 x^3)
-Slope     exact:  y' = Phi(x) + x * phi(x),   phi(x) = exp(-x^2/2) / sqrt(2 pi)
-          tanh:   y' = 1/2 (1 + tanh u) + x/2 (1 - tanh^2 u) u',
+Backward  exact:  gx = gy * (Phi(x) + x * phi(x)),   phi(x) = exp(-x^2/2) / sqrt(2 pi)
+          tanh:   gx = gy * (1/2 (1 + tanh u) + x/2 (1 - tanh^2 u) u'),
                   u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-Backward  gx = gy * y'
-Saved     the slope y', which the forward computes when x needs a gradient, in place of x. The
-          forward already holds Phi(x) (or tanh u), so the slope costs it one more exp (none in
-          the tanh form); recomputing it in the backward would evaluate erfc a second time. The
-          backward becomes one multiply. Memory is the same as saving x: nothing else keeps x
-          (the MLP's first Linear saves its input, not its output).
+Saved     x: recomputing Phi or tanh(u) in backward is cheaper than storing a second array.
 
 NumPy has no erf, so `erfc` below is written here: the Numerical Recipes form
 erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z/2), with P a degree-22 Chebyshev series whose
@@ -75,43 +70,35 @@ def normal_cdf(x: np.ndarray) -> np.ndarray:
 
 
 @registry.reference("gelu.forward")
-def gelu_forward(
-    x: np.ndarray, approximate: str, with_slope: bool
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """(y, y'), or (y, None) when the slope is not asked for."""
+def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
     if approximate == "tanh":
-        th = np.tanh(_SQRT_2_OVER_PI * (x + _TANH_C * x * x * x))  # x**3 hits NumPy's slow pow
-        y = 0.5 * x * (1.0 + th)
-        if with_slope:
-            du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_C * x * x)
-            slope = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du
-    else:
-        cdf = normal_cdf(x)
-        y = x * cdf
-        if with_slope:
-            slope = cdf + x * _INV_SQRT_2PI * np.exp(-0.5 * x * x)
-    y = y.astype(x.dtype, copy=False)
-    return (y, slope.astype(x.dtype, copy=False)) if with_slope else (y, None)
+        u = _SQRT_2_OVER_PI * (x + _TANH_C * x * x * x)  # x**3 hits NumPy's slow pow
+        return (0.5 * x * (1.0 + np.tanh(u))).astype(x.dtype, copy=False)
+    return (x * normal_cdf(x)).astype(x.dtype, copy=False)
 
 
 @registry.reference("gelu.backward")
-def gelu_backward(gy: np.ndarray, slope: np.ndarray) -> np.ndarray:
-    return gy * slope
+def gelu_backward(gy: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
+    if approximate == "tanh":
+        th = np.tanh(_SQRT_2_OVER_PI * (x + _TANH_C * x * x * x))
+        du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_C * x * x)
+        dy = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du
+    else:
+        dy = normal_cdf(x) + x * _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+    return (gy * dy).astype(gy.dtype, copy=False)
 
 
 class GELU(Function):
     @staticmethod
     def forward(ctx, x, *, approximate):
-        with_slope = ctx.needs_input_grad[0]
-        y, slope = registry.call("gelu.forward", x, approximate, with_slope)
-        if with_slope:
-            ctx.save_for_backward(slope)
-        return y
+        ctx.approximate = approximate
+        ctx.save_for_backward(x)
+        return registry.call("gelu.forward", x, approximate)
 
     @staticmethod
     def backward(ctx, gy):
-        (slope,) = ctx.saved_tensors
-        return registry.call("gelu.backward", gy, slope)
+        (x,) = ctx.saved_tensors
+        return registry.call("gelu.backward", gy, x, ctx.approximate)
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
