@@ -10,7 +10,9 @@ iterations then cosine decay to 1e-4, gradient clipping at 1.0, dropout 0. The v
 is the mean over 200 fixed batches. Each framework runs in its own process (their thread pools
 would otherwise compete for the two cores), with 2 threads. tinyformer's process gets the
 settings that `tinyformer train` uses (`tinyformer.runtime.RUNTIME_ENV`); PyTorch's runs with
-its own defaults.
+its own defaults. The two run in lockstep, 50 iterations at a time each, so that both see the
+same minutes of a shared machine (benchmarks/lockstep.py); `--sequential` runs one after the
+other instead.
 
 PyTorch (torch==2.13.0 CPU) is only a comparison here, never a dependency of tinyformer.
 """
@@ -27,8 +29,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from lockstep import FLAG, Pacer, run_lockstep
 
 ROOT = Path(__file__).resolve().parent.parent
+CHUNK = 50  # iterations each side runs before handing the machine over
 SHARED = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 RECIPE = dict(
     n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, lr=1e-3, min_lr=1e-4,
@@ -62,7 +66,7 @@ def batches(data: np.ndarray, n: int, seed: int):
         yield chunk[:, :-1], chunk[:, 1:]
 
 
-def run_tinyformer(train, val, vocab, iters, eval_batches):
+def run_tinyformer(train, val, vocab, iters, eval_batches, pace):
     import tinyformer as tf
     from tinyformer.models.gpt import GPT, GPTConfig
     from tinyformer.optim import AdamW, clip_grad_norm_, weight_decay_groups
@@ -73,6 +77,7 @@ def run_tinyformer(train, val, vocab, iters, eval_batches):
     opt = AdamW(weight_decay_groups(model, r["weight_decay"]), lr=r["lr"], betas=r["betas"])
     times = []
     for it, (x, y) in enumerate(batches(train, iters, seed=1)):
+        pace(it)
         start = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = lr_at(it, iters)
@@ -88,7 +93,7 @@ def run_tinyformer(train, val, vocab, iters, eval_batches):
     return times, float(val_loss), model.num_parameters()
 
 
-def run_torch(train, val, vocab, iters, eval_batches):
+def run_torch(train, val, vocab, iters, eval_batches, pace):
     import torch
     from torch import nn
     from torch.nn import functional as F
@@ -145,6 +150,7 @@ def run_torch(train, val, vocab, iters, eval_batches):
     opt = torch.optim.AdamW(groups, lr=r["lr"], betas=r["betas"])
     times = []
     for it, (x, y) in enumerate(batches(train, iters, seed=1)):
+        pace(it)
         start = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = lr_at(it, iters)
@@ -161,17 +167,16 @@ def run_torch(train, val, vocab, iters, eval_batches):
     return times, float(np.mean(losses)), sum(p.numel() for p in params)
 
 
-def child(framework: str, data: str, iters: int, eval_batches: int) -> None:
+def child(framework: str, data: str, iters: int, eval_batches: int, pace: Pacer) -> None:
     """Run one framework and print its result as JSON on the last line."""
     train, val, vocab = load_data(data)
     run = run_tinyformer if framework == "tinyformer" else run_torch
-    start = time.perf_counter()
-    times, val_loss, n_params = run(train, val, vocab, iters, eval_batches)
+    times, val_loss, n_params = run(train, val, vocab, iters, eval_batches, pace)
     ms = np.array(times[len(times) // 10 :]) * 1e3  # steady state: skip the first 10% (JIT, caches)
     print(json.dumps({
         "framework": framework, "iters": iters, "val_loss": val_loss, "params": n_params,
         "ms_per_iter_median": float(np.median(ms)), "ms_per_iter_mean": float(ms.mean()),
-        "wall_s": time.perf_counter() - start, "peak_rss_mib": _peak_rss_mib(),
+        "train_s": float(np.sum(times)), "peak_rss_mib": _peak_rss_mib(),
     }))  # fmt: skip
 
 
@@ -189,29 +194,45 @@ def main() -> None:
     parser.add_argument("--eval-batches", type=int, default=200)
     parser.add_argument("--only", choices=["tinyformer", "torch"], default=None)
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "bench-gpt")
+    parser.add_argument("--sequential", action="store_true", help="one framework, then the other")
     parser.add_argument("--child", choices=["tinyformer", "torch"], help=argparse.SUPPRESS)
+    parser.add_argument(FLAG, type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.child, args.data, args.iters, args.eval_batches)
+        pace = Pacer(args.lockstep_chunk)
+        return child(args.child, args.data, args.iters, args.eval_batches, pace)
 
     from tinyformer.runtime import RUNTIME_ENV  # the settings `tinyformer train` runs with
 
-    results = []
-    for framework in [args.only] if args.only else ["tinyformer", "torch"]:
-        print(f"running {framework} for {args.iters} iterations ...", flush=True)
-        cmd = [sys.executable, __file__, "--child", framework, "--data", args.data,
-               "--iters", str(args.iters), "--eval-batches", str(args.eval_batches)]  # fmt: skip
-        env = {**RUNTIME_ENV, **os.environ} if framework == "tinyformer" else None
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if done.returncode:
-            print(done.stderr, file=sys.stderr)
-            raise SystemExit(f"{framework} run failed")
-        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    frameworks = [args.only] if args.only else ["tinyformer", "torch"]
+    shared = [
+        "--data",
+        args.data,
+        "--iters",
+        str(args.iters),
+        "--eval-batches",
+        str(args.eval_batches),
+    ]
+    commands = [[sys.executable, __file__, "--child", f, *shared] for f in frameworks]
+    envs = [{**RUNTIME_ENV, **os.environ} if f == "tinyformer" else None for f in frameworks]
+    if len(frameworks) == 2 and not args.sequential:
+        print(f"running both for {args.iters} iterations, {CHUNK} at a time each ...", flush=True)
+        lines = run_lockstep(frameworks, commands, envs, args.iters, CHUNK)
+    else:
+        lines = []
+        for framework, cmd, env in zip(frameworks, commands, envs):
+            print(f"running {framework} for {args.iters} iterations ...", flush=True)
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if done.returncode:
+                print(done.stderr, file=sys.stderr)
+                raise SystemExit(f"{framework} run failed")
+            lines.append(done.stdout.strip().splitlines()[-1])
+    results = [json.loads(line) for line in lines]
 
     from tinyformer.bench import machine, print_table, save_json
 
     columns = ["framework", "iters", "val_loss", "ms_per_iter_median", "ms_per_iter_mean",
-               "peak_rss_mib", "params", "wall_s"]  # fmt: skip
+               "peak_rss_mib", "params", "train_s"]  # fmt: skip
     print_table(f"Baby GPT on {Path(args.data).name}, same recipe and batches", results, columns)
     if len(results) == 2:
         tiny, ref = results

@@ -9,7 +9,9 @@ seed 0, batches of 64 drawn at random, each image shifted by up to one pixel, Ad
 (weight decay 0.05 on weight matrices), 100 warm-up steps then cosine decay to 1e-4, gradient
 clipping at 1.0; 2500 steps for the ViT, 1500 for the CNN. Held-out accuracy is measured on the
 359 held-out images. Each framework runs in its own process with 2 threads; tinyformer's gets
-the settings `tinyformer train` runs with (`tinyformer.runtime.RUNTIME_ENV`).
+the settings `tinyformer train` runs with (`tinyformer.runtime.RUNTIME_ENV`). The two run in
+lockstep, 100 steps at a time each, so that both see the same minutes of a shared machine
+(benchmarks/lockstep.py); `--sequential` runs one after the other instead.
 
 PyTorch (torch==2.13.0 CPU) is only a comparison here, never a dependency of tinyformer.
 """
@@ -26,8 +28,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from lockstep import FLAG, Pacer, run_lockstep
 
 ROOT = Path(__file__).resolve().parent.parent
+CHUNK = 100  # steps each side runs before handing the machine over
 BATCH, LR, MIN_LR, WARMUP, WD = 64, 1e-3, 1e-4, 100, 0.05
 
 
@@ -52,7 +56,7 @@ def data(steps: int):
     return batches, images[val], labels[val]
 
 
-def run_tinyformer(model: str, batches, x_val, y_val):
+def run_tinyformer(model: str, batches, x_val, y_val, pace):
     import tinyformer as tf
     from tinyformer.optim import AdamW, clip_grad_norm_, weight_decay_groups
     from tinyformer.train.vision import TrainVisionConfig, build_model, evaluate_model, model_config
@@ -62,6 +66,7 @@ def run_tinyformer(model: str, batches, x_val, y_val):
     opt = AdamW(weight_decay_groups(net, WD), lr=LR)
     times = []
     for step, (x, y) in enumerate(batches):
+        pace(step)
         start = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = lr_at(step, len(batches))
@@ -116,7 +121,7 @@ def torch_model(model: str):
     return ViT()
 
 
-def run_torch(model: str, batches, x_val, y_val):
+def run_torch(model: str, batches, x_val, y_val, pace):
     import torch
 
     torch.set_num_threads(2)
@@ -128,6 +133,7 @@ def run_torch(model: str, batches, x_val, y_val):
     opt = torch.optim.AdamW(groups, lr=LR)
     times = []
     for step, (x, y) in enumerate(batches):
+        pace(step)
         start = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = lr_at(step, len(batches))
@@ -143,12 +149,16 @@ def run_torch(model: str, batches, x_val, y_val):
     return times, float(accuracy), sum(p.numel() for p in params)
 
 
-def child(framework: str, model: str) -> None:
+def steps(model: str) -> int:
     from tinyformer.train.vision import DEFAULT_ITERS  # the commands' step counts
 
-    batches, x_val, y_val = data(DEFAULT_ITERS[model])
+    return DEFAULT_ITERS[model]
+
+
+def child(framework: str, model: str, pace: Pacer) -> None:
+    batches, x_val, y_val = data(steps(model))
     run = run_tinyformer if framework == "tinyformer" else run_torch
-    times, accuracy, n_params = run(model, batches, x_val, y_val)
+    times, accuracy, n_params = run(model, batches, x_val, y_val, pace)
     ms = np.array(times[len(times) // 10 :]) * 1e3
     print(json.dumps({"model": model, "framework": framework, "accuracy": accuracy,
                       "ms_per_step_median": float(np.median(ms)), "params": n_params}))  # fmt: skip
@@ -159,23 +169,32 @@ def main() -> None:
     parser.add_argument("--models", default="vit,cnn")
     parser.add_argument("--only", choices=["tinyformer", "torch"], default=None)
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "bench-vision")
+    parser.add_argument("--sequential", action="store_true", help="one framework, then the other")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument(FLAG, type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(*args.child)
+        return child(*args.child, Pacer(args.lockstep_chunk))
     from tinyformer.bench import machine, print_table, save_json
     from tinyformer.runtime import RUNTIME_ENV
 
+    frameworks = [args.only] if args.only else ["tinyformer", "torch"]
+    envs = [{**RUNTIME_ENV, **os.environ} if f == "tinyformer" else None for f in frameworks]
     results = []
     for model in args.models.split(","):
-        for framework in [args.only] if args.only else ["tinyformer", "torch"]:
-            print(f"{framework} {model} ...", flush=True)
-            cmd = [sys.executable, __file__, "--child", framework, model]
-            env = {**RUNTIME_ENV, **os.environ} if framework == "tinyformer" else None
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            if done.returncode:
-                raise SystemExit(f"{framework} {model} failed:\n{done.stderr}")
-            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        commands = [[sys.executable, __file__, "--child", f, model] for f in frameworks]
+        if len(frameworks) == 2 and not args.sequential:
+            print(f"{model}: both frameworks, {CHUNK} steps at a time each ...", flush=True)
+            lines = run_lockstep(frameworks, commands, envs, steps(model), CHUNK)
+        else:
+            lines = []
+            for framework, cmd, env in zip(frameworks, commands, envs):
+                print(f"{framework} {model} ...", flush=True)
+                done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                if done.returncode:
+                    raise SystemExit(f"{framework} {model} failed:\n{done.stderr}")
+                lines.append(done.stdout.strip().splitlines()[-1])
+        results += [json.loads(line) for line in lines]
     columns = ["model", "framework", "accuracy", "ms_per_step_median", "params"]
     print_table("Digits, same recipe and batches (held-out accuracy, 359 images)", results, columns)
     save_json(args.out / "vision_vs_torch.json", {"machine": machine(), "results": results})
