@@ -205,14 +205,8 @@ def main() -> None:
     from tinyformer.runtime import RUNTIME_ENV  # the settings `tinyformer train` runs with
 
     frameworks = [args.only] if args.only else ["tinyformer", "torch"]
-    shared = [
-        "--data",
-        args.data,
-        "--iters",
-        str(args.iters),
-        "--eval-batches",
-        str(args.eval_batches),
-    ]
+    shared = ["--data", args.data, "--iters", str(args.iters)]
+    shared += ["--eval-batches", str(args.eval_batches)]
     commands = [[sys.executable, __file__, "--child", f, *shared] for f in frameworks]
     envs = [{**RUNTIME_ENV, **os.environ} if f == "tinyformer" else None for f in frameworks]
     if len(frameworks) == 2 and not args.sequential:
