@@ -23,13 +23,12 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from lockstep import FLAG, Pacer, run_lockstep
+from lockstep import FLAG, Pacer, run_children
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNK = 50  # iterations each side runs before handing the machine over
@@ -209,18 +208,8 @@ def main() -> None:
     shared += ["--eval-batches", str(args.eval_batches)]
     commands = [[sys.executable, __file__, "--child", f, *shared] for f in frameworks]
     envs = [{**RUNTIME_ENV, **os.environ} if f == "tinyformer" else None for f in frameworks]
-    if len(frameworks) == 2 and not args.sequential:
-        print(f"running both for {args.iters} iterations, {CHUNK} at a time each ...", flush=True)
-        lines = run_lockstep(frameworks, commands, envs, args.iters, CHUNK)
-    else:
-        lines = []
-        for framework, cmd, env in zip(frameworks, commands, envs):
-            print(f"running {framework} for {args.iters} iterations ...", flush=True)
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            if done.returncode:
-                print(done.stderr, file=sys.stderr)
-                raise SystemExit(f"{framework} run failed")
-            lines.append(done.stdout.strip().splitlines()[-1])
+    chunk = 0 if args.sequential else CHUNK
+    lines = run_children(frameworks, commands, envs, args.iters, chunk)
     results = [json.loads(line) for line in lines]
 
     from tinyformer.bench import machine, print_table, save_json

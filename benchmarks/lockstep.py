@@ -13,8 +13,9 @@ Child (one framework's training loop):
         pace(step)                 # before the timer starts: waits here at each chunk's start
         ...
 
-Parent: `run_lockstep(commands, envs, steps, chunk)` starts every child, then lets each run one
-chunk in turn, and returns the last line each child printed (its JSON result).
+Parent: `run_children(names, commands, envs, steps, chunk)` starts every child, then lets each
+run one chunk in turn, and returns the last line each child printed (its JSON result); with
+chunk 0 (`--sequential`) it runs them one after the other instead.
 """
 
 from __future__ import annotations
@@ -90,3 +91,25 @@ def run_lockstep(
             if child.poll() is None:
                 child.kill()
     return results
+
+
+def run_children(
+    names: Sequence[str],
+    commands: Sequence[list[str]],
+    envs: Sequence[dict | None],
+    steps: int,
+    chunk: int,
+) -> list[str]:
+    """The children in lockstep (two or more, chunk > 0), else one after the other: the JSON
+    line each printed last."""
+    if chunk and len(commands) > 1:
+        print(f"{' and '.join(names)} in lockstep, {chunk} steps at a time each ...", flush=True)
+        return run_lockstep(names, commands, envs, steps, chunk)
+    lines = []
+    for name, cmd, env in zip(names, commands, envs):
+        print(f"{name} ...", flush=True)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"the {name} run failed:\n{done.stderr}")
+        lines.append(done.stdout.strip().splitlines()[-1])
+    return lines

@@ -22,13 +22,12 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from lockstep import FLAG, Pacer, run_lockstep
+from lockstep import FLAG, Pacer, run_children
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNK = 100  # steps each side runs before handing the machine over
@@ -183,17 +182,9 @@ def main() -> None:
     results = []
     for model in args.models.split(","):
         commands = [[sys.executable, __file__, "--child", f, model] for f in frameworks]
-        if len(frameworks) == 2 and not args.sequential:
-            print(f"{model}: both frameworks, {CHUNK} steps at a time each ...", flush=True)
-            lines = run_lockstep(frameworks, commands, envs, steps(model), CHUNK)
-        else:
-            lines = []
-            for framework, cmd, env in zip(frameworks, commands, envs):
-                print(f"{framework} {model} ...", flush=True)
-                done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-                if done.returncode:
-                    raise SystemExit(f"{framework} {model} failed:\n{done.stderr}")
-                lines.append(done.stdout.strip().splitlines()[-1])
+        names = [f"{f} {model}" for f in frameworks]
+        chunk = 0 if args.sequential else CHUNK
+        lines = run_children(names, commands, envs, steps(model), chunk)
         results += [json.loads(line) for line in lines]
     columns = ["model", "framework", "accuracy", "ms_per_step_median", "params"]
     print_table("Digits, same recipe and batches (held-out accuracy, 359 images)", results, columns)

@@ -12,14 +12,14 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
-from lockstep import run_lockstep  # noqa: E402
+from lockstep import run_children, run_lockstep  # noqa: E402
 
 CHILD = textwrap.dedent(
     """
     import json, sys, time
     sys.path.insert(0, {benchmarks!r})
     from lockstep import FLAG, Pacer
-    pace = Pacer(int(sys.argv[sys.argv.index(FLAG) + 1]))
+    pace = Pacer(int(sys.argv[sys.argv.index(FLAG) + 1]) if FLAG in sys.argv else 0)
     spans = []
     for step in range({steps}):
         pace(step)
@@ -52,3 +52,10 @@ def test_a_child_that_stops_early_is_an_error(tmp_path):
     commands = [_child(tmp_path, "a", 10), _child(tmp_path, "short", 4)]
     with pytest.raises(SystemExit, match="short run stopped early"):
         run_lockstep(["a", "short"], commands, [None, None], steps=10, chunk=3)
+
+
+def test_chunk_zero_runs_the_children_one_after_the_other(tmp_path):
+    commands = [_child(tmp_path, "a", 4), _child(tmp_path, "b", 4)]
+    lines = run_children(["a", "b"], commands, [None, None], steps=4, chunk=0)
+    a, b = (json.loads(line)["spans"] for line in lines)
+    assert a[-1][1] <= b[0][0]
