@@ -69,10 +69,9 @@ def run_lockstep(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for cmd, env in zip(commands, envs)
     ]
-    results = [""] * len(children)
     try:
         lines = [_next_line(c) for c in children]  # each has loaded its data and built its model
         for _ in range(-(-steps // chunk)):
@@ -83,14 +82,13 @@ def run_lockstep(
                 child.stdin.flush()
                 lines[i] = _next_line(child)  # blocks until its chunk is done
         for i, child in enumerate(children):
-            results[i] = lines[i]
-            if child.wait() or not results[i].startswith("{"):
+            if child.wait() or not lines[i].startswith("{"):
                 raise SystemExit(f"lockstep: the {names[i]} run failed")
     finally:
         for child in children:
             if child.poll() is None:
                 child.kill()
-    return results
+    return lines
 
 
 def run_children(
