@@ -21,6 +21,9 @@ leaves. Each node's backward runs once, on the sum of every gradient that reache
 each backward returns (count, shape, dtype) and names the op in every error. Afterwards it frees
 each node's saved arrays unless `retain_graph=True`. Double backward (gradients of gradients) is
 not supported: backward functions work on raw arrays and build no graph.
+
+`no_grad`, `enable_grad` and `detect_anomaly` live in `grad_mode.py` (re-exported here): the
+module state that `apply` and the engine read on every call.
 """
 
 from __future__ import annotations
