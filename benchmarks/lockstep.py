@@ -53,41 +53,20 @@ def _next_line(child: subprocess.Popen) -> str:
         print(line, file=sys.stderr)
 
 
-def run_lockstep(
-    names: Sequence[str],
-    commands: Sequence[list[str]],
-    envs: Sequence[dict | None],
-    steps: int,
-    chunk: int,
-) -> list[str]:
-    """Start the children (each with `FLAG chunk` added), alternate chunks of `steps` between
-    them, and return the JSON line each printed last. Raises SystemExit if one fails."""
-    children = [
-        subprocess.Popen(
-            [*cmd, FLAG, str(chunk)],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for cmd, env in zip(commands, envs)
-    ]
-    try:
-        lines = [_next_line(c) for c in children]  # each has loaded its data and built its model
-        for _ in range(-(-steps // chunk)):
-            for i, child in enumerate(children):
-                if lines[i] != READY:
-                    raise SystemExit(f"lockstep: the {names[i]} run stopped early")
-                child.stdin.write("go\n")
-                child.stdin.flush()
-                lines[i] = _next_line(child)  # blocks until its chunk is done
+def _take_turns(names: Sequence[str], children: list, steps: int, chunk: int) -> list[str]:
+    """Let each started child run a chunk of `steps` in turn; the JSON line each printed last.
+    Raises SystemExit if one stops early or fails."""
+    lines = [_next_line(c) for c in children]  # each has loaded its data and built its model
+    for _ in range(-(-steps // chunk)):
         for i, child in enumerate(children):
-            if child.wait() or not lines[i].startswith("{"):
-                raise SystemExit(f"lockstep: the {names[i]} run failed")
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
+            if lines[i] != READY:
+                raise SystemExit(f"lockstep: the {names[i]} run stopped early")
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            lines[i] = _next_line(child)  # blocks until its chunk is done
+    for i, child in enumerate(children):
+        if child.wait() or not lines[i].startswith("{"):
+            raise SystemExit(f"lockstep: the {names[i]} run failed")
     return lines
 
 
@@ -98,11 +77,21 @@ def run_children(
     steps: int,
     chunk: int,
 ) -> list[str]:
-    """The children in lockstep (two or more, chunk > 0), else one after the other: the JSON
-    line each printed last."""
+    """The children in lockstep (two or more, chunk > 0; each gets `FLAG chunk`), else one
+    after the other: the JSON line each printed last."""
     if chunk and len(commands) > 1:
         print(f"{' and '.join(names)} in lockstep, {chunk} steps at a time each ...", flush=True)
-        return run_lockstep(names, commands, envs, steps, chunk)
+        pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        children = [
+            subprocess.Popen([*cmd, FLAG, str(chunk)], env=env, **pipes)
+            for cmd, env in zip(commands, envs)
+        ]
+        try:
+            return _take_turns(names, children, steps, chunk)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
     lines = []
     for name, cmd, env in zip(names, commands, envs):
         print(f"{name} ...", flush=True)

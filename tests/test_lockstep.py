@@ -12,7 +12,7 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
-from lockstep import run_children, run_lockstep  # noqa: E402
+from lockstep import run_children  # noqa: E402
 
 CHILD = textwrap.dedent(
     """
@@ -40,7 +40,7 @@ def _child(tmp_path: Path, name: str, steps: int) -> list[str]:
 
 def test_children_take_turns_chunk_by_chunk(tmp_path):
     commands = [_child(tmp_path, "a", 10), _child(tmp_path, "b", 10)]
-    lines = run_lockstep(["a", "b"], commands, [None, None], steps=10, chunk=3)
+    lines = run_children(["a", "b"], commands, [None, None], steps=10, chunk=3)
     spans = [(s, e, name) for name, line in zip("ab", lines) for s, e in json.loads(line)["spans"]]
     spans.sort()
     assert "".join(name for _, _, name in spans) == "aaabbbaaabbbaaabbbab"  # chunks 3, 3, 3, 1
@@ -51,7 +51,7 @@ def test_children_take_turns_chunk_by_chunk(tmp_path):
 def test_a_child_that_stops_early_is_an_error(tmp_path):
     commands = [_child(tmp_path, "a", 10), _child(tmp_path, "short", 4)]
     with pytest.raises(SystemExit, match="short run stopped early"):
-        run_lockstep(["a", "short"], commands, [None, None], steps=10, chunk=3)
+        run_children(["a", "short"], commands, [None, None], steps=10, chunk=3)
 
 
 def test_chunk_zero_runs_the_children_one_after_the_other(tmp_path):
