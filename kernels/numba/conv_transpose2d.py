@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only
-from tinyformer.kernels.numba.conv2d import RUN, _blocks, _correlate, _weight_grad
+from tinyformer.kernels.numba.conv2d import RUN, _blocks, _correlate, _grid, _taps, _weight_grad
 from tinyformer.ops.conv_transpose2d import conv_transpose2d_backward as reference_backward
 from tinyformer.ops.conv_transpose2d import conv_transpose2d_forward as reference_forward
 from tinyformer.registry import kernel
@@ -68,7 +68,7 @@ def _place(phases, bias, kh, kw, sh, sw, dh, dw, ph, pw, covered, y):
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _gather(gy, kh, kw, sh, sw, dh, dw, ph, pw, phases, sums):
-    """phases[n, (o, i, j), r, q] = gy[n, o, r sh + i dh - ph, q sw + j dw - pw], 0 off gy;
+    """phases[(o, i, j), n, r, q] = gy[n, o, r sh + i dh - ph, q sw + j dw - pw], 0 off gy;
     sums[n, o] = the sum of gy's plane (for gb)."""
     n, co, ho, wo = gy.shape
     h, w = phases.shape[2], phases.shape[3]
@@ -79,7 +79,7 @@ def _gather(gy, kh, kw, sh, sw, dh, dw, ph, pw, phases, sums):
         sums[img, o] = src.sum()
         for i in range(kh):
             for j in range(kw):
-                dst = phases[img, (o * kh + i) * kw + j]
+                dst = phases[(o * kh + i) * kw + j, img]
                 for r in range(h):
                     row = r * sh + i * dh - ph
                     for q in range(w):
@@ -106,11 +106,11 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
     co, taps = og * groups, og * kh * kw
     # a[g, (o, i, j), c] = w[g c_per + c, o, i, j]: four (o, i, j) rows per pass, one tap per c
     a = _blocks(np.ascontiguousarray(w).reshape(groups, ci // groups, taps).transpose(0, 2, 1))
-    src = read_only(np.ascontiguousarray(x).reshape(n, ci, h * width))
-    rows, offsets = np.arange(ci // groups), np.zeros(ci // groups, np.int64)
+    src = read_only(_grid(x, 0, 0, 0, h, width, n * h * width)[0])  # (C, N H W), image after image
+    rows, offsets = _taps(ci // groups, 1, 1, 0, 0)  # one tap per channel, no shift
     phases = np.empty((n, co * kh * kw, h, width), x.dtype)
     zeros = np.zeros(phases.shape[1], x.dtype)
-    _correlate(src, read_only(a), read_only(zeros), rows, offsets, phases, width, 0, 0)
+    _correlate(src, read_only(a), read_only(zeros), rows, offsets, phases, h, width, 0, 0)
     bias = np.zeros(co, x.dtype) if b is None else np.array(b, x.dtype)
     covered = _covered(h, kh, sh, ph, oph, dh, ho) and _covered(width, kw, sw, pw, opw, dw, wo)
     y = np.empty((n, co, ho, wo), x.dtype)
@@ -127,21 +127,21 @@ def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilatio
     _, og, kh, kw = w.shape
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     co, taps, cg = og * groups, og * kh * kw, ci // groups
-    phases = np.empty((n, co * kh * kw, h, width), x.dtype)
+    phases = np.empty((co * kh * kw, n, h, width), x.dtype)
     sums = np.empty((n, co), x.dtype)
     gy = read_only(np.ascontiguousarray(gy, x.dtype))
     _gather(gy, kh, kw, sh, sw, dh, dw, ph, pw, phases, sums)
-    flat = read_only(phases.reshape(n, co * kh * kw, h * width))
+    flat = read_only(phases.reshape(co * kh * kw, n * h * width))
 
     # gx[c] = sum over (o, i, j) of w[c, (o, i, j)] phases[(o, i, j)]: taps are phases, no shift
     a = _blocks(np.ascontiguousarray(w).reshape(groups, cg, taps))
-    rows, offsets = np.arange(taps), np.zeros(taps, np.int64)
+    rows, offsets = _taps(taps, 1, 1, 0, 0)
     gx = np.empty(x.shape, x.dtype)
     zeros = np.zeros(ci, x.dtype)
-    _correlate(flat, read_only(a), read_only(zeros), rows, offsets, gx, width, 0, 0)
+    _correlate(flat, read_only(a), read_only(zeros), rows, offsets, gx, h, width, 0, 0)
 
-    # gw[c, (o, i, j)] = sum_n sum_pixels x[n, c] phases[n, (o, i, j)]
-    src = read_only(np.ascontiguousarray(x).reshape(n, ci, h * width))
-    parts = max(1, min(numba.get_num_threads(), n * -(-h * width // RUN)))
-    partial = _weight_grad(src, 0, flat, rows, offsets, h * width, groups, parts)
+    # gw[c, (o, i, j)] = sum_n sum_pixels x[n, c] phases[(o, i, j), n]
+    src = read_only(_grid(x, 0, 0, 0, h, width, n * h * width)[0])
+    parts = max(1, min(numba.get_num_threads(), -(-n * h * width // RUN)))
+    partial = _weight_grad(src, 0, flat, rows, offsets, n * h * width, groups, parts)
     return gx, partial.sum(axis=0).reshape(w.shape), sums.sum(axis=0)
