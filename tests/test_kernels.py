@@ -175,15 +175,19 @@ def _compare_forward_and_backward(op, x, w, b, args):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
-# The conv2d kernel works on runs of 512 grid positions, 4 output channels and 4 taps at a time:
-# these shapes span several runs, leave partial channel blocks (5 and 2 per group) and tap
-# remainders (27 and 3 taps), and pad, dilate and group unevenly.
+# The conv2d kernel works on runs of 512 grid positions, 4 output channels and 4 taps at a time,
+# over all images laid one after the other: these shapes span several runs, leave partial
+# channel blocks (5 and 2 per group) and tap remainders (27 and 3 taps), pad, dilate and group
+# unevenly, have runs that cross from image to image (many small images), and padding wider
+# than the kernel's reach (the output is then larger than the image plus one side's padding).
 @pytest.mark.parametrize(
     "x_shape, w_shape, padding, dilation, groups",
     [
         ((2, 3, 30, 25), (5, 3, 3, 3), (1, 1), (1, 1), 1),
         ((3, 4, 19, 23), (10, 2, 2, 3), (2, 0), (2, 1), 2),
         ((1, 3, 40, 17), (6, 1, 1, 3), (0, 3), (1, 3), 3),
+        ((37, 2, 5, 4), (3, 2, 3, 3), (1, 1), (1, 1), 1),
+        ((9, 2, 5, 4), (3, 2, 1, 2), (2, 3), (1, 2), 1),
     ],
 )
 def test_conv2d_kernel_matches_reference_over_several_runs(

@@ -6,9 +6,10 @@ Then every output pixel receives at most one kernel tap, so the op splits into p
 channels, written to the pixels (r sh + i dh - ph, q sw + j dw - pw):
     P[n, (o, i, j), r, q] = sum_c w[c, o, i, j] x[n, c, r, q]
     y[n, o, r sh + i dh - ph, q sw + j dw - pw] = b[o] + P[n, (o, i, j), r, q]
-The product is conv2d's kernel (`_correlate`, four (o, i, j) rows by four input channels per
-pass) with one tap per channel and no shift; `_place` then scatters the phases into the output
-(pixels no tap reaches, e.g. output_padding's, get the bias alone).
+Each tap's product is conv2d's kernel (`_correlate`, four output channels by four input
+channels per pass, one tap per channel and no shift), whose destination is a strided view of y:
+the pixels of that tap, so the phases go straight to their places (no phase array, no second
+pass). Pixels no tap reaches (output_padding's, say) get the bias alone.
 
 Backward gathers gy back into phases, G[n, (o, i, j), r, q] = gy at the pixel P went to (0 if
 cropped), and then both gradients are again conv2d's loops: gx[c] = sum_(o,i,j) w[c, (o,i,j)]
@@ -44,29 +45,6 @@ def stamps_apart_backward(gy, x, w, stride, padding, output_padding, dilation, g
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _place(phases, bias, kh, kw, sh, sw, dh, dw, ph, pw, covered, y):
-    """y[n, o, r sh + i dh - ph, q sw + j dw - pw] = bias[o] + phases[n, (o, i, j), r, q], the
-    pixels inside y; the rest of y is the bias (skipped when every pixel is `covered`)."""
-    n, co, ho, wo = y.shape
-    h, w = phases.shape[2], phases.shape[3]
-    for plane in prange(n * co):
-        img, o = plane // co, plane % co
-        dst, b = y[img, o], bias[o]
-        if not covered:
-            dst[:, :] = b
-        for i in range(kh):
-            for j in range(kw):
-                src = phases[img, (o * kh + i) * kw + j]
-                for r in range(h):
-                    row = r * sh + i * dh - ph
-                    if 0 <= row < ho:
-                        for q in range(w):
-                            col = q * sw + j * dw - pw
-                            if 0 <= col < wo:
-                                dst[row, col] = b + src[r, q]
-
-
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _gather(gy, kh, kw, sh, sw, dh, dw, ph, pw, phases, sums):
     """phases[(o, i, j), n, r, q] = gy[n, o, r sh + i dh - ph, q sw + j dw - pw], 0 off gy;
     sums[n, o] = the sum of gy's plane (for gb)."""
@@ -94,6 +72,14 @@ def _covered(h, k, s, p, op, d, out) -> bool:
     return d == 1 and k == s and (h - 1) * s + k - p >= out
 
 
+def _phase(size, k, s, p, d, out):
+    """For tap k of one axis: (first input row, its output row, count) of the input rows whose
+    output row r s + k d - p lies inside the output's `out` rows."""
+    first = max(0, -(-(p - k * d) // s))
+    last = min(size - 1, (out - 1 + p - k * d) // s)
+    return first, first * s + k * d - p, last - first + 1
+
+
 @kernel("conv_transpose2d.forward", backend="numba", dtypes=FLOATS, when=stamps_apart)
 def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation, groups):
     if not _apart(w, stride, dilation):
@@ -103,18 +89,25 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
     (sh, sw), (ph, pw), (oph, opw), (dh, dw) = stride, padding, output_padding, dilation
     ho = (h - 1) * sh + dh * (kh - 1) + 1 + oph - 2 * ph
     wo = (width - 1) * sw + dw * (kw - 1) + 1 + opw - 2 * pw
-    co, taps = og * groups, og * kh * kw
-    # a[g, (o, i, j), c] = w[g c_per + c, o, i, j]: four (o, i, j) rows per pass, one tap per c
-    a = _blocks(np.ascontiguousarray(w).reshape(groups, ci // groups, taps).transpose(0, 2, 1))
-    src = read_only(_grid(x, 0, 0, 0, h, width, n * h * width)[0])  # (C, N H W), image after image
-    rows, offsets = _taps(ci // groups, 1, 1, 0, 0)  # one tap per channel, no shift
-    phases = np.empty((n, co * kh * kw, h, width), x.dtype)
-    zeros = np.zeros(phases.shape[1], x.dtype)
-    _correlate(src, read_only(a), read_only(zeros), rows, offsets, phases, h, width, 0, 0)
-    bias = np.zeros(co, x.dtype) if b is None else np.array(b, x.dtype)
+    co, cg = og * groups, ci // groups
+    bias = read_only(np.zeros(co, x.dtype) if b is None else np.array(b, x.dtype))
     covered = _covered(h, kh, sh, ph, oph, dh, ho) and _covered(width, kw, sw, pw, opw, dw, wo)
     y = np.empty((n, co, ho, wo), x.dtype)
-    _place(read_only(phases), read_only(bias), kh, kw, sh, sw, dh, dw, ph, pw, covered, y)
+    if not covered:
+        y[:] = bias[:, None, None]  # the pixels no tap reaches (output_padding's, say)
+    src = read_only(_grid(x, 0, 0, 0, h, width, n * h * width)[0])  # (C, N H W)
+    rows, offsets = _taps(cg, 1, 1, 0, 0)  # one tap per input channel, no shift
+    for i in range(kh):
+        r0, y0, count = _phase(h, i, sh, ph, dh, ho)
+        for j in range(kw):
+            c0, x0, ccount = _phase(width, j, sw, pw, dw, wo)
+            if count <= 0 or ccount <= 0:
+                continue  # this tap's pixels are all cropped
+            # the phase's product goes straight to its pixels: a strided view of y
+            dst = y[:, :, y0 : y0 + (count - 1) * sh + 1 : sh, x0 : x0 + (ccount - 1) * sw + 1 : sw]
+            a = w[:, :, i, j].reshape(groups, cg, og).transpose(0, 2, 1)  # (g, Co/g, Ci/g)
+            a = read_only(_blocks(np.ascontiguousarray(a)))
+            _correlate(src, a, bias, rows, offsets, dst, h, width, r0, c0)
     return y
 
 
