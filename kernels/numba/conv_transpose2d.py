@@ -11,10 +11,11 @@ channels per pass, one tap per channel and no shift), whose destination is a str
 the pixels of that tap, so the phases go straight to their places (no phase array, no second
 pass). Pixels no tap reaches (output_padding's, say) get the bias alone.
 
-Backward gathers gy back into phases, G[n, (o, i, j), r, q] = gy at the pixel P went to (0 if
-cropped), and then both gradients are again conv2d's loops: gx[c] = sum_(o,i,j) w[c, (o,i,j)]
-G[(o,i,j)] (`_correlate`), gw[c, (o,i,j)] = sum_n sum_pixels x[n, c] G[n, (o,i,j)]
-(`_weight_grad`). Overlapping stamps (stride 1 with a 3x3 kernel, say) run the reference.
+Backward gathers gy back into phases, G[(o, i, j), n, r, q] = gy at the pixel P went to (0 if
+cropped; one flat row per phase, image after image, as conv2d's grid), and then both gradients
+are again conv2d's loops: gx[c] = sum_(o,i,j) w[c, (o,i,j)] G[(o,i,j)] (`_correlate`),
+gw[c, (o,i,j)] = sum_n sum_pixels x[n, c] G[(o,i,j), n] (`_weight_grad`). Overlapping stamps
+(stride 1 with a 3x3 kernel, say) run the reference.
 """
 
 from __future__ import annotations
