@@ -246,7 +246,7 @@ def _input_grid(x, kh, kw, padding, dilation):
     slot = h + max(ph, 2 * ph - dh * (kh - 1))
     wp = width + max(pw, 2 * pw - dw * (kw - 1))
     length = (n - 1) * slot * wp + (h + 2 * ph) * wp + dw * (kw - 1)  # the last tap's last read
-    xp, _ = _grid(x, 0, ph, pw, slot, wp, max(length, n * slot * wp))
+    xp, _ = _grid(x, 0, ph, pw, slot, wp, length)  # >= n slot wp, as slot <= h + 2 ph
     return xp, slot, wp
 
 
