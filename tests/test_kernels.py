@@ -101,6 +101,24 @@ def test_attention_kernel_reads_strided_inputs_and_odd_head_sizes(layout):
             np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
 
 
+def test_attention_kernel_lays_outputs_out_like_its_inputs():
+    # Q, K and V sliced out of one (B, T, 3, H, d) projection and seen as (B, H, T, d), as in a
+    # transformer: the output and the gradients come back as (B, T, H, d) memory, so that the
+    # model's transpose and reshape back to (B, T, C) copy nothing. Contiguous (B, H, T, d)
+    # inputs keep contiguous outputs.
+    rng = np.random.default_rng(11)
+    b, h, t, d = 2, 3, 21, 8
+    qkv = rng.standard_normal((b, t, 3, h, d))
+    q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+    gy = rng.standard_normal((b, t, h, d)).transpose(0, 2, 1, 3)
+    got = _attention("numba", q, k, v, None, True, gy)
+    for a, c in zip(got, _attention("numpy", q, k, v, None, True, gy)):
+        assert a.transpose(0, 2, 1, 3).flags.c_contiguous
+        np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
+    plain = [np.ascontiguousarray(a) for a in (q, k, v, gy)]
+    assert all(a.flags.c_contiguous for a in _attention("numba", *plain[:3], None, True, plain[3]))
+
+
 @pytest.mark.parametrize(
     "batch, tq, tk, runs",
     [

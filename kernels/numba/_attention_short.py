@@ -166,8 +166,8 @@ def _softmax_grad_row(p, ds, i, n, last, gys, y, y_at, lse_i, factor, scale):
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, y, lse):
-    """q, k, v: flat buffers, steps[n] the element strides (batch, head, row) of the n-th;
-    dims = (B, H, Tq, Tk, d, dv). y (BH, Tq, dv) and lse (BH, Tq) are filled."""
+    """q, k, v and the output y: flat buffers, steps[n] the element strides (batch, head, row)
+    of q, k, v, y; dims = (B, H, Tq, Tk, d, dv). y and lse (BH, Tq) are filled."""
     causal = flags[2]
     n0, n1, tq, tk, d, dv = dims
     tkp = (tk + LANES - 1) // LANES * LANES
@@ -188,16 +188,17 @@ def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, 
                 _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last)
                 _four_rows_times(s, 0, vs, last, dv, out)  # Y_block * sum = exp(S - max) V
                 for r in range(min(4, tq - i0)):
+                    at = _offset(steps, 3, b0, b1) + (i0 + r) * steps[3, 2]
                     for t in range(dv):
-                        y[b, i0 + r, t] = out[r, t] * inv[r]
+                        y[at + t] = out[r, t] * inv[r]
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def pairs_backward(
     gy, q, k, v, y, steps, dims, lse, keep, bias, ids, flags, scale, workers, gq, gk, gv
 ):
-    """gy, q, k, v, y: flat buffers, steps[n] the element strides (batch, head, row) of the n-th;
-    dims = (B, H, Tq, Tk, d, dv); lse (BH, Tq). gq, gk, gv (BH, T, d) are filled."""
+    """gy, q, k, v, y and the outputs gq, gk, gv: flat buffers, steps[n] the element strides
+    (batch, head, row) of the n-th in that order; dims = (B, H, Tq, Tk, d, dv); lse (BH, Tq)."""
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]
     n0, n1, tq, tk, d, dv = dims
     zero, one = gq.dtype.type(0), gq.dtype.type(1)
@@ -242,17 +243,20 @@ def pairs_backward(
                         _softmax_grad_row(p, ds, i, n, last, gys, y, y_at, lse[b, i], factor, scale)
                 _four_rows_times(ds_i, 0, ks, last, d, g_b)  # dQ_block = dS K
                 for r in range(min(4, tq - i0)):
+                    at = _offset(steps, 5, b0, b1) + (i0 + r) * steps[5, 2]
                     for t in range(d):
-                        gq[b, i0 + r, t] = g_b[r, t]
+                        gq[at + t] = g_b[r, t]
             # dK and dV four keys at a time. Causal: query i sees keys up to i, so keys j0.. get
             # gradient only from queries j0..; those rows of P and dS were filled past j0 + 3.
             for j0 in range(0, tk, 4):
                 first = min(j0, tq) if causal else 0
                 _four_rows_times(ds.T, j0, qs, tq, d, g_b, first)  # dK_block = dS^T Q
                 for r in range(min(4, tk - j0)):
+                    at = _offset(steps, 6, b0, b1) + (j0 + r) * steps[6, 2]
                     for t in range(d):
-                        gk[b, j0 + r, t] = g_b[r, t]
+                        gk[at + t] = g_b[r, t]
                 _four_rows_times(p.T, j0, gys, tq, dv, g_b, first)  # dV_block = P^T dY
                 for r in range(min(4, tk - j0)):
+                    at = _offset(steps, 7, b0, b1) + (j0 + r) * steps[7, 2]
                     for t in range(dv):
-                        gv[b, j0 + r, t] = g_b[r, t]
+                        gv[at + t] = g_b[r, t]

@@ -184,6 +184,24 @@ def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarra
     return buffers, np.array(steps, np.int64)
 
 
+def empty_like_rows(a: np.ndarray, batch: tuple[int, ...], rows: int, width: int):
+    """An empty (*batch, rows, width) output laid out in memory as `a` is, with its flat buffer
+    and its (batch, head, row) element strides (as `rows_of` gives them).
+
+    Why: in a transformer, Q, K and V are transposed views of (B, T, H, d) projections. An output
+    laid out the same way, (B, T, H, width) memory seen as (B, H, T, width) (as PyTorch's
+    attention returns it), turns back into (B, T, C) by a transpose and a reshape that copy
+    nothing, forward and backward; a (B, H, T, width) output made both passes copy (16 copies
+    per baby-GPT step). The layout never changes the values."""
+    n_b, n_h = _pairs(batch)
+    if len(batch) == 2 and a.shape[:-2] == batch and a.strides[1] < a.strides[2]:
+        memory = np.empty((n_b, rows, n_h, width), a.dtype)  # (B, T, H, width)
+        steps = (rows * n_h * width, width, n_h * width)
+        return memory.transpose(0, 2, 1, 3), memory.reshape(-1), steps  # (B, H, T, width)
+    out = np.empty((*batch, rows, width), a.dtype)
+    return out, out.reshape(-1), (n_h * rows * width, rows * width, width)
+
+
 def _tiles(bh: int, tq: int, tk: int, causal: bool):
     rows = max(1, min(tq, TILE_ELEMENTS // max(1, bh * tk)))
     for i0 in range(0, tq, rows):
@@ -212,11 +230,12 @@ def attention_forward(q, k, v, mask, causal, scale):
         tq, tk = q.shape[-2], k.shape[-2]
         buffers, steps = rows_of((q, k, v), batch)
         dims = (*_pairs(batch), tq, tk, q.shape[-1], v.shape[-1])
-        y = np.empty((*batch, tq, v.shape[-1]), q.dtype)
+        y, y_flat, y_steps = empty_like_rows(q, batch, tq, v.shape[-1])
         lse = np.empty((*batch, tq), q.dtype)
-        y3, lse2 = y.reshape(-1, tq, v.shape[-1]), lse.reshape(-1, tq)  # views of y and lse
-        workers = min(numba.get_num_threads(), y3.shape[0])
-        pairs_forward(*buffers, steps, dims, *masks, q.dtype.type(scale), workers, y3, lse2)
+        lse2 = lse.reshape(-1, tq)  # a view of lse
+        steps = np.concatenate([steps, [y_steps]])
+        workers = min(numba.get_num_threads(), lse2.shape[0])
+        pairs_forward(*buffers, steps, dims, *masks, q.dtype.type(scale), workers, y_flat, lse2)
         return y, lse
     batch, q3, k3, v3, masks = _setup(q, k, v, mask, causal)
     bh, tq, tk = q3.shape[0], q3.shape[1], k3.shape[1]
@@ -239,12 +258,14 @@ def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
         buffers, steps = rows_of((gy, q, k, v, y), batch)
         dims = (*_pairs(batch), tq, tk, q.shape[-1], v.shape[-1])
         lse2 = read_only(np.ascontiguousarray(lse).reshape(-1, tq))
-        grads = [np.empty((*batch, a.shape[-2], a.shape[-1]), q.dtype) for a in (q, k, v)]
-        flat = [g.reshape(-1, *g.shape[-2:]) for g in grads]  # views of the gradients
-        workers = min(numba.get_num_threads(), flat[0].shape[0])
+        grads, flat, grad_steps = zip(
+            *(empty_like_rows(a, batch, *a.shape[-2:]) for a in (q, k, v))
+        )
+        steps = np.concatenate([steps, grad_steps])
+        workers = min(numba.get_num_threads(), lse2.shape[0])
         args = (*buffers, steps, dims, lse2, *masks, q.dtype.type(scale), workers, *flat)
         pairs_backward(*args)
-        return tuple(grads)
+        return grads
     batch, q3, k3, v3, masks = _setup(q, k, v, mask, causal)
     bh, tq, tk = q3.shape[0], q3.shape[1], k3.shape[1]
     scale = q.dtype.type(scale)
