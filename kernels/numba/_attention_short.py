@@ -67,6 +67,22 @@ def exp_shifted(row, n, top):
 
 
 @njit(fastmath=FASTMATH, cache=True)
+def exp_below(row, n, last, top):
+    """In place on row[:last]: exp(row - top) for the visible keys j < n, 0 from n on; returns
+    their sum. Running to `last` (a multiple of LANES) with a select leaves no scalar remainder
+    loop: `exp_shifted`'s vector loop takes 32 keys at a time, so for a ViT's 17 keys all ran
+    in its scalar remainder, and the forward took 9% longer."""
+    zero = row.dtype.type(0)
+    total = zero
+    for j in range(last):
+        e = exp_nonpositive(row[j] - top)
+        e = e if j < n else zero
+        row[j] = e
+        total += e
+    return total
+
+
+@njit(fastmath=FASTMATH, cache=True)
 def _offset(steps, which, b0, b1):
     """Where pair (b0, b1) of input `which` starts in its flat buffer."""
     return steps[which, 0] * b0 + steps[which, 1] * b1
@@ -137,13 +153,17 @@ def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last):
                 scale_and_mask(row, n, one, keep_row, bias_row, has_keep, has_bias)
             top = row_max(row, n)
             if top == -np.inf:  # every key masked: weights 0, output 0, lse +inf
-                n = 0
                 lse[b, i] = np.inf
             else:
-                total = exp_shifted(row, n, top)
-                inv[r] = s.dtype.type(1) / total
+                if n < 32:  # all of exp_shifted's loop would be its scalar remainder
+                    total = exp_below(row, n, last, top)
+                else:  # its vector loop, without exp_below's select (5-8% faster at 256 keys)
+                    total = exp_shifted(row, n, top)
+                    row[n:last] = zero
+                inv[r] = one / total
                 lse[b, i] = top + np.log(total)
-        row[n:last] = zero
+                continue
+        row[:last] = zero  # a padding row or a fully masked one
 
 
 @njit(fastmath=FASTMATH, cache=True)
