@@ -23,12 +23,17 @@ __all__ = ["BENCH_ENV", "RUNTIME_ENV", "restart_with_runtime_env"]
 #   page-fault in again; keeping up to 256 MiB in the heap reuses that memory instead. Both
 #   thresholds are needed: fixing only the mmap threshold also turns off glibc's own adaptive
 #   trimming, which is slower than either.
+# - glibc asks the kernel for 2 MiB pages for its heap (transparent huge pages in "madvise"
+#   mode, the usual default): a step's arrays then sit on 2 MiB pages instead of 4 KiB ones,
+#   so far fewer address translations miss the TLB; the baby GPT's step is ~3% faster. glibc
+#   before 2.35 ignores the tunable.
 RUNTIME_ENV = {
     "OPENBLAS_NUM_THREADS": "1",
     "GOMP_SPINCOUNT": "100000",
     "OPENBLAS_THREAD_TIMEOUT": "6",
     "MALLOC_MMAP_THRESHOLD_": str(256 * 2**20),
     "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20),
+    "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
 }
 
 
