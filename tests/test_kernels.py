@@ -103,9 +103,10 @@ def test_attention_kernel_reads_strided_inputs_and_odd_head_sizes(layout):
 
 def test_attention_kernel_lays_outputs_out_like_its_inputs():
     # Q, K and V sliced out of one (B, T, 3, H, d) projection and seen as (B, H, T, d), as in a
-    # transformer: the output and the gradients come back as (B, T, H, d) memory, so that the
-    # model's transpose and reshape back to (B, T, C) copy nothing. Contiguous (B, H, T, d)
-    # inputs keep contiguous outputs.
+    # transformer: the output comes back as (B, T, H, d) memory, so that the model's transpose
+    # and reshape back to (B, T, C) copy nothing, and the gradients as the same slices of one
+    # new array, so that split's backward need not concatenate them. Contiguous (B, H, T, d)
+    # inputs get contiguous outputs.
     rng = np.random.default_rng(11)
     b, h, t, d = 2, 3, 21, 8
     qkv = rng.standard_normal((b, t, 3, h, d))
@@ -113,10 +114,63 @@ def test_attention_kernel_lays_outputs_out_like_its_inputs():
     gy = rng.standard_normal((b, t, h, d)).transpose(0, 2, 1, 3)
     got = _attention("numba", q, k, v, None, True, gy)
     for a, c in zip(got, _attention("numpy", q, k, v, None, True, gy)):
-        assert a.transpose(0, 2, 1, 3).flags.c_contiguous
         np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
+    y, *grads = got
+    assert y.transpose(0, 2, 1, 3).flags.c_contiguous
+    whole = grads[0].base
+    assert whole.shape == qkv.shape and all(g.base is whole for g in grads)
+    assert [g.strides for g in grads] == [a.strides for a in (q, k, v)]
+    for i, g in enumerate(grads):
+        assert np.shares_memory(g, whole[:, :, i])
     plain = [np.ascontiguousarray(a) for a in (q, k, v, gy)]
     assert all(a.flags.c_contiguous for a in _attention("numba", *plain[:3], None, True, plain[3]))
+    # Q and K the same slice: the gradients must not share memory (written one after the other)
+    y, *grads = _attention("numba", q, q, v, None, True, gy)
+    assert not any(np.shares_memory(a, c) for a, c in [grads[:2], grads[1:], grads[::2]])
+
+
+def test_self_attention_gradients_through_one_qkv_array(monkeypatch):
+    # MultiheadAttention's c_attn -> split -> heads -> attention kernel: the kernel hands back
+    # dQ, dK and dV as slices of one array, and split's backward returns that array uncopied.
+    # Every gradient must equal the reference path's.
+    import tinyformer as tf
+    from tinyformer import nn
+
+    split_op = importlib.import_module("tinyformer.ops.split")  # the module, not the function
+    uncopied = []
+
+    def spy(gys, axis, shape):
+        whole = side_by_side(gys, axis, shape)
+        uncopied.append(whole is not None)
+        return whole
+
+    side_by_side = split_op._side_by_side
+    monkeypatch.setattr(split_op, "_side_by_side", spy)
+    tf.manual_seed(4)
+    mha = nn.MultiheadAttention(16, 4).to(np.float64)
+    x = tf.randn(3, 10, 16, dtype=np.float64, requires_grad=True)
+    grads = {}
+    for backend in ("numba", "numpy"):
+        with registry.prefer(backend):
+            mha.zero_grad()
+            x.grad = None
+            (mha(x, is_causal=True) ** 2).sum().backward()
+        grads[backend] = [x.grad, *(p.grad for p in mha.parameters())]
+    assert uncopied == [True, False]  # the reference's gradients are three separate arrays
+    for a, c in zip(*grads.values()):
+        np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
+
+
+def test_split_backward_joins_without_copying_only_pieces_side_by_side():
+    side_by_side = importlib.import_module("tinyformer.ops.split")._side_by_side
+    whole = np.arange(24.0).reshape(2, 3, 4)
+    pieces = [whole[..., :1], whole[..., 1:3], whole[..., 3:]]
+    joined = side_by_side(pieces, 2, (2, 3, 4))
+    assert np.shares_memory(joined, whole) and np.array_equal(joined, whole)
+    assert side_by_side(pieces[::-1], 2, (2, 3, 4)) is None  # out of order
+    assert side_by_side([p.copy() for p in pieces], 2, (2, 3, 4)) is None  # separate arrays
+    assert side_by_side([whole[:1], whole[1:]], 0, (2, 3, 4)) is not None
+    assert side_by_side([whole[:, :1], whole[:, 1:]], 2, (2, 3, 4)) is None  # not along axis 2
 
 
 @pytest.mark.parametrize(

@@ -174,14 +174,60 @@ def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarra
         a = _as_pairs(a, batch)
         if a.strides[-1] != a.itemsize or min(a.strides) < 0:
             a = np.ascontiguousarray(a)
-        steps.append([s // a.itemsize for s in a.strides[:3]])
-        if a.flags.c_contiguous:
-            buffer = a.reshape(-1)
-        else:
-            span = 1 + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) // a.itemsize
-            buffer = np.lib.stride_tricks.as_strided(a, (span,), (a.itemsize,))
-        buffers.append(read_only(buffer))
+        steps.append(_steps(a))
+        buffers.append(read_only(_flat(a)))
     return buffers, np.array(steps, np.int64)
+
+
+def _steps(a: np.ndarray) -> list[int]:
+    """The element strides of a (B, H, T, d) array's batch, head and row."""
+    return [s // a.itemsize for s in a.strides[:3]]
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """The memory `a` spans, from its first element, as a 1-D array (a view)."""
+    if a.flags.c_contiguous:
+        return a.reshape(-1)
+    span = 1 + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) // a.itemsize
+    return np.lib.stride_tricks.as_strided(a, (span,), (a.itemsize,))
+
+
+def gradients_like(q, k, v, batch: tuple[int, ...]):
+    """Empty gradients for q, k and v, their flat buffers and element strides, each laid out as
+    `empty_like_rows` lays it out; and when q, k and v are disjoint slices of one array that they
+    fill (a transformer's fused QKV projection, cut by `split`), the gradients are the same
+    slices of one new array. `split`'s backward then finds its three pieces side by side in one
+    array and returns that array instead of a concatenated copy (0.7 ms per baby-GPT step)."""
+    arrays, owner = (q, k, v), q.base
+    if (
+        owner is None
+        or not owner.flags.c_contiguous
+        or len(batch) != 2
+        or any(a.base is not owner or a.shape[:-2] != batch or min(a.strides) < 0 for a in arrays)
+        or sum(a.size for a in arrays) != owner.size
+        or _overlap(arrays)
+    ):
+        grads, flat, steps = zip(*(empty_like_rows(a, batch, *a.shape[-2:]) for a in arrays))
+        return grads, flat, steps
+    whole = np.empty(owner.shape, owner.dtype)
+    start = owner.__array_interface__["data"][0]
+    grads = [
+        np.ndarray(a.shape, a.dtype, whole, a.__array_interface__["data"][0] - start, a.strides)
+        for a in arrays
+    ]
+    return grads, [_flat(g) for g in grads], [_steps(g) for g in grads]
+
+
+def _overlap(arrays) -> bool:
+    """Two of the arrays may share an element (or it would take too long to tell)."""
+    for i, a in enumerate(arrays):
+        for b in arrays[i + 1 :]:
+            try:
+                if np.shares_memory(a, b, max_work=1000):
+                    return True
+            except np.exceptions.TooHardError:
+                return True
+    return False
 
 
 def empty_like_rows(a: np.ndarray, batch: tuple[int, ...], rows: int, width: int):
@@ -258,9 +304,7 @@ def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
         buffers, steps = rows_of((gy, q, k, v, y), batch)
         dims = (*_pairs(batch), tq, tk, q.shape[-1], v.shape[-1])
         lse2 = read_only(np.ascontiguousarray(lse).reshape(-1, tq))
-        grads, flat, grad_steps = zip(
-            *(empty_like_rows(a, batch, *a.shape[-2:]) for a in (q, k, v))
-        )
+        grads, flat, grad_steps = gradients_like(q, k, v, batch)
         steps = np.concatenate([steps, grad_steps])
         workers = min(numba.get_num_threads(), lse2.shape[0])
         args = (*buffers, steps, dims, lse2, *masks, q.dtype.type(scale), workers, *flat)

@@ -13,6 +13,7 @@ element of gx once. A piece that does not reach the loss gets a zero gradient fr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,7 +28,7 @@ from tinyformer.testing import OpSpec, Sample, floats
 class Split(Function):
     @staticmethod
     def forward(ctx, x, *, sizes, axis):
-        ctx.axis = axis
+        ctx.axis, ctx.shape = axis, x.shape
         index = [slice(None)] * x.ndim
         pieces, start = [], 0
         for size in sizes:
@@ -38,7 +39,28 @@ class Split(Function):
 
     @staticmethod
     def backward(ctx, *gys):
-        return np.concatenate(gys, axis=ctx.axis)
+        whole = _side_by_side(gys, ctx.axis, ctx.shape)
+        return np.concatenate(gys, axis=ctx.axis) if whole is None else whole
+
+
+def _side_by_side(gys, axis: int, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The array of x's shape whose consecutive slices along `axis` the gradients are, if they
+    are: their concatenation, without copying them. (The attention kernel hands back Q, K and
+    V's gradients that way when Q, K and V were split from one projection.) Else None."""
+    owner = gys[0].base
+    if owner is None or not owner.flags.c_contiguous or owner.size != math.prod(shape):
+        return None
+    whole = owner.reshape(shape)
+    index, start = [slice(None)] * len(shape), 0
+    for g in gys:
+        index[axis] = slice(start, start + g.shape[axis])
+        piece, start = whole[tuple(index)], start + g.shape[axis]
+        if g.base is not owner or g.dtype != piece.dtype or g.shape != piece.shape:
+            return None
+        same_place = g.__array_interface__["data"][0] == piece.__array_interface__["data"][0]
+        if g.strides != piece.strides or not same_place:
+            return None
+    return whole
 
 
 def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
