@@ -2,8 +2,9 @@
 
 Shapes    x (..., n, ...) -> pieces (..., n_i, ...) with sum n_i = n, along `axis`
 Forward   piece_i = x[..., start_i : start_i + n_i, ...], a view (no copy)
-Backward  gx = the pieces' gradients side by side along `axis` (one concatenation)
-Saved     the axis only.
+Backward  gx = the pieces' gradients side by side along `axis` (one concatenation; none when
+          they already lie side by side in one array, as the attention kernel returns them)
+Saved     the axis and x's shape.
 
 One Function with several outputs rather than one slice (`GetItem`) per piece: a slice's
 backward must build a zero gradient of x's full shape and write its piece into it, and the
