@@ -45,6 +45,28 @@ def test_fast_exp_is_accurate_and_exact_at_the_ends(vector_exp, dtype, ulps):
     assert (y[:2] == 0).all()
 
 
+def test_gelu_kernels_float32_erfc_and_gaussian_are_accurate():
+    # The float32 erfc is t exp(-a^2) Q(s) with a fitted polynomial Q (kernels/numba/gelu.py);
+    # exp(-a^2) is returned as well, for the backward's Gaussian density.
+    from numba import njit, prange
+
+    from tinyformer.kernels.numba._rows import FASTMATH
+    from tinyformer.kernels.numba.gelu import erfc_and_gauss
+
+    @njit(parallel=True, fastmath=FASTMATH)
+    def apply(z, tail, gauss):
+        for i in prange(z.size):
+            tail[i], gauss[i] = erfc_and_gauss(z[i])
+
+    z = np.linspace(-9, 9, 180_001).astype(np.float32)
+    tail, gauss = np.empty_like(z), np.empty_like(z)
+    apply(z, tail, gauss)
+    exact = np.array([math.erfc(v) for v in z.astype(np.float64)])
+    assert (np.abs(tail - exact) / exact).max() < 5e-6
+    exact_gauss = np.exp(-(z.astype(np.float64) ** 2))
+    assert (np.abs(gauss - exact_gauss) / np.maximum(exact_gauss, 1e-30)).max() < 5e-6
+
+
 def _attention(backend, q, k, v, mask, causal, gy):
     scale = 1 / math.sqrt(q.shape[-1])
     with registry.prefer(backend):
