@@ -23,11 +23,14 @@ from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, flat
 from tinyformer.registry import kernel
 
-# Q(s) = erfcx(a) / t as a polynomial in s: a least-squares Chebyshev fit of degree 10 to
-# scipy.special.erfcx at 4,000 points, converted to monomial coefficients (all below 0.52, so
-# Horner's rule in float32 loses nothing to cancellation). Over 0 <= a <= 9 the float32 erfc
-# built from it is within 4e-6 relative of libm's (the error is exp(-a^2)'s rounding at large
-# a; Q itself is within 1e-9); tests/test_kernels.py checks it against math.erfc.
+# Q(s) = erfcx(a) / t as a polynomial in s: a least-squares Chebyshev fit of degree 10,
+# converted to monomial coefficients (all below 0.52, so Horner's rule in float32 loses nothing
+# to cancellation). Made once, offline, with SciPy:
+#     s = np.cos(np.linspace(0, np.pi, 4001))[:-1];  t = (s + 1) / 2
+#     chebyshev.cheb2poly(chebyshev.chebfit(s, scipy.special.erfcx(2 / t - 2) / t, 10))
+# Over 0 <= a <= 9 the float32 erfc built from it is within 4e-6 relative of libm's (the error
+# is exp(-a^2)'s rounding at large a; Q itself is within 1e-9); tests/test_kernels.py checks it
+# against math.erfc.
 _ERFCX_OVER_T = np.array(
     [
         0.5107913569161225, 0.3435803187009448, 0.1397357335112846, 0.018221669588717956,
