@@ -67,6 +67,38 @@ def test_gelu_kernels_float32_erfc_and_gaussian_are_accurate():
     assert (np.abs(gauss - exact_gauss) / np.maximum(exact_gauss, 1e-30)).max() < 5e-6
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_max_matches_numpy_with_infinities_nans_and_signed_zeros(dtype):
+    # row_max maps each float to an integer that orders like it (kernels/numba/_rowmax.py)
+    from numba import njit
+
+    from tinyformer.kernels.numba._rowmax import row_max
+
+    first_n = njit(lambda x, n: row_max(x, n))
+    rng = np.random.default_rng(5)
+    tiny, huge = np.finfo(dtype).tiny, np.finfo(dtype).max
+    for trial in range(400):
+        n = int(rng.integers(1, 70))
+        x = (rng.standard_normal(n + 3) * 10.0 ** rng.integers(-30, 30)).astype(dtype)
+        kind = trial % 8
+        if kind == 1:
+            x[rng.integers(0, n)] = np.inf
+        elif kind == 2:
+            x[:] = -np.inf
+        elif kind == 3:  # a NaN of either sign, alone among -inf or among numbers
+            x[: n if trial % 16 < 8 else 0] = -np.inf
+            x[rng.integers(0, n)] = -np.nan if trial % 3 else np.nan
+        elif kind == 4:
+            x[:] = -np.abs(x)
+        elif kind == 5:
+            x[:] = 0.0
+            x[rng.integers(0, n)] = -0.0
+        elif kind == 6:
+            x[:n] = rng.choice([tiny, -tiny, huge, -huge], n)
+        got, want = first_n(x, n), np.max(x[:n])
+        assert (np.isnan(got) and np.isnan(want)) or got == want, (x[:n], got, want)
+
+
 def _attention(backend, q, k, v, mask, causal, gy):
     scale = 1 / math.sqrt(q.shape[-1])
     with registry.prefer(backend):

@@ -1,42 +1,73 @@
 """A vectorisable max over a 1-D array (or its first n elements), for use inside Numba kernels.
 
 Why: a plain running max (`top = max(top, x[j])`, or `x.max()`) is one chain of dependent
-compare-and-selects, and LLVM (as shipped with llvmlite) will not vectorise a floating-point max
-reduction unless the whole function promises no NaNs, which our fast-math flags do not (see
-FASTMATH in _rows.py). Scalar, that costs about 1 ns per element: more than the vectorised exp
-that follows it in a softmax. Eight independent running maxima over interleaved elements have no
-chain between them, so LLVM's SLP vectorizer packs them into one vector compare and select;
-they are combined at the end.
+floating-point compare-and-selects, and LLVM (as shipped with llvmlite) will not vectorise a
+floating-point max reduction unless the whole function promises no NaNs, which our fast-math
+flags do not (see FASTMATH in _rows.py). Scalar, that cost about 0.4 ns per element: as much as
+the vectorised exp that follows it in a softmax. An integer max reduction has no such
+condition. So each float is mapped to an integer that orders the same way, its bits with the
+magnitude bits flipped when the sign bit is set (IEEE floats of one sign order like their bits;
+negative ones in reverse), the integers' max is taken, and mapped back.
 
-Same result as np.max, +-inf and NaN included: a NaN wins every comparison (`_larger`).
+Same result as np.max, +-inf included; a NaN (of either sign) maps to the largest integer, so
+it wins, as in np.max.
 """
 
 from __future__ import annotations
 
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from tinyformer.kernels.numba._rows import FASTMATH
 
 
-@njit(fastmath=FASTMATH, cache=True)
-def _larger(a, b):
-    return a if a > b or a != a else b  # a != a: a is NaN, and NaN wins, as in np.max
+@intrinsic
+def order_key(typingctx, x):
+    """x's bits as a signed integer of its width that orders like x; NaN -> the largest."""
+    if not isinstance(x, types.Float):
+        return None
+    width = x.bitwidth
+    sig = types.int32(x) if width == 32 else types.int64(x)
+
+    def codegen(context, builder, signature, args):
+        (value,) = args
+        int_type = ir.IntType(width)
+        bits = builder.bitcast(value, int_type)
+        sign = builder.ashr(bits, ir.Constant(int_type, width - 1))  # 0 or all ones
+        flip = builder.and_(sign, ir.Constant(int_type, (1 << (width - 1)) - 1))
+        key = builder.xor(bits, flip)
+        is_nan = builder.fcmp_unordered("uno", value, value)
+        return builder.select(is_nan, ir.Constant(int_type, (1 << (width - 1)) - 1), key)
+
+    return sig, codegen
+
+
+@intrinsic
+def from_order_key(typingctx, key, like):
+    """The float (of `like`'s type) whose `order_key` is `key`."""
+    if not isinstance(like, types.Float):
+        return None
+    width = like.bitwidth
+    sig = like(key, like)
+
+    def codegen(context, builder, signature, args):
+        int_type = ir.IntType(width)
+        key = args[0]
+        sign = builder.ashr(key, ir.Constant(int_type, width - 1))
+        flip = builder.and_(sign, ir.Constant(int_type, (1 << (width - 1)) - 1))
+        value = builder.bitcast(builder.xor(key, flip), args[1].type)
+        is_nan = builder.icmp_signed("==", key, ir.Constant(int_type, (1 << (width - 1)) - 1))
+        return builder.select(is_nan, ir.Constant(args[1].type, float("nan")), value)
+
+    return sig, codegen
 
 
 @njit(fastmath=FASTMATH, cache=True)
 def row_max(x, n):
     """max(x[:n]) for n >= 1."""
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = x[0]
-    j = 0
-    while j + 8 <= n:
-        m0, m1 = _larger(x[j], m0), _larger(x[j + 1], m1)
-        m2, m3 = _larger(x[j + 2], m2), _larger(x[j + 3], m3)
-        m4, m5 = _larger(x[j + 4], m4), _larger(x[j + 5], m5)
-        m6, m7 = _larger(x[j + 6], m6), _larger(x[j + 7], m7)
-        j += 8
-    top = _larger(
-        _larger(_larger(m0, m1), _larger(m2, m3)), _larger(_larger(m4, m5), _larger(m6, m7))
-    )
-    for k in range(j, n):
-        top = _larger(x[k], top)
-    return top
+    top = order_key(x[0])
+    for j in range(1, n):
+        key = order_key(x[j])
+        top = key if key > top else top
+    return from_order_key(top, x[0])
