@@ -138,10 +138,15 @@ def _correlate(src, a, init, rows, offsets, dst, slot, wp, row0, col0):
             if r < 0 or r >= hd:
                 continue  # a padding row: computed, dropped
             lo, hi = max(q0, row * wp + col0), min(q0 + m, row * wp + col0 + wd)
+            start = lo - row * wp - col0  # where the run's part of the row starts in it
             for k in range(ks):
-                line, o = dst[n, g * per + blk * 4 + k, r], out[k]
-                for q in range(lo, hi):
-                    line[q - row * wp - col0] = o[q - q0]
+                # Views of both ends, indexed from 0: indexed by q - row * wp - col0 (not
+                # provably >= 0), every element paid Numba's negative-index wrap (digits
+                # forward: 0.447 -> 0.398 ms).
+                line = dst[n, g * per + blk * 4 + k, r, start : start + hi - lo]
+                o = out[k, lo - q0 : hi - q0]
+                for q in range(hi - lo):
+                    line[q] = o[q]
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
