@@ -181,6 +181,14 @@ def test_attention_kernel_lays_outputs_out_like_its_inputs():
     # Q and K the same slice: the gradients must not share memory (written one after the other)
     y, *grads = _attention("numba", q, q, v, None, True, gy)
     assert not any(np.shares_memory(a, c) for a, c in [grads[:2], grads[1:], grads[::2]])
+    # Q, K and V interleaved element by element in one array: rows not contiguous, so the
+    # gradients cannot mirror them (the kernels write rows as contiguous runs)
+    mixed = rng.standard_normal((b, t, h, d, 3))
+    q, k, v = (mixed[..., i].transpose(0, 2, 1, 3) for i in range(3))
+    for a, c in zip(
+        _attention("numba", q, k, v, None, True, gy), _attention("numpy", q, k, v, None, True, gy)
+    ):
+        np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
 
 
 def test_self_attention_gradients_through_one_qkv_array(monkeypatch):

@@ -172,7 +172,7 @@ def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarra
     buffers, steps = [], []
     for a in arrays:
         a = _as_pairs(a, batch)
-        if a.strides[-1] != a.itemsize or min(a.strides) < 0:
+        if not _rows_contiguous(a):
             a = np.ascontiguousarray(a)
         steps.append(_steps(a))
         buffers.append(read_only(_flat(a)))
@@ -203,7 +203,9 @@ def gradients_like(q, k, v, batch: tuple[int, ...]):
         owner is None
         or not owner.flags.c_contiguous
         or len(batch) != 2
-        or any(a.base is not owner or a.shape[:-2] != batch or min(a.strides) < 0 for a in arrays)
+        or any(
+            a.base is not owner or a.shape[:-2] != batch or not _rows_contiguous(a) for a in arrays
+        )
         or sum(a.size for a in arrays) != owner.size
         or _overlap(arrays)
     ):
@@ -216,6 +218,12 @@ def gradients_like(q, k, v, batch: tuple[int, ...]):
         for a in arrays
     ]
     return grads, [_flat(g) for g in grads], [_steps(g) for g in grads]
+
+
+def _rows_contiguous(a: np.ndarray) -> bool:
+    """a's rows are contiguous and no stride is negative: what the kernels' flat buffers need
+    (rows_of copies inputs that are not so; a gradient laid out like one must be so itself)."""
+    return a.strides[-1] == a.itemsize and min(a.strides) >= 0
 
 
 def _overlap(arrays) -> bool:
