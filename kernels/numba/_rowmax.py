@@ -22,6 +22,17 @@ from numba.extending import intrinsic
 from tinyformer.kernels.numba._rows import FASTMATH
 
 
+def _flip_negatives(builder, bits, width):
+    """bits with the magnitude bits flipped where the sign bit is set (an involution)."""
+    int_type = ir.IntType(width)
+    sign = builder.ashr(bits, ir.Constant(int_type, width - 1))  # 0 or all ones
+    return builder.xor(bits, builder.and_(sign, _largest(width)))
+
+
+def _largest(width):
+    return ir.Constant(ir.IntType(width), (1 << (width - 1)) - 1)
+
+
 @intrinsic
 def order_key(typingctx, x):
     """x's bits as a signed integer of its width that orders like x; NaN -> the largest."""
@@ -32,13 +43,9 @@ def order_key(typingctx, x):
 
     def codegen(context, builder, signature, args):
         (value,) = args
-        int_type = ir.IntType(width)
-        bits = builder.bitcast(value, int_type)
-        sign = builder.ashr(bits, ir.Constant(int_type, width - 1))  # 0 or all ones
-        flip = builder.and_(sign, ir.Constant(int_type, (1 << (width - 1)) - 1))
-        key = builder.xor(bits, flip)
+        key = _flip_negatives(builder, builder.bitcast(value, ir.IntType(width)), width)
         is_nan = builder.fcmp_unordered("uno", value, value)
-        return builder.select(is_nan, ir.Constant(int_type, (1 << (width - 1)) - 1), key)
+        return builder.select(is_nan, _largest(width), key)
 
     return sig, codegen
 
@@ -52,13 +59,10 @@ def from_order_key(typingctx, key, like):
     sig = like(key, like)
 
     def codegen(context, builder, signature, args):
-        int_type = ir.IntType(width)
-        key = args[0]
-        sign = builder.ashr(key, ir.Constant(int_type, width - 1))
-        flip = builder.and_(sign, ir.Constant(int_type, (1 << (width - 1)) - 1))
-        value = builder.bitcast(builder.xor(key, flip), args[1].type)
-        is_nan = builder.icmp_signed("==", key, ir.Constant(int_type, (1 << (width - 1)) - 1))
-        return builder.select(is_nan, ir.Constant(args[1].type, float("nan")), value)
+        key, float_type = args[0], args[1].type
+        value = builder.bitcast(_flip_negatives(builder, key, width), float_type)
+        is_nan = builder.icmp_signed("==", key, _largest(width))
+        return builder.select(is_nan, ir.Constant(float_type, float("nan")), value)
 
     return sig, codegen
 
