@@ -375,6 +375,38 @@ def test_conv_transpose2d_kernel_is_chosen_where_stamps_do_not_overlap():
     assert chosen(3, (1, 1)) == "numpy"
 
 
+# With kernel = stride, no padding and BLAS on one thread (as in training), the kernel runs one
+# BLAS product per image from each worker instead: kernels 2x2, 2x3 and 3x3, images whose sizes
+# are not multiples of anything, a batch that splits unevenly over the workers, a channel count
+# not a multiple of 4, and an input that is a strided view.
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel", [(2, 2), (2, 3), (3, 3)])
+def test_conv_transpose2d_per_image_products_match_reference(dtype, kernel):
+    from tinyformer.kernels.numba.conv_transpose2d import _stamps_tile, blas_one_thread
+
+    blas_one_thread()  # loads the BLAS Numba calls, so that the limit below reaches it too
+    rng = np.random.default_rng(kernel[1])
+    batch = numba.get_num_threads() + 1
+    x = rng.standard_normal((batch, 5, 14, 9)).astype(dtype)[:, :, ::2, :7]  # (B, 5, 7, 7)
+    w, b = rng.standard_normal((5, 3, *kernel)).astype(dtype), rng.standard_normal(3)
+    args = (kernel, (0, 0), (0, 0), (1, 1), 1)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert _stamps_tile(x, w, *args)
+        assert not _stamps_tile(x[:1], w, *args) or numba.get_num_threads() == 1
+        results = {}
+        for backend in ("numba", "numpy"):
+            with registry.prefer(backend):
+                y = registry.call("conv_transpose2d.forward", x, w, b, *args)
+                gy = np.cos(np.arange(y.size)).reshape(y.shape).astype(dtype)
+                results[backend] = (y, *registry.call("conv_transpose2d.backward", gy, x, w, *args))
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert not _stamps_tile(x, w, *args)  # BLAS's own threads: the phase loops run
+    for got, want in zip(results["numba"], results["numpy"]):
+        assert got.dtype == dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
 # linear's kernel splits each product's rows over Numba's workers, with BLAS on one thread in
 # each: the registry picks it only when BLAS is single-threaded (as `tinyformer train` sets).
 def test_linear_kernel_is_chosen_only_with_single_threaded_blas():

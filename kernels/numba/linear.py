@@ -34,9 +34,10 @@ MIN_ROWS = 64  # below this, one BLAS call on one thread is as quick as splittin
 _blas: dict = {}  # "controllers": threadpoolctl's, of the BLAS libraries (found at first use)
 
 
-def blas_single_threaded(*args, **kwargs) -> bool:
-    """every BLAS library loaded runs on one thread (OPENBLAS_NUM_THREADS=1, as the training
-    commands set) and the product has at least 64 (MIN_ROWS) rows"""
+def blas_one_thread() -> bool:
+    """Every BLAS library loaded runs on one thread (OPENBLAS_NUM_THREADS=1, as the training
+    commands set), so kernels may call BLAS from each of Numba's workers. False without SciPy,
+    whose BLAS Numba's np.dot calls."""
     if "controllers" not in _blas:
         try:
             import scipy.linalg.cython_blas  # noqa: F401  (the BLAS Numba's np.dot calls)
@@ -47,9 +48,13 @@ def blas_single_threaded(*args, **kwargs) -> bool:
             found = ThreadpoolController().select(user_api="blas").lib_controllers
             _blas["controllers"] = list(found)
     controllers = _blas["controllers"]
-    if not controllers or args[0].shape[0] < MIN_ROWS:
-        return False
-    return all(c.get_num_threads() == 1 for c in controllers)
+    return bool(controllers) and all(c.get_num_threads() == 1 for c in controllers)
+
+
+def blas_single_threaded(*args, **kwargs) -> bool:
+    """every BLAS library loaded runs on one thread (OPENBLAS_NUM_THREADS=1, as the training
+    commands set) and the product has at least 64 (MIN_ROWS) rows"""
+    return args[0].shape[0] >= MIN_ROWS and blas_one_thread()
 
 
 @njit(cache=True, inline="always")

@@ -40,6 +40,9 @@ class Case:
     bytes: int = 0  # minimum bytes moved (for GB/s)
     flops: int = 0  # for GFLOP/s (attention)
     torch: Callable[[Any], Any] | None = None  # forward: lambda torch -> thunk
+    # The kernels call BLAS from each of Numba's workers, so they run, as in training, with
+    # BLAS on one thread (the reference keeps both); `blas_one_thread` times them that way.
+    blas_one_thread: bool = False
 
 
 def _torch(path: str, *args: Any, **kwargs: Any) -> Callable[[Any], Callable[[], Any]]:
@@ -125,6 +128,26 @@ def _primitive_name(case: Case) -> str:
     return case.primitive.split("[")[0]
 
 
+def _on_one_blas_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """`fn` run with every BLAS library on one thread, as `tinyformer train` runs it, and the
+    threads given back after each call (~4 µs, counted in the kernel's time)."""
+    from threadpoolctl import ThreadpoolController
+
+    libraries = ThreadpoolController().select(user_api="blas").lib_controllers
+
+    def run() -> Any:
+        before = [lib.get_num_threads() for lib in libraries]
+        for lib in libraries:
+            lib.set_num_threads(1)
+        try:
+            return fn()
+        finally:
+            for lib, threads in zip(libraries, before):
+                lib.set_num_threads(threads)
+
+    return run
+
+
 def kernel_timings(shapes: dict[str, int], repeats: int = 15) -> list[dict[str, Any]]:
     return time_cases(_cases(shapes), repeats)
 
@@ -139,7 +162,10 @@ def time_cases(cases: list[Case], repeats: int = 15) -> list[dict[str, Any]]:
         def forced(backend: str, case: Case = case, name: str = name) -> Callable[[], Any]:
             with registry.prefer(backend):  # what `prefer` runs, called directly
                 impl = registry.choose(name, *case.args, **case.kwargs)
-            return functools.partial(impl.fn, *case.args, **case.kwargs)
+            fn = functools.partial(impl.fn, *case.args, **case.kwargs)
+            if case.blas_one_thread and backend != registry.REFERENCE:
+                return _on_one_blas_thread(fn)
+            return fn
 
         times = interleaved_median_times({b: forced(b) for b in registry.backends(name)}, repeats)
         row = {"primitive": case.primitive, "shape": case.label}
