@@ -36,9 +36,9 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from tinyformer.kernels.numba._blas import blas_one_thread
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only
 from tinyformer.kernels.numba.conv2d import RUN, _blocks, _correlate, _grid, _taps, _weight_grad
-from tinyformer.kernels.numba.linear import blas_one_thread
 from tinyformer.ops.conv_transpose2d import conv_transpose2d_backward as reference_backward
 from tinyformer.ops.conv_transpose2d import conv_transpose2d_forward as reference_forward
 from tinyformer.registry import kernel

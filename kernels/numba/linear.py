@@ -26,29 +26,11 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from tinyformer.kernels.numba._blas import blas_one_thread
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only
 from tinyformer.registry import kernel
 
 MIN_ROWS = 64  # below this, one BLAS call on one thread is as quick as splitting it
-
-_blas: dict = {}  # "controllers": threadpoolctl's, of the BLAS libraries (found at first use)
-
-
-def blas_one_thread() -> bool:
-    """Every BLAS library loaded runs on one thread (OPENBLAS_NUM_THREADS=1, as the training
-    commands set), so kernels may call BLAS from each of Numba's workers. False without SciPy,
-    whose BLAS Numba's np.dot calls."""
-    if "controllers" not in _blas:
-        try:
-            import scipy.linalg.cython_blas  # noqa: F401  (the BLAS Numba's np.dot calls)
-            from threadpoolctl import ThreadpoolController
-        except ImportError:  # no SciPy: Numba's np.dot cannot run; the reference will
-            _blas["controllers"] = []
-        else:
-            found = ThreadpoolController().select(user_api="blas").lib_controllers
-            _blas["controllers"] = list(found)
-    controllers = _blas["controllers"]
-    return bool(controllers) and all(c.get_num_threads() == 1 for c in controllers)
 
 
 def blas_single_threaded(*args, **kwargs) -> bool:
