@@ -7,7 +7,9 @@ GB/s for memory-bound primitives (bytes read and written once, the least any imp
 move) or GFLOP/s for attention (2 flops per multiply-add; causal attention counts only the
 unmasked half). With torch installed, a column
 shows PyTorch CPU on the same inputs (forward primitives only; torch's backward runs through its
-autograd and is not comparable primitive by primitive).
+autograd and is not comparable primitive by primitive). A kernel that calls BLAS from each of
+its workers (the transposed conv's) is timed with BLAS on one thread, as training runs it; its
+reference keeps BLAS's two threads (`Case.blas_one_thread`).
 
 Attention memory: peak memory allocated during attention forward + backward (tracemalloc sees
 NumPy's allocations; the Numba kernels allocate nothing themselves, every buffer is a NumPy array
