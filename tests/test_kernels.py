@@ -439,3 +439,27 @@ def test_linear_kernel_matches_reference_over_uneven_row_blocks(dtype, needs):
         if got is not None:
             assert got.dtype == dtype
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+# The bench times kernels that call BLAS from their workers with BLAS on one thread, as training
+# runs them, and must give the threads back after each call, even one that raises: the next
+# reference timed would run on one thread otherwise.
+def test_bench_runs_blas_calling_kernels_on_one_blas_thread_and_restores_it():
+    from tinyformer.bench.kernels import _on_one_blas_thread
+    from tinyformer.kernels.numba._blas import blas_one_thread
+
+    blas_one_thread()  # loads the BLAS Numba calls, so that the limits below reach it too
+    seen = []
+
+    def fails():
+        seen.append(blas_one_thread())
+        raise RuntimeError("kernel failed")
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        run = _on_one_blas_thread(lambda: seen.append(blas_one_thread()) or "result")
+        assert run() == "result"
+        assert not blas_one_thread()  # given back
+        with pytest.raises(RuntimeError, match="kernel failed"):
+            _on_one_blas_thread(fails)()
+        assert not blas_one_thread()
+    assert seen == [True, True]
