@@ -296,17 +296,19 @@ def test_attention_kernels_compile_once_for_read_only_and_writeable_inputs():
         np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
 
 
-def _compare_forward_and_backward(op, x, w, b, args):
-    """op's Numba forward and backward equal the reference's, for a fixed gy."""
+def _compare_forward_and_backward(op, x, w, b, args, tol=1e-10):
+    """op's Numba forward and backward equal the reference's, for a fixed gy of x's dtype;
+    returns the Numba results (y, gx, gw, gb)."""
     results = {}
     for backend in ("numba", "numpy"):
         with registry.prefer(backend):
             y = registry.call(f"{op}.forward", x, w, b, *args)
-            gy = np.cos(np.arange(y.size)).reshape(y.shape)
+            gy = np.cos(np.arange(y.size)).reshape(y.shape).astype(x.dtype)
             results[backend] = (y, *registry.call(f"{op}.backward", gy, x, w, *args))
     for got, want in zip(results["numba"], results["numpy"]):
         assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    return results["numba"]
 
 
 # The conv2d kernel works on runs of 512 grid positions, 4 output channels and 4 taps at a time,
@@ -382,7 +384,8 @@ def test_conv_transpose2d_kernel_is_chosen_where_stamps_do_not_overlap():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kernel", [(2, 2), (2, 3), (3, 3)])
 def test_conv_transpose2d_per_image_products_match_reference(dtype, kernel):
-    from tinyformer.kernels.numba.conv_transpose2d import _stamps_tile, blas_one_thread
+    from tinyformer.kernels.numba._blas import blas_one_thread
+    from tinyformer.kernels.numba.conv_transpose2d import _stamps_tile
 
     blas_one_thread()  # loads the BLAS Numba calls, so that the limit below reaches it too
     rng = np.random.default_rng(kernel[1])
@@ -394,17 +397,10 @@ def test_conv_transpose2d_per_image_products_match_reference(dtype, kernel):
     with threadpool_limits(limits=1, user_api="blas"):
         assert _stamps_tile(x, w, *args)
         assert not _stamps_tile(x[:1], w, *args) or numba.get_num_threads() == 1
-        results = {}
-        for backend in ("numba", "numpy"):
-            with registry.prefer(backend):
-                y = registry.call("conv_transpose2d.forward", x, w, b, *args)
-                gy = np.cos(np.arange(y.size)).reshape(y.shape).astype(dtype)
-                results[backend] = (y, *registry.call("conv_transpose2d.backward", gy, x, w, *args))
+        got = _compare_forward_and_backward("conv_transpose2d", x, w, b, args, tol)
     with threadpool_limits(limits=2, user_api="blas"):
         assert not _stamps_tile(x, w, *args)  # BLAS's own threads: the phase loops run
-    for got, want in zip(results["numba"], results["numpy"]):
-        assert got.dtype == dtype and got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    assert all(a.dtype == dtype for a in got)
 
 
 # linear's kernel splits each product's rows over Numba's workers, with BLAS on one thread in
@@ -439,6 +435,29 @@ def test_linear_kernel_matches_reference_over_uneven_row_blocks(dtype, needs):
         if got is not None:
             assert got.dtype == dtype
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+# In a fresh process SciPy's BLAS, the one the kernels call, is not loaded until a kernel needs
+# it: the bench's one-thread wrapper must load it first, or it limits only NumPy's BLAS and the
+# transposed conv's kernel is timed on its other path.
+def test_bench_one_blas_thread_reaches_the_blas_kernels_call_in_a_fresh_process():
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import numpy as np
+from tinyformer.bench.kernels import _on_one_blas_thread
+from tinyformer.kernels.numba.conv_transpose2d import _stamps_tile
+assert "scipy.linalg.cython_blas" not in sys.modules
+x, w = np.ones((4, 3, 5, 5), np.float32), np.ones((3, 2, 2, 2), np.float32)
+print(_on_one_blas_thread(lambda: _stamps_tile(x, w, (2, 2), (0, 0), (0, 0), (1, 1), 1))())
+"""
+    env = {**os.environ, "NUMBA_NUM_THREADS": "2"}  # a batch of 4 splits over the workers
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"  # the per-image BLAS products would run
 
 
 # The bench times kernels that call BLAS from their workers with BLAS on one thread, as training

@@ -133,9 +133,9 @@ def _primitive_name(case: Case) -> str:
 def _on_one_blas_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
     """`fn` run with every BLAS library on one thread, as `tinyformer train` runs it, and the
     threads given back after each call (~4 µs, counted in the kernel's time)."""
-    from threadpoolctl import ThreadpoolController
+    from tinyformer.kernels.numba._blas import blas_libraries
 
-    libraries = ThreadpoolController().select(user_api="blas").lib_controllers
+    libraries = blas_libraries()  # SciPy's, which the kernels call, among them
 
     def run() -> Any:
         before = [lib.get_num_threads() for lib in libraries]
