@@ -280,6 +280,24 @@ def test_a_broken_kernel_file_is_raised_loudly(tmp_path, monkeypatch):
     registry._cache.clear()
 
 
+@pytest.mark.parametrize("d, dv", [(128, 128), (129, 8), (8, 129), (5, 3)])
+def test_attention_kernel_head_sizes_on_both_paths(d, dv):
+    # The short kernel's scratch rows hold up to SHORT_HEAD (128) features; larger heads go
+    # through the tiles. Head sizes that are not a multiple of 4 leave a remainder of terms.
+    from tinyformer.kernels.numba import attention as kernel_module
+
+    rng = np.random.default_rng(d * 1000 + dv)
+    q, k = rng.standard_normal((2, 3, 21, d)), rng.standard_normal((2, 3, 21, d))
+    v, gy = rng.standard_normal((2, 3, 21, dv)), rng.standard_normal((2, 3, 21, dv))
+    assert kernel_module.short(q, k, v) == (max(d, dv) <= 128)
+    for causal in (False, True):
+        got = _attention("numba", q, k, v, None, causal, gy)
+        want = _attention("numpy", q, k, v, None, causal, gy)
+        for a, b in zip(got, want):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
 def test_attention_kernels_compile_once_for_read_only_and_writeable_inputs():
     # Numba types read-only arrays (broadcast_to views, many gradients) apart from writeable
     # ones; the wrappers pass every input as read-only so that a mix compiles no new variant.

@@ -1,4 +1,5 @@
-"""Attention for short key sequences (at most SHORT_KEYS): one thread per (batch, head) pair.
+"""Attention for short key sequences (at most SHORT_KEYS keys, heads of at most SHORT_HEAD
+features): one thread per (batch, head) pair.
 
 A thread copies its pair's Q, K^T and V into contiguous scratch, then walks the queries in
 blocks of four rows. The inputs arrive as flat buffers with element strides (see `rows_of` in
@@ -21,10 +22,18 @@ Backward, per block:           P_i = exp(S_i - lse_i),  dP_i = dy_i V^T,
 The forward scales Q once as it is copied, so the scores come out scaled; the backward folds
 the scale into its exp when there is no mask. Key loops run to `last`, a multiple of LANES past
 the block's last visible key (scratch is padded with zeros; keys past the visible ones are
-zeroed by a select): no scalar remainder loops. Scratch
-is allocated once per thread, not per pair: at these sizes the allocations were a tenth of the
-backward. The worker count is an argument (numba.get_num_threads() in the caller), so that the
-kernels stay cacheable.
+zeroed by a select): no scalar remainder loops. Scratch is allocated once per thread, not per
+pair: at these sizes the allocations were a tenth of the backward. The worker count is an
+argument (numba.get_num_threads() in the caller), so that the kernels stay cacheable.
+
+Scratch is flat: rows of features FEATURE_ROW apart, rows of keys KEY_ROW apart, constants
+compiled into the product loops, whose indices are unsigned. Why: before it vectorises a loop
+that stores four output rows and loads four input rows, LLVM must rule out that a store hits a
+later load. With eight separate row views it did so at run time, ~30 overlap checks (~200
+instructions) before every pass of four terms, more than the pass's own 64 vector multiply-adds
+at a head size of 32. Rows at constant offsets in two arrays need one check. Unsigned, because
+Numba wraps a possibly negative index element by element, and LLVM compiles that as a gather.
+Backward: baby GPT 0.54 -> 0.48 ms, small GPT 12.6 -> 10.1 ms, ViT 1.0 -> 0.76 ms.
 """
 
 from __future__ import annotations
@@ -37,6 +46,13 @@ from tinyformer.kernels.numba._rowmax import row_max
 from tinyformer.kernels.numba._rows import FASTMATH
 
 LANES = 8  # key loops run to a multiple of this (16 wastes more on causal blocks)
+SHORT_KEYS = 256  # up to this many keys, one thread per (batch, head) pair
+SHORT_HEAD = 128  # and head sizes up to this
+# Row strides of the scratch. 8 more than the longest row, so that rows 2**k floats long do not
+# fall into the same few sets of the L1 cache.
+KEY_ROW = SHORT_KEYS + 8
+FEATURE_ROW = SHORT_HEAD + 8
+U = np.uint64  # unsigned indices: no wrap-around of negative ones
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -89,62 +105,79 @@ def _offset(steps, which, b0, b1):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _copy(buf, start, step, rows, cols, dst, transpose, factor):
-    """dst[:rows, :cols] = rows of buf (row i at start + i * step) * factor, or
-    dst[:cols, :rows] = their transpose."""
+def _copy(buf, start, step, rows, cols, dst, dst_row, transpose, factor):
+    """Rows of buf (row i at start + i * step, cols long) into flat scratch rows dst_row apart:
+    row i to dst[i * dst_row:] * factor, or transposed, element t to dst[t * dst_row + i]."""
     for i in range(rows):
         row = buf[start + i * step : start + i * step + cols]  # contiguous: vectorises
         if transpose:
             for t in range(cols):
-                dst[t, i] = row[t]
+                dst[t * dst_row + i] = row[t]
         else:
-            out = dst[i]
+            out = dst[i * dst_row : i * dst_row + cols]
             for t in range(cols):
                 out[t] = row[t] * factor
 
 
-@njit(fastmath=FASTMATH, cache=True)
-def _four_rows_times(a, i0, b, k, m, out, t0=0):
-    """out[r, :m] = a[i0 + r, t0:k] @ b[t0:k, :m] for r < 4: one pass over b's rows for four
-    rows of a, four rows of b at a time. (Scores: k = head size, m = keys to `last`; P V and
-    dS K: k = keys to `last`; dK = dS^T Q and dV = P^T dY: a = dS^T or P^T, a transposed view,
-    since a's elements are only read one at a time, and t0 = the first query that sees the keys.)"""
-    a0, a1, a2, a3 = a[i0], a[i0 + 1], a[i0 + 2], a[i0 + 3]
-    o0, o1, o2, o3 = out[0], out[1], out[2], out[3]
-    zero = out.dtype.type(0)
-    for j in range(m):
-        o0[j] = o1[j] = o2[j] = o3[j] = zero
-    quads = t0 + (k - t0) // 4 * 4
-    for t in range(t0, quads, 4):
-        b0, b1, b2, b3 = b[t], b[t + 1], b[t + 2], b[t + 3]
-        c00, c01, c02, c03 = a0[t], a0[t + 1], a0[t + 2], a0[t + 3]
-        c10, c11, c12, c13 = a1[t], a1[t + 1], a1[t + 2], a1[t + 3]
-        c20, c21, c22, c23 = a2[t], a2[t + 1], a2[t + 2], a2[t + 3]
-        c30, c31, c32, c33 = a3[t], a3[t + 1], a3[t + 2], a3[t + 3]
-        for j in range(m):
-            x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
-            o0[j] += c00 * x0 + c01 * x1 + c02 * x2 + c03 * x3
-            o1[j] += c10 * x0 + c11 * x1 + c12 * x2 + c13 * x3
-            o2[j] += c20 * x0 + c21 * x1 + c22 * x2 + c23 * x3
-            o3[j] += c30 * x0 + c31 * x1 + c32 * x2 + c33 * x3
-    for t in range(quads, k):  # the last (k - t0) % 4 terms (e.g. head sizes not a multiple of 4)
-        c0, c1, c2, c3, b_row = a0[t], a1[t], a2[t], a3[t], b[t]
-        for j in range(m):
-            x = b_row[j]
-            o0[j] += c0 * x
-            o1[j] += c1 * x
-            o2[j] += c2 * x
-            o3[j] += c3 * x
+def _rows_times(b_row: int, out_row: int):
+    """The product below, compiled for operand rows b_row apart and output rows out_row apart
+    (closure constants: Numba compiles them in)."""
+    b1, o1 = U(b_row), U(out_row)
+    b2, b3, o2, o3 = U(2) * b1, U(3) * b1, U(2) * o1, U(3) * o1
+
+    @njit(fastmath=FASTMATH, cache=True)
+    def four_rows_times(a, a_row, a_col, i0, b, k, m, out, t0=0):
+        """out[r out_row + j] = sum_t a[(i0 + r) a_row + t a_col] b[t b_row + j] for r < 4,
+        j < m, t0 <= t < k: one pass over b's rows for four rows of a, four rows of b at a time.
+        (S = Q K^T: a = Q, b = K^T, j over keys; P V and dS K: a = P or dS, j over features;
+        dK = dS^T Q and dV = P^T dY: a_row = 1 and a_col = KEY_ROW read dS or P transposed,
+        since a's elements are only read one at a time; t0 = the first query that sees the
+        keys.)"""
+        r0, r1, r2, r3 = i0 * a_row, (i0 + 1) * a_row, (i0 + 2) * a_row, (i0 + 3) * a_row
+        zero = out.dtype.type(0)
+        for j in range(U(m)):
+            out[j] = out[o1 + j] = out[o2 + j] = out[o3 + j] = zero
+        quads = t0 + (k - t0) // 4 * 4
+        for t in range(t0, quads, 4):
+            c0, c1, c2, c3 = t * a_col, (t + 1) * a_col, (t + 2) * a_col, (t + 3) * a_col
+            c00, c01, c02, c03 = a[r0 + c0], a[r0 + c1], a[r0 + c2], a[r0 + c3]
+            c10, c11, c12, c13 = a[r1 + c0], a[r1 + c1], a[r1 + c2], a[r1 + c3]
+            c20, c21, c22, c23 = a[r2 + c0], a[r2 + c1], a[r2 + c2], a[r2 + c3]
+            c30, c31, c32, c33 = a[r3 + c0], a[r3 + c1], a[r3 + c2], a[r3 + c3]
+            at = U(t) * b1
+            for j in range(U(m)):
+                x0, x1, x2, x3 = b[at + j], b[at + b1 + j], b[at + b2 + j], b[at + b3 + j]
+                out[j] += c00 * x0 + c01 * x1 + c02 * x2 + c03 * x3
+                out[o1 + j] += c10 * x0 + c11 * x1 + c12 * x2 + c13 * x3
+                out[o2 + j] += c20 * x0 + c21 * x1 + c22 * x2 + c23 * x3
+                out[o3 + j] += c30 * x0 + c31 * x1 + c32 * x2 + c33 * x3
+        for t in range(quads, k):  # the last (k - t0) % 4 terms (e.g. odd head sizes)
+            c = t * a_col
+            c0, c1, c2, c3 = a[r0 + c], a[r1 + c], a[r2 + c], a[r3 + c]
+            at = U(t) * b1
+            for j in range(U(m)):
+                x = b[at + j]
+                out[j] += c0 * x
+                out[o1 + j] += c1 * x
+                out[o2 + j] += c2 * x
+                out[o3 + j] += c3 * x
+
+    return four_rows_times
+
+
+_times_keys = _rows_times(KEY_ROW, KEY_ROW)  # S = Q K^T, dP = dY V^T: rows of keys
+_times_features = _rows_times(FEATURE_ROW, FEATURE_ROW)  # P V, dS K, dS^T Q, P^T dY
 
 
 @njit(fastmath=FASTMATH, cache=True)
 def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last):
-    """Rows s[r] = scaled scores of query i0 + r -> exp(s + mask - max), zero past the visible
-    keys; fills lse[b, i] and inv[r] = 1 / sum (0 for a padding row or a fully masked one)."""
+    """Rows s[r KEY_ROW:] = scaled scores of query i0 + r -> exp(s + mask - max), zero past the
+    visible keys; fills lse[b, i] and inv[r] = 1 / sum (0 for a padding row or a fully masked
+    one)."""
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]
     zero, one = s.dtype.type(0), s.dtype.type(1)
     for r in range(4):
-        i, row = i0 + r, s[r]
+        i, row = i0 + r, s[r * KEY_ROW : (r + 1) * KEY_ROW]
         inv[r] = zero
         n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
         if n:
@@ -167,21 +200,23 @@ def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _softmax_grad_row(p, ds, i, n, last, gys, y, y_at, lse_i, factor, scale):
-    """In place over keys to `last` of row i: p[i] <- P = exp(s * factor - lse), ds[i] <- dS =
-    P (dP - D) scale with D = dy . y (y's row starts at y_at); both 0 from key n on (not
-    visible). Running to `last` with a select, not to n, leaves no scalar remainder loop.
-    Indices, not row views: here the views' reference counting cost ~30 ns a row, a third of
-    the function."""
+def _softmax_grad_row(p, ds, i, n, last, gys, dv, y, y_at, lse_i, factor, scale):
+    """In place over keys to `last` of row i (at i KEY_ROW in p and ds): p <- P = exp(s factor -
+    lse), ds <- dS = P (dP - D) scale with D = dy . y (dy's row at i FEATURE_ROW in gys, y's at
+    y_at); both 0 from key n on (not visible). Running to `last` with a select, not to n,
+    leaves no scalar remainder loop. Indices, not row views: here the views' reference counting
+    cost ~30 ns a row, a third of the function."""
     zero = p.dtype.type(0)
     big_d = zero
-    for t in range(gys.shape[1]):
-        big_d += gys[i, t] * y[y_at + t]
-    for j in range(last):
-        e = exp_nonpositive(p[i, j] * factor - lse_i)
-        e = e if j < n else zero
-        p[i, j] = e
-        ds[i, j] = e * (ds[i, j] - big_d) * scale
+    g_at = i * FEATURE_ROW
+    for t in range(dv):
+        big_d += gys[g_at + t] * y[y_at + t]
+    at, n_u = U(i * KEY_ROW), U(n)
+    for j in range(U(last)):
+        e = exp_nonpositive(p[at + j] * factor - lse_i)
+        e = e if j < n_u else zero
+        p[at + j] = e
+        ds[at + j] = e * (ds[at + j] - big_d) * scale
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -194,19 +229,21 @@ def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, 
     pairs = n0 * n1
     one = y.dtype.type(1)
     for w in prange(workers):
-        qs = np.zeros(((tq + 3) // 4 * 4, d), y.dtype)  # padding rows stay 0
-        kt, vs = np.zeros((d, tkp), y.dtype), np.zeros((tkp, dv), y.dtype)
-        s, out, inv = np.empty((4, tkp), y.dtype), np.empty((4, dv), y.dtype), np.empty(4, y.dtype)
+        # Zeros where no copy writes: rows past tq, keys past tk (padding, read as 0).
+        qs = np.zeros((tq + 3) // 4 * 4 * FEATURE_ROW, y.dtype)
+        kt, vs = np.zeros(d * KEY_ROW, y.dtype), np.zeros(tkp * FEATURE_ROW, y.dtype)
+        s, out = np.empty(4 * KEY_ROW, y.dtype), np.empty(4 * FEATURE_ROW, y.dtype)
+        inv = np.empty(4, y.dtype)
         for b in range(w * pairs // workers, (w + 1) * pairs // workers):
             b0, b1 = b // n1, b % n1
-            _copy(q, _offset(steps, 0, b0, b1), steps[0, 2], tq, d, qs, False, scale)  # once
-            _copy(k, _offset(steps, 1, b0, b1), steps[1, 2], tk, d, kt, True, one)
-            _copy(v, _offset(steps, 2, b0, b1), steps[2, 2], tk, dv, vs, False, one)
+            _copy(q, _offset(steps, 0, b0, b1), steps[0, 2], tq, d, qs, FEATURE_ROW, False, scale)
+            _copy(k, _offset(steps, 1, b0, b1), steps[1, 2], tk, d, kt, KEY_ROW, True, one)
+            _copy(v, _offset(steps, 2, b0, b1), steps[2, 2], tk, dv, vs, FEATURE_ROW, False, one)
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
-                _four_rows_times(qs, i0, kt, d, last, s)  # S = Q_block K^T
+                _times_keys(qs, FEATURE_ROW, 1, i0, kt, d, last, s)  # S = Q_block K^T
                 _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last)
-                _four_rows_times(s, 0, vs, last, dv, out)  # Y_block * sum = exp(S - max) V
+                _times_features(s, KEY_ROW, 1, 0, vs, last, dv, out)  # Y_block * sum = exp V
                 for r in range(min(4, tq - i0)):
                     at = _offset(steps, 3, b0, b1) + (i0 + r) * steps[3, 2]
                     # Through a view of the row: writing `y[at + t]` took ~10% longer over the
@@ -214,7 +251,16 @@ def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, 
                     # non-negative, so Numba wraps it element by element).
                     row = y[at : at + dv]
                     for t in range(dv):
-                        row[t] = out[r, t] * inv[r]
+                        row[t] = out[r * FEATURE_ROW + t] * inv[r]
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _store_rows(g_b, rows, cols, out, at, step):
+    """out[at + r step:][:cols] = the first `rows` rows of the 4-row scratch g_b."""
+    for r in range(rows):
+        row, src = out[at + r * step : at + r * step + cols], g_b[r * FEATURE_ROW :]
+        for t in range(cols):
+            row[t] = src[t]
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -230,60 +276,53 @@ def pairs_backward(
     tkp = (tk + LANES - 1) // LANES * LANES
     pairs = n0 * n1
     for w in prange(workers):
-        qs, gys = np.zeros((padded, d), gq.dtype), np.zeros((padded, dv), gq.dtype)
-        ks, kt, vt = (
-            np.zeros((tkp, d), gq.dtype),
-            np.zeros((d, tkp), gq.dtype),
-            np.zeros((dv, tkp), gq.dtype),
-        )
+        # Zeros where no copy writes: rows past tq, keys past tk (padding, read as 0).
+        qs, gys = np.zeros(padded * FEATURE_ROW, gq.dtype), np.zeros(padded * FEATURE_ROW, gq.dtype)
+        ks = np.zeros(tkp * FEATURE_ROW, gq.dtype)
+        kt, vt = np.zeros(d * KEY_ROW, gq.dtype), np.zeros(dv * KEY_ROW, gq.dtype)
         # P and dS of every query row, kept for dK and dV after the row blocks
-        p, ds = np.empty((padded, tkp), gq.dtype), np.empty((padded, tkp), gq.dtype)
-        g_b = np.empty((4, max(d, dv)), gq.dtype)
+        p, ds = np.empty(padded * KEY_ROW, gq.dtype), np.empty(padded * KEY_ROW, gq.dtype)
+        g_b = np.empty(4 * FEATURE_ROW, gq.dtype)
         for b in range(w * pairs // workers, (w + 1) * pairs // workers):
             b0, b1 = b // n1, b % n1
             at_k, at_y = _offset(steps, 2, b0, b1), _offset(steps, 4, b0, b1)
-            _copy(gy, _offset(steps, 0, b0, b1), steps[0, 2], tq, dv, gys, False, one)
-            _copy(q, _offset(steps, 1, b0, b1), steps[1, 2], tq, d, qs, False, one)
-            _copy(k, at_k, steps[2, 2], tk, d, ks, False, one)
-            _copy(k, at_k, steps[2, 2], tk, d, kt, True, one)
-            _copy(v, _offset(steps, 3, b0, b1), steps[3, 2], tk, dv, vt, True, one)
+            _copy(gy, _offset(steps, 0, b0, b1), steps[0, 2], tq, dv, gys, FEATURE_ROW, False, one)
+            _copy(q, _offset(steps, 1, b0, b1), steps[1, 2], tq, d, qs, FEATURE_ROW, False, one)
+            _copy(k, at_k, steps[2, 2], tk, d, ks, FEATURE_ROW, False, one)
+            _copy(k, at_k, steps[2, 2], tk, d, kt, KEY_ROW, True, one)
+            _copy(v, _offset(steps, 3, b0, b1), steps[3, 2], tk, dv, vt, KEY_ROW, True, one)
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
-                p_i, ds_i = p[i0 : i0 + 4], ds[i0 : i0 + 4]
-                _four_rows_times(qs, i0, kt, d, last, p_i)  # S = Q_block K^T
-                _four_rows_times(gys, i0, vt, dv, last, ds_i)  # dP = dY_block V^T
+                p_i, ds_i = p[i0 * KEY_ROW :], ds[i0 * KEY_ROW :]
+                _times_keys(qs, FEATURE_ROW, 1, i0, kt, d, last, p_i)  # S = Q_block K^T
+                _times_keys(gys, FEATURE_ROW, 1, i0, vt, dv, last, ds_i)  # dP = dY_block V^T
                 for i in range(i0, i0 + 4):
                     n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
+                    row_p = p[i * KEY_ROW : (i + 1) * KEY_ROW]
                     if n == 0:  # a padding row
-                        p[i, :last] = zero
-                        ds[i, :last] = zero
+                        row_p[:last] = zero
+                        ds[i * KEY_ROW : i * KEY_ROW + last] = zero
                     else:
                         factor = scale  # without a mask, scaling rides along in the exp
                         if has_keep or has_bias:
                             keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
-                            scale_and_mask(p[i], n, scale, keep_row, bias_row, has_keep, has_bias)
+                            scale_and_mask(row_p, n, scale, keep_row, bias_row, has_keep, has_bias)
                             factor = one
                         y_at = at_y + i * steps[4, 2]
-                        _softmax_grad_row(p, ds, i, n, last, gys, y, y_at, lse[b, i], factor, scale)
-                _four_rows_times(ds_i, 0, ks, last, d, g_b)  # dQ_block = dS K
-                for r in range(min(4, tq - i0)):
-                    at = _offset(steps, 5, b0, b1) + (i0 + r) * steps[5, 2]
-                    row = gq[at : at + d]
-                    for t in range(d):
-                        row[t] = g_b[r, t]
+                        _softmax_grad_row(
+                            p, ds, i, n, last, gys, dv, y, y_at, lse[b, i], factor, scale
+                        )
+                _times_features(ds_i, KEY_ROW, 1, 0, ks, last, d, g_b)  # dQ_block = dS K
+                at = _offset(steps, 5, b0, b1) + i0 * steps[5, 2]
+                _store_rows(g_b, min(4, tq - i0), d, gq, at, steps[5, 2])
             # dK and dV four keys at a time. Causal: query i sees keys up to i, so keys j0.. get
             # gradient only from queries j0..; those rows of P and dS were filled past j0 + 3.
             for j0 in range(0, tk, 4):
                 first = min(j0, tq) if causal else 0
-                _four_rows_times(ds.T, j0, qs, tq, d, g_b, first)  # dK_block = dS^T Q
-                for r in range(min(4, tk - j0)):
-                    at = _offset(steps, 6, b0, b1) + (j0 + r) * steps[6, 2]
-                    row = gk[at : at + d]
-                    for t in range(d):
-                        row[t] = g_b[r, t]
-                _four_rows_times(p.T, j0, gys, tq, dv, g_b, first)  # dV_block = P^T dY
-                for r in range(min(4, tk - j0)):
-                    at = _offset(steps, 7, b0, b1) + (j0 + r) * steps[7, 2]
-                    row = gv[at : at + dv]
-                    for t in range(dv):
-                        row[t] = g_b[r, t]
+                rows = min(4, tk - j0)
+                _times_features(ds, 1, KEY_ROW, j0, qs, tq, d, g_b, first)  # dK_block = dS^T Q
+                at = _offset(steps, 6, b0, b1) + j0 * steps[6, 2]
+                _store_rows(g_b, rows, d, gk, at, steps[6, 2])
+                _times_features(p, 1, KEY_ROW, j0, gys, tq, dv, g_b, first)  # dV_block = P^T dY
+                at = _offset(steps, 7, b0, b1) + j0 * steps[7, 2]
+                _store_rows(g_b, rows, dv, gv, at, steps[7, 2])

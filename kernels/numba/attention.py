@@ -29,31 +29,42 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from tinyformer.kernels.numba._attention_short import exp_shifted, pairs_backward, pairs_forward
+from tinyformer.kernels.numba._attention_short import (
+    SHORT_HEAD,
+    SHORT_KEYS,
+    exp_shifted,
+    pairs_backward,
+    pairs_forward,
+)
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only
 from tinyformer.registry import kernel
 
 TILE_ELEMENTS = 1 << 20  # scores held at once: 4 MiB in float32
-SHORT_KEYS = 256  # up to this many keys, one thread per (batch, head) pair (_attention_short)
 MIN_SCORES = 1 << 15  # below this the fixed costs lose to the reference (docs/kernels.md)
 
 
-def big_enough(q, k, *args) -> bool:
-    """there are at least 2**15 scores (batch x heads x Tq x Tk), and for at most 256 keys at
-    least two (batch, head) pairs (that path runs one thread per pair)"""
+def short(q, k, v) -> bool:
+    """At most SHORT_KEYS keys and head sizes up to SHORT_HEAD: one thread per (batch, head)
+    pair (_attention_short), else the tiles below."""
+    return k.shape[-2] <= SHORT_KEYS and max(q.shape[-1], v.shape[-1]) <= SHORT_HEAD
+
+
+def big_enough(q, k, v, *args) -> bool:
+    """there are at least 2**15 scores (batch x heads x Tq x Tk), and for at most 256 keys and
+    head sizes up to 128 at least two (batch, head) pairs (that path runs one thread per pair)"""
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     pairs = math.prod(batch)
-    if k.shape[-2] <= SHORT_KEYS and pairs < 2:
+    if short(q, k, v) and pairs < 2:
         return False
     return pairs * q.shape[-2] * k.shape[-2] >= MIN_SCORES
 
 
-def big_enough_backward(gy, q, k, *args) -> bool:
-    """there are at least 2**15 scores (batch x heads x Tq x Tk), and for at most 256 keys at
-    least two (batch, head) pairs (that path runs one thread per pair)"""
-    return big_enough(q, k)
+def big_enough_backward(gy, q, k, v, *args) -> bool:
+    """there are at least 2**15 scores (batch x heads x Tq x Tk), and for at most 256 keys and
+    head sizes up to 128 at least two (batch, head) pairs (that path runs one thread per pair)"""
+    return big_enough(q, k, v)
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -279,7 +290,7 @@ def _setup(q, k, v, mask, causal):
 
 @kernel("attention.forward", backend="numba", dtypes=FLOATS, when=big_enough)
 def attention_forward(q, k, v, mask, causal, scale):
-    if k.shape[-2] <= SHORT_KEYS:
+    if short(q, k, v):
         batch, masks = _batch_and_masks(q, k, v, mask, causal)
         tq, tk = q.shape[-2], k.shape[-2]
         buffers, steps = rows_of((q, k, v), batch)
@@ -306,7 +317,7 @@ def attention_forward(q, k, v, mask, causal, scale):
 
 @kernel("attention.backward", backend="numba", dtypes=FLOATS, when=big_enough_backward)
 def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
-    if k.shape[-2] <= SHORT_KEYS:
+    if short(q, k, v):
         batch, masks = _batch_and_masks(q, k, v, mask, causal)
         tq, tk = q.shape[-2], k.shape[-2]
         buffers, steps = rows_of((gy, q, k, v, y), batch)
