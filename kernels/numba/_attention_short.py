@@ -298,14 +298,14 @@ def pairs_backward(
                 _times_keys(gys, FEATURE_ROW, 1, i0, vt, dv, last, ds_i)  # dP = dY_block V^T
                 for i in range(i0, i0 + 4):
                     n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
-                    row_p = p[i * KEY_ROW : (i + 1) * KEY_ROW]
                     if n == 0:  # a padding row
-                        row_p[:last] = zero
+                        p[i * KEY_ROW : i * KEY_ROW + last] = zero
                         ds[i * KEY_ROW : i * KEY_ROW + last] = zero
                     else:
                         factor = scale  # without a mask, scaling rides along in the exp
                         if has_keep or has_bias:
                             keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+                            row_p = p[i * KEY_ROW : (i + 1) * KEY_ROW]
                             scale_and_mask(row_p, n, scale, keep_row, bias_row, has_keep, has_bias)
                             factor = one
                         y_at = at_y + i * steps[4, 2]
