@@ -107,6 +107,16 @@ def _attention(backend, q, k, v, mask, causal, gy):
     return (y, *grads)
 
 
+def _kernel_matches_reference(q, k, v, mask, gy):
+    """Attention's Numba output and gradients equal the reference's, causal and not."""
+    for causal in (False, True):
+        got = _attention("numba", q, k, v, mask, causal, gy)
+        want = _attention("numpy", q, k, v, mask, causal, gy)
+        for a, b in zip(got, want):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
 # Up to SHORT_KEYS keys the kernel runs one thread per (batch, head) pair in blocks of four
 # query rows (odd row counts leave a partial block); longer key sequences go through the tiles.
 @pytest.mark.parametrize(
@@ -125,12 +135,7 @@ def test_attention_kernel_matches_reference_on_both_paths(tq, tk, mask_kind):
         mask = mask & (rng.random((2, 1, tq, 1)) > 0.05)  # and some queries see nothing at all
     elif mask_kind == "float":
         mask = rng.standard_normal((tq, tk))
-    for causal in (False, True):
-        got = _attention("numba", q, k, v, mask, causal, gy)
-        want = _attention("numpy", q, k, v, mask, causal, gy)
-        for a, b in zip(got, want):
-            assert a.shape == b.shape
-            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+    _kernel_matches_reference(q, k, v, mask, gy)
 
 
 @pytest.mark.parametrize("layout", ["heads-last", "reversed", "rows-strided"])
@@ -290,12 +295,7 @@ def test_attention_kernel_head_sizes_on_both_paths(d, dv):
     q, k = rng.standard_normal((2, 3, 21, d)), rng.standard_normal((2, 3, 21, d))
     v, gy = rng.standard_normal((2, 3, 21, dv)), rng.standard_normal((2, 3, 21, dv))
     assert kernel_module.short(q, k, v) == (max(d, dv) <= 128)
-    for causal in (False, True):
-        got = _attention("numba", q, k, v, None, causal, gy)
-        want = _attention("numpy", q, k, v, None, causal, gy)
-        for a, b in zip(got, want):
-            assert a.shape == b.shape
-            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+    _kernel_matches_reference(q, k, v, None, gy)
 
 
 def test_attention_kernels_compile_once_for_read_only_and_writeable_inputs():
