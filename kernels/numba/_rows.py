@@ -40,3 +40,13 @@ def read_only(a: np.ndarray) -> np.ndarray:
     view = a.view()
     view.flags.writeable = False
     return view
+
+
+def span(a: np.ndarray) -> np.ndarray:
+    """The memory `a` spans, from its first element, as a 1-D array (a view; strides >= 0).
+    Kernels index it with element strides: a row of a strided view, sliced in Numba, compiles
+    as a strided loop; a slice of this buffer as a contiguous one."""
+    if a.flags.c_contiguous:
+        return a.reshape(-1)
+    size = 1 + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) // a.itemsize
+    return np.lib.stride_tricks.as_strided(a, (size,), (a.itemsize,))

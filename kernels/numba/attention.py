@@ -38,7 +38,7 @@ from tinyformer.kernels.numba._attention_short import (
 )
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only, span
 from tinyformer.registry import kernel
 
 TILE_ELEMENTS = 1 << 20  # scores held at once: 4 MiB in float32
@@ -186,21 +186,13 @@ def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarra
         if not _rows_contiguous(a):
             a = np.ascontiguousarray(a)
         steps.append(_steps(a))
-        buffers.append(read_only(_flat(a)))
+        buffers.append(read_only(span(a)))
     return buffers, np.array(steps, np.int64)
 
 
 def _steps(a: np.ndarray) -> list[int]:
     """The element strides of a (B, H, T, d) array's batch, head and row."""
     return [s // a.itemsize for s in a.strides[:3]]
-
-
-def _flat(a: np.ndarray) -> np.ndarray:
-    """The memory `a` spans, from its first element, as a 1-D array (a view)."""
-    if a.flags.c_contiguous:
-        return a.reshape(-1)
-    span = 1 + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) // a.itemsize
-    return np.lib.stride_tricks.as_strided(a, (span,), (a.itemsize,))
 
 
 def gradients_like(q, k, v, batch: tuple[int, ...]):
@@ -228,7 +220,7 @@ def gradients_like(q, k, v, batch: tuple[int, ...]):
         np.ndarray(a.shape, a.dtype, whole, a.__array_interface__["data"][0] - start, a.strides)
         for a in arrays
     ]
-    return grads, [_flat(g) for g in grads], [_steps(g) for g in grads]
+    return grads, [span(g) for g in grads], [_steps(g) for g in grads]
 
 
 def _rows_contiguous(a: np.ndarray) -> bool:
