@@ -332,8 +332,10 @@ def _compare_forward_and_backward(op, x, w, b, args, tol=1e-10):
 # The conv2d kernel works on runs of 512 grid positions, 4 output channels and 4 taps at a time,
 # over all images laid one after the other: these shapes span several runs, leave partial
 # channel blocks (5 and 2 per group) and tap remainders (27 and 3 taps), pad, dilate and group
-# unevenly, have runs that cross from image to image (many small images), and padding wider
-# than the kernel's reach (the output is then larger than the image plus one side's padding).
+# unevenly, have runs that cross from image to image (many small images), padding wider
+# than the kernel's reach (the output is then larger than the image plus one side's padding),
+# and a run that starts inside a row's two padding columns (7 + 2 = 9 wide, 512 % 9 = 8), so
+# that row holds none of the run's outputs.
 @pytest.mark.parametrize(
     "x_shape, w_shape, padding, dilation, groups",
     [
@@ -342,6 +344,7 @@ def _compare_forward_and_backward(op, x, w, b, args, tol=1e-10):
         ((1, 3, 40, 17), (6, 1, 1, 3), (0, 3), (1, 3), 3),
         ((37, 2, 5, 4), (3, 2, 3, 3), (1, 1), (1, 1), 1),
         ((9, 2, 5, 4), (3, 2, 1, 2), (2, 3), (1, 2), 1),
+        ((16, 3, 7, 7), (4, 3, 5, 5), (2, 2), (1, 1), 1),
     ],
 )
 def test_conv2d_kernel_matches_reference_over_several_runs(

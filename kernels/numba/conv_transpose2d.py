@@ -38,7 +38,15 @@ from numba import njit, prange
 
 from tinyformer.kernels.numba._blas import blas_one_thread
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only
-from tinyformer.kernels.numba.conv2d import RUN, _blocks, _correlate, _grid, _taps, _weight_grad
+from tinyformer.kernels.numba.conv2d import (
+    RUN,
+    _blocks,
+    _correlate,
+    _grid,
+    _output,
+    _taps,
+    _weight_grad,
+)
 from tinyformer.ops.conv_transpose2d import conv_transpose2d_backward as reference_backward
 from tinyformer.ops.conv_transpose2d import conv_transpose2d_forward as reference_forward
 from tinyformer.registry import kernel
@@ -226,7 +234,7 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
             dst = y[:, :, y0 : y0 + (count - 1) * sh + 1 : sh, x0 : x0 + (ccount - 1) * sw + 1 : sw]
             a = w[:, :, i, j].reshape(groups, cg, og).transpose(0, 2, 1)  # (g, Co/g, Ci/g)
             a = read_only(_blocks(np.ascontiguousarray(a)))
-            _correlate(src, a, bias, rows, offsets, dst, h, width, r0, c0)
+            _correlate(src, a, bias, rows, offsets, *_output(dst), h, width, r0, c0)
     return y
 
 
@@ -252,7 +260,7 @@ def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilatio
     rows, offsets = _taps(taps, 1, 1, 0, 0)
     gx = np.empty(x.shape, x.dtype)
     zeros = np.zeros(ci, x.dtype)
-    _correlate(flat, read_only(a), read_only(zeros), rows, offsets, gx, h, width, 0, 0)
+    _correlate(flat, read_only(a), read_only(zeros), rows, offsets, *_output(gx), h, width, 0, 0)
 
     # gw[c, (o, i, j)] = sum_n sum_pixels x[n, c] phases[(o, i, j), n]
     src = read_only(_grid(x, 0, 0, 0, h, width, n * h * width)[0])
