@@ -50,3 +50,8 @@ def span(a: np.ndarray) -> np.ndarray:
         return a.reshape(-1)
     size = 1 + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) // a.itemsize
     return np.lib.stride_tricks.as_strided(a, (size,), (a.itemsize,))
+
+
+def element_strides(a: np.ndarray) -> tuple[int, ...]:
+    """a's strides in elements, as kernels index `span(a)`."""
+    return tuple(stride // a.itemsize for stride in a.strides)

@@ -38,7 +38,7 @@ from tinyformer.kernels.numba._attention_short import (
 )
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only, span
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, element_strides, read_only, span
 from tinyformer.registry import kernel
 
 TILE_ELEMENTS = 1 << 20  # scores held at once: 4 MiB in float32
@@ -185,14 +185,9 @@ def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarra
         a = _as_pairs(a, batch)
         if not _rows_contiguous(a):
             a = np.ascontiguousarray(a)
-        steps.append(_steps(a))
+        steps.append(element_strides(a)[:3])  # batch, head, row
         buffers.append(read_only(span(a)))
     return buffers, np.array(steps, np.int64)
-
-
-def _steps(a: np.ndarray) -> list[int]:
-    """The element strides of a (B, H, T, d) array's batch, head and row."""
-    return [s // a.itemsize for s in a.strides[:3]]
 
 
 def gradients_like(q, k, v, batch: tuple[int, ...]):
@@ -220,7 +215,7 @@ def gradients_like(q, k, v, batch: tuple[int, ...]):
         np.ndarray(a.shape, a.dtype, whole, a.__array_interface__["data"][0] - start, a.strides)
         for a in arrays
     ]
-    return grads, [span(g) for g in grads], [_steps(g) for g in grads]
+    return grads, [span(g) for g in grads], [element_strides(g)[:3] for g in grads]
 
 
 def _rows_contiguous(a: np.ndarray) -> bool:

@@ -37,7 +37,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only, span
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, element_strides, read_only, span
 from tinyformer.ops.conv2d import conv2d_backward as reference_backward
 from tinyformer.ops.conv2d import conv2d_forward as reference_forward
 from tinyformer.registry import kernel
@@ -250,7 +250,7 @@ def _blocks(a):
 def _output(dst: np.ndarray):
     """`_correlate`'s view of an output (N, C, H, W), maybe strided: the memory it spans as a
     flat array, its shape and its element strides (>= 0)."""
-    steps = tuple(stride // dst.itemsize for stride in dst.strides)
+    steps = element_strides(dst)
     if min(steps) < 0:
         raise ValueError(f"conv kernels write only through non-negative strides, got {steps}")
     return span(dst), dst.shape, steps
