@@ -424,6 +424,46 @@ def test_conv_transpose2d_per_image_products_match_reference(dtype, kernel):
     assert all(a.dtype == dtype for a in got)
 
 
+# The pooling kernels have a loop of their own for 2x2 windows with stride 2 (MaxPool2d(2),
+# AvgPool2d(2)) beside the general one: odd image sizes (a last row and column no window
+# covers), ties (small integers: the first maximum in the window wins, as in the reference), and
+# the neighbours of that case (padding, dilation, 3-row windows, stride 1, 3-wide windows 3
+# apart) that must take the general loop.
+POOLS = [
+    ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0), (1, 1)),
+    ((2, 3, 9, 7), (2, 2), (2, 2), (0, 0), (1, 1)),
+    ((2, 3, 9, 7), (2, 2), (2, 2), (1, 1), (1, 1)),
+    ((2, 3, 9, 9), (2, 2), (2, 2), (0, 0), (2, 2)),
+    ((2, 3, 9, 7), (3, 2), (2, 2), (0, 0), (1, 1)),
+    ((1, 2, 7, 6), (2, 2), (1, 1), (0, 0), (1, 1)),
+    ((1, 2, 9, 10), (3, 3), (3, 3), (1, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, kernel, stride, padding, dilation", POOLS)
+def test_pooling_kernels_match_references(x_shape, kernel, stride, padding, dilation, dtype):
+    rng = np.random.default_rng(sum(x_shape))
+    x = rng.integers(-2, 3, x_shape).astype(dtype)  # ties in most windows
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    results = {}
+    for backend in ("numba", "numpy"):
+        with registry.prefer(backend):
+            y, indices = registry.call("max_pool2d.forward", x, kernel, stride, padding, dilation)
+            gy = np.cos(np.arange(y.size)).reshape(y.shape).astype(dtype)
+            gx = registry.call("max_pool2d.backward", gy, indices, x.shape)
+            results[backend] = [y, indices, gx]
+            if dilation == (1, 1):  # avg_pool2d has none; both divisor rules
+                for include_pad in (True, False):
+                    args = (kernel, stride, padding, include_pad)
+                    a = registry.call("avg_pool2d.forward", x, *args)
+                    ga = registry.call("avg_pool2d.backward", gy, x.shape, *args)
+                    results[backend] += [a, ga]
+    for got, want in zip(results["numba"], results["numpy"], strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
 # linear's kernel splits each product's rows over Numba's workers, with BLAS on one thread in
 # each: the registry picks it only when BLAS is single-threaded (as `tinyformer train` sets).
 def test_linear_kernel_is_chosen_only_with_single_threaded_blas():
