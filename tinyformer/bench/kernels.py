@@ -206,8 +206,9 @@ def _attention_step(q, k, v, gy, scale) -> None:
 
 
 def attention_memory(lengths: tuple[int, ...] = (256, 1024, 4096), head: int = 64):
-    """Per backend: peak bytes allocated by attention forward + backward, and its median time,
-    for one causal head of size `head` at growing T."""
+    """Per backend: peak bytes allocated by attention forward + backward, and its median time
+    (the backends timed in alternating batches, as the kernel tables are), for one causal head
+    of size `head` at growing T."""
     rows = []
     rng = np.random.default_rng(0)
     for t in lengths:
@@ -215,13 +216,26 @@ def attention_memory(lengths: tuple[int, ...] = (256, 1024, 4096), head: int = 6
         scale = 1 / math.sqrt(head)
         row: dict[str, Any] = {"T": t}
         row["default"] = registry.choose("attention.forward", q, k, v, None, True, scale).backend
-        for backend in registry.backends("attention.forward"):
-            step = functools.partial(_attention_step, q, k, v, gy, scale)
-            with registry.prefer(backend):
-                row[f"{backend}_ms"] = median_time(step, 3, warmup=1) * 1e3
-                tracemalloc.start()
-                step()
-                row[f"{backend}_MiB"] = tracemalloc.get_traced_memory()[1] / 2**20
-                tracemalloc.stop()
+        steps = {
+            backend: _forced_step(backend, q, k, v, gy, scale)
+            for backend in registry.backends("attention.forward")
+        }
+        times = interleaved_median_times(steps, repeats=6, rounds=3, warmup=1)
+        for backend, step in steps.items():
+            row[f"{backend}_ms"] = times[backend] * 1e3
+            tracemalloc.start()
+            step()
+            row[f"{backend}_MiB"] = tracemalloc.get_traced_memory()[1] / 2**20
+            tracemalloc.stop()
         rows.append(row)
     return rows
+
+
+def _forced_step(backend: str, *args: Any) -> Callable[[], None]:
+    """`_attention_step(*args)` with the registry forced to `backend`."""
+
+    def step() -> None:
+        with registry.prefer(backend):
+            _attention_step(*args)
+
+    return step
