@@ -43,7 +43,7 @@ from numba import njit, prange
 
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max
-from tinyformer.kernels.numba._rows import FASTMATH
+from tinyformer.kernels.numba._rows import FASTMATH, U
 
 LANES = 8  # key loops run to a multiple of this (16 wastes more on causal blocks)
 SHORT_KEYS = 256  # up to this many keys, one thread per (batch, head) pair
@@ -52,7 +52,6 @@ SHORT_HEAD = 128  # and head sizes up to this
 # fall into the same few sets of the L1 cache.
 KEY_ROW = SHORT_KEYS + 8
 FEATURE_ROW = SHORT_HEAD + 8
-U = np.uint64  # unsigned indices: no wrap-around of negative ones
 
 
 @njit(fastmath=FASTMATH, cache=True)

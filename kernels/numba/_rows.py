@@ -10,6 +10,10 @@ FLOATS = ("float32", "float64")
 # exactly (exp(-inf) = 0). Reassociation (vectorised sums), contraction (FMA) and fast
 # approximations of exp/log stay on.
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+# Unsigned loop indices (`for i in range(U(n))`, `U(start) + i`): Numba wraps an index it cannot
+# prove >= 0 (a[-1] is the last element) with a select per element, and LLVM then compiles the
+# loop's loads and stores as gathers and scatters instead of vector moves.
+U = np.uint64
 
 
 def flat(x: np.ndarray) -> np.ndarray:

@@ -21,11 +21,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U
 from tinyformer.ops.avg_pool2d import _divisor
 from tinyformer.registry import kernel
-
-U = np.uint64
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -35,7 +33,8 @@ def _forward(x, kh, kw, sh, sw, ph, pw, inv, y):
     two, one = U(2), U(1)
     for plane in prange(n * c):
         src, dst = x[plane // c, plane % c], y[plane // c, plane % c]
-        padded = np.zeros(w + 2 * pw + kw, x.dtype)  # columns -pw ... w + pw - 1, and spare
+        # Columns -pw ... w + pw - 1: every window lies inside ((wo - 1) sw + kw <= w + 2 pw).
+        padded = np.zeros(w + 2 * pw, x.dtype)
         inner = padded[pw : pw + w]
         for r in range(ho):
             first, stop = max(r * sh - ph, 0), min(r * sh - ph + kh, h)
@@ -68,7 +67,7 @@ def _backward(gy, kh, kw, sh, sw, ph, pw, inv, gx):
         g, dst = gy[plane // c, plane % c], gx[plane // c, plane % c]
         if not apart:
             dst[:, :] = 0  # each thread clears its own plane (np.zeros would be one thread)
-        wide = np.zeros(w + 2 * pw + kw + sw, gx.dtype)  # one window row's gradient, padded
+        wide = np.zeros(w + 2 * pw, gx.dtype)  # one window row's gradient, padded as above
         inner = wide[pw : pw + w]
         for r in range(ho):
             g_row, scale = g[r], inv[r]

@@ -37,13 +37,12 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, element_strides, read_only, span
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, element_strides, read_only, span
 from tinyformer.ops.conv2d import conv2d_backward as reference_backward
 from tinyformer.ops.conv2d import conv2d_forward as reference_forward
 from tinyformer.registry import kernel
 
 RUN = 512  # positions per task: 4 output rows of RUN values stay in L1 beside 4 input rows
-U = np.uint64  # unsigned indices: no wrap-around of negative ones
 
 
 def stride_one(x, w, b, stride, *args) -> bool:

@@ -17,11 +17,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U
 from tinyformer.ops._im2col import out_size
 from tinyformer.registry import kernel
-
-U = np.uint64
 
 
 @njit(fastmath=FASTMATH, cache=True)
