@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._blas import blas_one_thread
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, read_only
 from tinyformer.kernels.numba.conv2d import (
     RUN,
     _blocks,
@@ -124,27 +124,29 @@ def _stamp(x, wt, b, kh, kw, workers, y):
     the workers."""
     n, ci, h, w = x.shape
     co = y.shape[1]
+    out = y.reshape(-1)  # flat, unsigned indices: no row views (their reference counts)
+    wo, hw = U(w * kw), U(h * w)
+    plane = U(h * kh) * wo
     for p in prange(workers):
         stamps = np.empty((wt.shape[0], h * w), x.dtype)  # P for one image: (Co kh kw, H W)
+        src = stamps.reshape(-1)
         for img in range(p * n // workers, (p + 1) * n // workers):
             np.dot(wt, x[img].reshape(ci, h * w), stamps)
             for o in range(co):
-                bias = b[o]
+                bias, start = b[o], U(img * co + o) * plane
                 for i in range(kh):
-                    tap = (o * kh + i) * kw  # the row of P for (o, i, 0)
-                    for r in range(h):
-                        line = y[img, o, r * kh + i]  # W kw pixels, the taps j interleaved
-                        if kw == 2:  # two named rows: the interleaved stores vectorise
-                            s0 = stamps[tap, r * w : r * w + w]
-                            s1 = stamps[tap + 1, r * w : r * w + w]
-                            for q in range(w):
-                                line[2 * q] = s0[q] + bias
-                                line[2 * q + 1] = s1[q] + bias
+                    tap = U((o * kh + i) * kw)  # the row of P for (o, i, 0)
+                    for r in range(U(h)):
+                        line = start + (r * U(kh) + U(i)) * wo  # W kw pixels, taps interleaved
+                        at = tap * hw + r * U(w)
+                        if kw == 2:  # the two taps' rows named: the interleaved stores vectorise
+                            for q in range(U(w)):
+                                out[line + U(2) * q] = src[at + q] + bias
+                                out[line + U(2) * q + U(1)] = src[at + hw + q] + bias
                         else:
-                            for j in range(kw):
-                                s = stamps[tap + j, r * w : r * w + w]
-                                for q in range(w):
-                                    line[q * kw + j] = s[q] + bias
+                            for j in range(U(kw)):
+                                for q in range(U(w)):
+                                    out[line + q * U(kw) + j] = src[at + j * hw + q] + bias
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -153,29 +155,35 @@ def _unstamp(gy, x, w2, kh, kw, workers, gx, gw_parts, sums):
     of gy[n, o]; G[(o, i, j), r W + q] = gy[n, o, r kh + i, q kw + j]."""
     n, ci, h, w = x.shape
     co, taps = gy.shape[1], w2.shape[1]
+    src = gy.reshape(-1)  # flat, unsigned indices: no row views (their reference counts)
+    wo, hw = U(w * kw), U(h * w)
+    plane = U(h * kh) * wo
     for p in prange(workers):
         phases = np.empty((taps, h * w), x.dtype)  # G for one image
+        dst = phases.reshape(-1)
         part = np.empty((ci, taps), x.dtype)
         acc = gw_parts[p]
         acc[:] = 0
         for img in range(p * n // workers, (p + 1) * n // workers):
             for o in range(co):
-                sums[img, o] = gy[img, o].sum()
+                start = U(img * co + o) * plane
+                total = gy.dtype.type(0)
+                for e in range(plane):
+                    total += src[start + e]
+                sums[img, o] = total
                 for i in range(kh):
-                    tap = (o * kh + i) * kw
-                    for r in range(h):
-                        line = gy[img, o, r * kh + i]
+                    tap = U((o * kh + i) * kw)
+                    for r in range(U(h)):
+                        line = start + (r * U(kh) + U(i)) * wo
+                        at = tap * hw + r * U(w)
                         if kw == 2:
-                            d0 = phases[tap, r * w : r * w + w]
-                            d1 = phases[tap + 1, r * w : r * w + w]
-                            for q in range(w):
-                                d0[q] = line[2 * q]
-                                d1[q] = line[2 * q + 1]
+                            for q in range(U(w)):
+                                dst[at + q] = src[line + U(2) * q]
+                                dst[at + hw + q] = src[line + U(2) * q + U(1)]
                         else:
-                            for j in range(kw):
-                                d = phases[tap + j, r * w : r * w + w]
-                                for q in range(w):
-                                    d[q] = line[q * kw + j]
+                            for j in range(U(kw)):
+                                for q in range(U(w)):
+                                    dst[at + j * hw + q] = src[line + q * U(kw) + j]
             np.dot(w2, phases, gx[img].reshape(ci, h * w))
             np.dot(x[img].reshape(ci, h * w), phases.T, part)
             acc += part
