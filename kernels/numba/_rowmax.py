@@ -16,8 +16,8 @@ it wins, as in np.max.
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import types
+from numba.extending import intrinsic, overload
 
 from tinyformer.kernels.numba._rows import FASTMATH
 
@@ -67,11 +67,19 @@ def from_order_key(typingctx, key, like):
     return sig, codegen
 
 
-@njit(fastmath=FASTMATH, cache=True)
 def row_max(x, n):
-    """max(x[:n]) for n >= 1."""
-    top = order_key(x[0])
-    for j in range(1, n):
-        key = order_key(x[j])
-        top = key if key > top else top
-    return from_order_key(top, x[0])
+    """max(x[:n]) for n >= 1 (pure-Python stand-in, which NUMBA_DISABLE_JIT=1 runs: intrinsics
+    have no Python version; inside Numba kernels the overload below compiles)."""
+    return x[:n].max()
+
+
+@overload(row_max, jit_options={"fastmath": FASTMATH})
+def _row_max_overload(x, n):
+    def impl(x, n):
+        top = order_key(x[0])
+        for j in range(1, n):
+            key = order_key(x[j])
+            top = key if key > top else top
+        return from_order_key(top, x[0])
+
+    return impl

@@ -139,8 +139,11 @@ def _flatten(a: np.ndarray, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
 
 
 def _masks(mask, batch, tq, tk, dtype, causal):
-    """(keep, bias, ids, flags): unused masks are a (1, 1, 1) dummy read at slice 0."""
-    keep, bias = np.ones((1, 1, 1), np.bool_), np.zeros((1, 1, 1), dtype)
+    """(keep, bias, ids, flags): an unused mask is a dummy of one slice and tq rows of one
+    element each (broadcast: no memory), so that taking its row i, as the kernels do before
+    they test the flags, stays in bounds (NUMBA_BOUNDSCHECK=1, NUMBA_DISABLE_JIT=1)."""
+    keep = np.broadcast_to(np.ones((1, 1, 1), np.bool_), (1, tq, 1))
+    bias = np.broadcast_to(np.zeros((1, 1, 1), dtype), (1, tq, 1))
     ids = np.zeros((2, math.prod(batch)), np.int64)  # each pair's keep and bias slice
     is_bool = mask is not None and mask.dtype == np.bool_
     if mask is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+from numba.extending import overload, register_jitable
 
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, flat
 from tinyformer.registry import kernel
@@ -14,17 +15,38 @@ _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 
 
+def _mix(i, base):
+    """splitmix64 of element i (0-based) for a seed's `base` (`_base`), the top 53 bits as a
+    float in [0, 1). Every operand stays uint64 (a plain int would turn the arithmetic into
+    float64), and the products wrap around, as the hash means them to."""
+    z = np.uint64(i + 1) * _GOLDEN + base
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)  # 2**53
+
+
+def uniform(i, base):
+    """`_mix` as plain Python (what NUMBA_DISABLE_JIT=1 runs), with NumPy's overflow warnings
+    off: the wrap-around is the point. Inside Numba kernels the overload below compiles."""
+    with np.errstate(over="ignore"):
+        return _mix(i, base)
+
+
+@overload(uniform, inline="always")
+def _uniform_overload(i, base):
+    return register_jitable(_mix)
+
+
+def _base(seed: int) -> np.uint64:
+    with np.errstate(over="ignore"):
+        return np.uint64(seed) * _GOLDEN
+
+
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _forward(x, p, seed, scale, y, keep):
-    # Every operand stays uint64 (a plain int would turn the arithmetic into float64).
-    base = np.uint64(seed) * _GOLDEN
-    s30, s27, s31, s11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+def _forward(x, p, base, scale, y, keep):
     for i in prange(x.size):
-        z = np.uint64(i + 1) * _GOLDEN + base
-        z = (z ^ (z >> s30)) * _MIX1
-        z = (z ^ (z >> s27)) * _MIX2
-        z = z ^ (z >> s31)
-        kept = (z >> s11) * (1.0 / 9007199254740992.0) >= p  # 2**53
+        kept = uniform(i, base) >= p
         keep[i] = kept
         y[i] = x[i] * scale if kept else x.dtype.type(0)
 
@@ -39,7 +61,7 @@ def _backward(gy, keep, scale, gx):
 def dropout_forward(x: np.ndarray, p: float, seed: int):
     x1 = flat(x)
     y, keep = np.empty_like(x1), np.empty(x1.size, np.bool_)
-    _forward(x1, float(p), seed, x.dtype.type(1.0 / (1.0 - p)), y, keep)
+    _forward(x1, float(p), _base(seed), x.dtype.type(1.0 / (1.0 - p)), y, keep)
     return y.reshape(x.shape), keep.reshape(x.shape)
 
 
