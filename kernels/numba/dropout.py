@@ -39,6 +39,8 @@ def _uniform_overload(i, base):
 
 
 def _base(seed: int) -> np.uint64:
+    """The term every element's hash adds for `seed`: seed * golden ratio, wrapping (computed
+    once per call, outside the loop)."""
     with np.errstate(over="ignore"):
         return np.uint64(seed) * _GOLDEN
 
