@@ -23,6 +23,7 @@ array maps each (batch, head) pair to its mask slice).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numba
@@ -138,12 +139,20 @@ def _flatten(a: np.ndarray, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
     return flat, np.broadcast_to(index, batch).reshape(-1)
 
 
-def _masks(mask, batch, tq, tk, dtype, causal):
-    """(keep, bias, ids, flags): an unused mask is a dummy of one slice and tq rows of one
-    element each (broadcast: no memory), so that taking its row i, as the kernels do before
-    they test the flags, stays in bounds (NUMBA_BOUNDSCHECK=1, NUMBA_DISABLE_JIT=1)."""
+@functools.lru_cache(maxsize=64)
+def _unused_masks(tq: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Stand-ins for the keep and bias masks a call does not have: one slice of tq rows of one
+    element each (broadcast: no memory), so that taking row i, as the kernels do before they
+    test the flags, stays in bounds (NUMBA_BOUNDSCHECK=1, NUMBA_DISABLE_JIT=1). Read-only, so
+    they are shared between calls (np.broadcast_to took ~4 µs a call)."""
     keep = np.broadcast_to(np.ones((1, 1, 1), np.bool_), (1, tq, 1))
     bias = np.broadcast_to(np.zeros((1, 1, 1), dtype), (1, tq, 1))
+    return keep, bias
+
+
+def _masks(mask, batch, tq, tk, dtype, causal):
+    """(keep, bias, ids, flags): an unused mask is a dummy (`_unused_masks`)."""
+    keep, bias = _unused_masks(tq, np.dtype(dtype))
     ids = np.zeros((2, math.prod(batch)), np.int64)  # each pair's keep and bias slice
     is_bool = mask is not None and mask.dtype == np.bool_
     if mask is not None:
