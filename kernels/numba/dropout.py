@@ -8,11 +8,8 @@ from numba import njit, prange
 from numba.extending import overload, register_jitable
 
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, flat
+from tinyformer.ops.dropout import _GOLDEN, _MIX1, _MIX2  # the reference's hash constants
 from tinyformer.registry import kernel
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
 
 
 def _mix(i, base):
