@@ -8,19 +8,16 @@ from numba import njit, prange
 from numba.extending import overload, register_jitable
 
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, flat
-from tinyformer.ops.dropout import _GOLDEN, _MIX1, _MIX2  # the reference's hash constants
+from tinyformer.ops.dropout import _GOLDEN, splitmix64_unit  # the reference's hash
 from tinyformer.registry import kernel
+
+_unit = register_jitable(splitmix64_unit)  # compiled where a kernel calls it
 
 
 def _mix(i, base):
-    """splitmix64 of element i (0-based) for a seed's `base` (`_base`), the top 53 bits as a
-    float in [0, 1). Every operand stays uint64 (a plain int would turn the arithmetic into
-    float64), and the products wrap around, as the hash means them to."""
-    z = np.uint64(i + 1) * _GOLDEN + base
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)  # 2**53
+    """The reference's uniform for element i (0-based) of a seed's `base` (`_base`). Every
+    operand stays uint64 (a plain int would turn the arithmetic into float64)."""
+    return _unit(np.uint64(i + 1) * _GOLDEN + base)
 
 
 def uniform(i, base):

@@ -26,16 +26,22 @@ _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 
 
-def uniform_hash(seed: int, n: int) -> np.ndarray:
-    """n floats in [0, 1): splitmix64 of the counters seed * golden + i (i = 1..n), top 53 bits.
+def splitmix64_unit(z: np.ndarray | np.uint64) -> np.ndarray | float:
+    """splitmix64's mixing of the counters z (uint64: an array here, one value in a kernel, which
+    compiles this same function), the top 53 bits as floats in [0, 1).
 
     Unsigned 64-bit arithmetic wraps around, which is what the hash relies on.
     """
-    z = np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN + np.full(n, seed, np.uint64) * _GOLDEN
     z = (z ^ (z >> np.uint64(30))) * _MIX1
     z = (z ^ (z >> np.uint64(27))) * _MIX2
     z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+    return (z >> np.uint64(11)) * (1.0 / (1 << 53))
+
+
+def uniform_hash(seed: int, n: int) -> np.ndarray:
+    """n floats in [0, 1): splitmix64 of the counters seed * golden + i (i = 1..n)."""
+    counters = np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN
+    return splitmix64_unit(counters + np.full(n, seed, np.uint64) * _GOLDEN)
 
 
 def dropout_mask(shape: tuple[int, ...], p: float, seed: int) -> np.ndarray:
