@@ -1,9 +1,10 @@
 """The debugging workflow docs/kernels.md promises: with NUMBA_DISABLE_JIT=1 every kernel runs as
 plain Python (breakpoints, prints) and still equals its reference.
 
-Kernels that use LLVM intrinsics (the integer row max, the fast exp's power of two) or rely on
-uint64 wrap-around (dropout's hash) reach them through a plain-Python stand-in with a Numba
-overload; without it, the first softmax or attention call raised "not usable in pure-python"."""
+Kernels that use LLVM intrinsics (the integer row max, the fast exp's power of two) reach them
+through a plain-Python stand-in with a Numba overload; without it, the first softmax or attention
+call raised "not usable in pure-python". Dropout's hash wraps uint64 products on purpose, so its
+wrapper turns NumPy's overflow warnings off (the test config makes warnings errors)."""
 
 from __future__ import annotations
 

@@ -5,44 +5,26 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
-from numba.extending import overload, register_jitable
+from numba.extending import register_jitable
 
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, flat
 from tinyformer.ops.dropout import _GOLDEN, splitmix64_unit  # the reference's hash
 from tinyformer.registry import kernel
 
-_unit = register_jitable(splitmix64_unit)  # compiled where a kernel calls it
+register_jitable(splitmix64_unit)  # the reference's hash, compiled where a kernel calls it
 
 
-def _mix(i, base):
-    """The reference's uniform for element i (0-based) of a seed's `base` (`_base`). Every
-    operand stays uint64 (a plain int would turn the arithmetic into float64)."""
-    return _unit(np.uint64(i + 1) * _GOLDEN + base)
-
-
-def uniform(i, base):
-    """`_mix` as plain Python (what NUMBA_DISABLE_JIT=1 runs), with NumPy's overflow warnings
-    off: the wrap-around is the point. Inside Numba kernels the overload below compiles."""
-    with np.errstate(over="ignore"):
-        return _mix(i, base)
-
-
-@overload(uniform, inline="always")
-def _uniform_overload(i, base):
-    return register_jitable(_mix)
-
-
-def _base(seed: int) -> np.uint64:
-    """The term every element's hash adds for `seed`: seed * golden ratio, wrapping (computed
-    once per call, outside the loop)."""
-    with np.errstate(over="ignore"):
-        return np.uint64(seed) * _GOLDEN
+@register_jitable
+def _uniform(i, base):
+    """The reference's uniform for element i (0-based) of a seed's `base` (seed * golden ratio).
+    Every operand stays uint64 (a plain int would turn the arithmetic into float64)."""
+    return splitmix64_unit(np.uint64(i + 1) * _GOLDEN + base)
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _forward(x, p, base, scale, y, keep):
     for i in prange(x.size):
-        kept = uniform(i, base) >= p
+        kept = _uniform(i, base) >= p
         keep[i] = kept
         y[i] = x[i] * scale if kept else x.dtype.type(0)
 
@@ -57,7 +39,11 @@ def _backward(gy, keep, scale, gx):
 def dropout_forward(x: np.ndarray, p: float, seed: int):
     x1 = flat(x)
     y, keep = np.empty_like(x1), np.empty(x1.size, np.bool_)
-    _forward(x1, float(p), _base(seed), x.dtype.type(1.0 / (1.0 - p)), y, keep)
+    # The hash's uint64 products wrap on purpose. Compiled, nothing warns; run as plain Python
+    # (NUMBA_DISABLE_JIT=1, for debugging) NumPy would warn at every element.
+    with np.errstate(over="ignore"):
+        base = np.uint64(seed) * _GOLDEN
+        _forward(x1, float(p), base, x.dtype.type(1.0 / (1.0 - p)), y, keep)
     return y.reshape(x.shape), keep.reshape(x.shape)
 
 
