@@ -157,17 +157,22 @@ def test_split_backward_joins_without_copying_only_pieces_side_by_side():
 
 
 @pytest.mark.parametrize(
-    "batch, tq, tk, runs",
+    "batch, tq, tk, causal, runs",
     [
-        ((2, 1), 128, 128, "numba"),  # 2**15 scores, two pairs
-        ((1, 2), 128, 127, "numpy"),  # one score short of 2**15
-        ((1, 1), 256, 256, "numpy"),  # short keys, one pair: one thread against BLAS's two
-        ((1, 1), 64, 512, "numba"),  # long keys: tiled, every core helps with one pair too
+        ((2, 1), 128, 128, False, "numba"),  # 2**15 scores, two pairs
+        ((1, 2), 128, 127, False, "numpy"),  # one score short of 2**15
+        ((1, 1), 256, 256, False, "numpy"),  # short keys, one pair: one thread against BLAS's two
+        ((1, 1), 256, 256, True, "numba"),  # but causal it computes half the scores
+        ((1, 1), 128, 128, True, "numpy"),  # causal, one pair, under 2**15 scores
+        ((1, 1), 64, 512, False, "numba"),  # long keys: tiled, every core helps with one pair too
     ],
 )
-def test_attention_default_dispatch_follows_the_size_rule(batch, tq, tk, runs):
+def test_attention_default_dispatch_follows_the_size_rule(batch, tq, tk, causal, runs):
     q, k = np.zeros((*batch, tq, 8), np.float32), np.zeros((*batch, tk, 8), np.float32)
-    assert registry.choose("attention.forward", q, k, k, None, False, 1.0).backend == runs
+    y, lse = np.zeros((*batch, tq, 8), np.float32), np.zeros((*batch, tq), np.float32)
+    assert registry.choose("attention.forward", q, k, k, None, causal, 1.0).backend == runs
+    backward = registry.choose("attention.backward", y, q, k, k, y, lse, None, causal, 1.0)
+    assert backward.backend == runs
 
 
 @pytest.mark.parametrize("d, dv", [(128, 128), (129, 8), (8, 129), (5, 3)])
