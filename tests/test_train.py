@@ -47,9 +47,18 @@ def test_checkpoint_round_trip_and_damage(tmp_path):
     (tmp_path / "flip.npz").write_bytes(bytes(flipped))
     np.savez(tmp_path / "plain.npz", w=np.ones(2))
     np.savez(tmp_path / "pickled.npz", __meta__=np.array([{"a": 1}], dtype=object))
-    for name in ("cut", "noise", "flip", "plain", "pickled", "missing"):
+    (tmp_path / "empty.npz").write_bytes(b"")
+    for name in ("cut", "noise", "flip", "plain", "pickled", "missing", "empty"):
         with pytest.raises(CheckpointError):
             load_checkpoint(tmp_path / f"{name}.npz")
+    # Not zip archives: one array saved by np.save, and a file of text. The message says what a
+    # checkpoint is, and never suggests loading a file with pickles allowed.
+    np.save(tmp_path / "array.npy", np.ones(3))
+    (tmp_path / "notes.txt").write_text("garbage")
+    for name in ("array.npy", "notes.txt"):
+        with pytest.raises(CheckpointError, match=r"checkpoints are \.npz \(zip\) archives") as err:
+            load_checkpoint(tmp_path / name)
+        assert "pickle" not in str(err.value)
 
 
 def test_a_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
@@ -109,6 +118,6 @@ def test_cli_train_sample_params(corpus, tmp_path, capsys):
     assert "124,439,808" in capsys.readouterr().out
     (out / "ckpt.npz").write_bytes(b"garbage")
     assert cli.main(["sample", "--ckpt", str(out)]) == 2
-    assert "not a readable checkpoint" in capsys.readouterr().err
+    assert "is not a tinyformer checkpoint" in capsys.readouterr().err
     assert cli.main(["train", "gpt", "--data", str(tmp_path / "nope.txt")]) == 2
     assert "unknown corpus" in capsys.readouterr().err

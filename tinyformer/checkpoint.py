@@ -24,6 +24,7 @@ __all__ = ["CheckpointError", "load_checkpoint", "save_checkpoint"]
 FORMAT = "tinyformer-checkpoint"
 VERSION = 1
 META = "__meta__"
+ZIP_MAGIC = b"PK\x03\x04"  # a zip archive's first entry (np.savez writes at least one)
 
 
 class CheckpointError(ValueError):
@@ -46,6 +47,16 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dic
         path = path / "ckpt.npz"
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
+    # np.load reads by the first bytes: a .npy file would come back as one array, and anything
+    # else that is not a zip archive falls through to its pickle check, whose message suggests
+    # loading the file unsafely. Neither is what a user who passed the wrong file needs to see.
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head != ZIP_MAGIC:
+        raise CheckpointError(
+            f"{path} is not a tinyformer checkpoint: checkpoints are .npz (zip) archives, which "
+            f"start with {ZIP_MAGIC!r}; this file starts with {head!r}"
+        )
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
