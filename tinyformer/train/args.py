@@ -37,15 +37,18 @@ def add_dataclass_flags(
         flag = "--" + field.name.replace("_", "-")
         default = field.default
         text = field.metadata.get("help", "")
+        # None means "the configuration's own value", which the help text says in its words
+        if default is not None:
+            text = f"{text} (default: {default})"
         if kind is bool:
             parser.add_argument(
                 flag, dest=field.name, action=argparse.BooleanOptionalAction, default=default,
-                help=f"{text} (default: {default})",
+                help=text,
             )  # fmt: skip
         else:
             parser.add_argument(
                 flag, dest=field.name, type=kind, default=default,
-                choices=field.metadata.get("choices"), help=f"{text} (default: {default})",
+                choices=field.metadata.get("choices"), help=text,
             )  # fmt: skip
 
 
