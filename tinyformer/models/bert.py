@@ -44,7 +44,8 @@ class BertConfig:
     pad_id: int = 0  # the [PAD] id: its embedding gets no gradient
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "max_position", "type_vocab_size", "n_layer", "n_head"):
+        for name in ("vocab_size", "max_position", "type_vocab_size", "n_layer", "n_head",
+                     "d_model", "d_ff"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"BertConfig: {name} must be >= 1, got {getattr(self, name)}")
         if self.d_model % self.n_head:

@@ -33,6 +33,10 @@ class CNNConfig:
     dropout: float = 0.0  # before the classifier
 
     def __post_init__(self) -> None:
+        if not self.channels or min(self.channels) < 1:
+            raise ValueError(
+                f"CNNConfig: channels must be one or more counts >= 1, got {self.channels}"
+            )
         if self.image_size % 2 ** len(self.channels):
             raise ValueError(
                 f"CNNConfig: image_size {self.image_size} must be divisible by "

@@ -38,6 +38,11 @@ class SegConfig:
     num_classes: int = 4  # K, background included
     width: int = 16  # filters in the first stage; doubled at each of the two downsamplings
 
+    def __post_init__(self) -> None:
+        for name in ("in_channels", "num_classes", "width"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SegConfig: {name} must be >= 1, got {getattr(self, name)}")
+
 
 def _as_tensor(images: Any) -> Tensor:
     x = images if isinstance(images, Tensor) else Tensor(np.asarray(images))

@@ -42,6 +42,12 @@ class ViTConfig:
     dropout: float = 0.0  # after the embeddings and in every residual branch
 
     def __post_init__(self) -> None:
+        for name in ("image_size", "patch_size", "in_channels", "num_classes", "n_layer",
+                     "n_head", "n_embd", "mlp_ratio"):  # fmt: skip
+            if getattr(self, name) < 1:
+                raise ValueError(f"ViTConfig: {name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"ViTConfig: dropout must be in [0, 1), got {self.dropout}")
         if self.image_size % self.patch_size:
             raise ValueError(
                 f"ViTConfig: image_size {self.image_size} is not a multiple of patch_size "

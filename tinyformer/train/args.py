@@ -9,14 +9,65 @@ import dataclasses
 import typing
 from typing import Any, TypeVar
 
-__all__ = ["add_dataclass_flags", "dataclass_from_args", "flag"]
+__all__ = [
+    "COUNT", "FRACTION", "NONNEGATIVE", "POSITIVE", "PROPER_FRACTION", "Range",
+    "add_dataclass_flags", "check_ranges", "dataclass_from_args", "flag",
+]  # fmt: skip
 
 T = TypeVar("T")
 
 
-def flag(default: Any, help: str, choices: list[str] | None = None) -> Any:  # noqa: A002
-    """A dataclass field that becomes a documented command-line flag."""
-    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a numeric flag accepts: from `low` (excluded if `open_low`) to `high`
+    (excluded if `open_high`); None: no bound."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.open_low else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.open_high else value <= self.high)
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'above' if self.open_low else 'at least'} {self.low:g}"
+        left, right = "(" if self.open_low else "[", ")" if self.open_high else "]"
+        return f"in {left}{self.low:g}, {self.high:g}{right}"
+
+
+COUNT = Range(1)  # sizes, steps, intervals: at least 1
+NONNEGATIVE = Range(0)  # 0 allowed (often "off")
+POSITIVE = Range(0, open_low=True)  # learning rates
+FRACTION = Range(0, 1)  # [0, 1]
+PROPER_FRACTION = Range(0, 1, open_low=True, open_high=True)  # (0, 1): a split with both sides
+
+
+def flag(
+    default: Any,
+    help: str,  # noqa: A002
+    choices: list[str] | None = None,
+    valid: Range | None = None,
+) -> Any:
+    """A dataclass field that becomes a documented command-line flag; `valid`: its values'
+    range, checked by `check_ranges` (flags passed on to a model configuration, an optimizer or
+    a schedule are left to the checks there)."""
+    metadata = {"help": help, "choices": choices, "valid": valid}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def check_ranges(config: Any) -> None:
+    """ValueError for the first field of the dataclass `config` outside its flag's range,
+    naming the flag, the range and the value. None means "the default", and is not checked.
+    Call it from the dataclass's __post_init__, so that the CLI and the Python API both check."""
+    for field in dataclasses.fields(config):
+        valid, value = field.metadata.get("valid"), getattr(config, field.name)
+        if valid is not None and value is not None and value not in valid:
+            name = "--" + field.name.replace("_", "-")
+            raise ValueError(f"{name} must be {valid}, got {value}")
 
 
 def _base_type(annotation: Any) -> Any:

@@ -30,7 +30,7 @@ from tinyformer.data.sentences import split_sentences, tamper_batch
 from tinyformer.data.wordpiece import WordPieceTokenizer
 from tinyformer.models.bert import BertConfig, BertForMaskedLM, BertForSequenceClassification
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import flag
+from tinyformer.train.args import COUNT, POSITIVE, Range, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
 
 __all__ = ["Phase", "TrainBertConfig", "finetune", "pretrain", "train_bert"]
@@ -40,26 +40,33 @@ __all__ = ["Phase", "TrainBertConfig", "finetune", "pretrain", "train_bert"]
 class TrainBertConfig:
     data: str = flag("pydoc", "corpus: pydoc (embedded), tinyshakespeare, or a text file path")
     vocab_size: int = flag(4000, "WordPiece vocabulary size (built from the corpus)")
-    seq_len: int = flag(64, "tokens per sequence, [CLS] and [SEP] included")
+    seq_len: int = flag(64, "tokens per sequence, [CLS] and [SEP] included", valid=Range(3))
     n_layer: int = flag(2, "encoder blocks")
     n_head: int = flag(4, "attention heads")
     d_model: int = flag(128, "width")
     d_ff: int = flag(512, "MLP hidden width")
     norm: str = flag("post", "LayerNorm placement: post (BERT) or pre", ["post", "pre"])
     dropout: float = flag(0.1, "dropout in the encoder")
-    pretrain_iters: int = flag(2000, "masked-LM steps")
-    finetune_iters: int = flag(300, "fine-tuning steps (each of the two runs)")
-    batch_size: int = flag(32, "sequences per batch")
-    lr: float = flag(1e-3, "peak learning rate of pretraining")
-    finetune_lr: float = flag(3e-4, "peak learning rate of fine-tuning (both runs)")
+    pretrain_iters: int = flag(2000, "masked-LM steps", valid=COUNT)
+    finetune_iters: int = flag(300, "fine-tuning steps (each of the two runs)", valid=COUNT)
+    batch_size: int = flag(32, "sequences per batch", valid=COUNT)
+    lr: float = flag(1e-3, "peak learning rate of pretraining", valid=POSITIVE)
+    finetune_lr: float = flag(3e-4, "peak learning rate of fine-tuning (both runs)", valid=POSITIVE)
     warmup: int = flag(100, "linear warm-up steps (fine-tuning: a tenth of its steps)")
     weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices")
-    held_out: int = flag(400, "sentences kept out of pretraining and fine-tuning, for testing")
-    eval_interval: int = flag(250, "evaluate and checkpoint every this many pretraining steps")
+    held_out: int = flag(
+        400, "sentences kept out of pretraining and fine-tuning, for testing", valid=COUNT
+    )
+    eval_interval: int = flag(
+        250, "evaluate and checkpoint every this many pretraining steps", valid=COUNT
+    )
     seed: int = flag(1337, "seed for initialisation, data and dropout")
     out_dir: str = flag("out/bert", "folder for the three runs, compare.png and results.json")
     resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
     progress: bool = flag(True, "show progress bars")
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
 
     def model_config(self, vocab_size: int) -> BertConfig:
         return BertConfig(

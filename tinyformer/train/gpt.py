@@ -20,7 +20,7 @@ from tinyformer.data import BPETokenizer, CharTokenizer, LMData, load_text, toke
 from tinyformer.data.tokenizers import Tokenizer
 from tinyformer.models.gpt import CONFIGS, GPT, GPTConfig
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import flag
+from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
 from tinyformer.train.state import load_run
 
@@ -38,22 +38,33 @@ class TrainGPTConfig:
     n_embd: int | None = flag(None, "override the config's width")
     block_size: int | None = flag(None, "override the config's context length")
     dropout: float | None = flag(None, "override the config's dropout")
-    iters: int | None = flag(None, "training iterations: 2000, or on --resume the saved run's")
-    batch_size: int = flag(12, "sequences per batch")
-    lr: float = flag(1e-3, "peak learning rate")
-    min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr")
+    iters: int | None = flag(
+        None, "training iterations: 2000, or on --resume the saved run's", valid=COUNT
+    )
+    batch_size: int = flag(12, "sequences per batch", valid=COUNT)
+    lr: float = flag(1e-3, "peak learning rate", valid=POSITIVE)
+    min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr", valid=FRACTION)
     warmup: int = flag(100, "linear warm-up iterations (at most --iters)")
     weight_decay: float = flag(0.1, "AdamW weight decay on weight matrices")
     beta1: float = flag(0.9, "AdamW beta1")
     beta2: float = flag(0.99, "AdamW beta2")
-    grad_clip: float = flag(1.0, "clip the global gradient norm to this (0: off)")
-    eval_interval: int = flag(250, "evaluate and checkpoint every this many iterations")
-    eval_iters: int = flag(20, "batches per loss estimate")
+    grad_clip: float = flag(
+        1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
+    )
+    eval_interval: int = flag(
+        250, "evaluate and checkpoint every this many iterations", valid=COUNT
+    )
+    eval_iters: int = flag(20, "batches per loss estimate", valid=COUNT)
     seed: int = flag(1337, "seed for initialisation, batches and dropout")
     out_dir: str = flag("out/gpt", "folder for ckpt.npz, log.json and loss.png")
     resume: bool = flag(False, "continue the run saved in --out-dir")
-    sample_tokens: int = flag(300, "tokens to sample when training ends (0: none)")
+    sample_tokens: int = flag(
+        300, "tokens to sample when training ends (0: none)", valid=NONNEGATIVE
+    )
     progress: bool = flag(True, "show a progress bar")
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
 
     def model_config(self, vocab_size: int) -> GPTConfig:
         overrides = {

@@ -21,7 +21,7 @@ from tinyformer.data.dates import DateTask
 from tinyformer.fileio import save_json
 from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import flag
+from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
 from tinyformer.train.state import load_run
 
@@ -38,20 +38,29 @@ class TrainSeq2SeqConfig:
     dropout: float = flag(0.1, "dropout")
     positions: str = flag("sinusoidal", "position encoding", ["sinusoidal", "learned"])
     norm: str = flag("post", "LayerNorm placement: post (the paper's) or pre", ["post", "pre"])
-    label_smoothing: float = flag(0.1, "label smoothing of the cross-entropy")
-    iters: int | None = flag(None, "training steps: 2000, or on --resume the saved run's")
-    batch_size: int = flag(64, "sentence pairs per batch")
-    lr: float = flag(1e-3, "peak learning rate")
+    label_smoothing: float = flag(0.1, "label smoothing of the cross-entropy", valid=FRACTION)
+    iters: int | None = flag(
+        None, "training steps: 2000, or on --resume the saved run's", valid=COUNT
+    )
+    batch_size: int = flag(64, "sentence pairs per batch", valid=COUNT)
+    lr: float = flag(1e-3, "peak learning rate", valid=POSITIVE)
     warmup: int = flag(200, "linear warm-up steps")
     weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices")
-    grad_clip: float = flag(1.0, "clip the global gradient norm to this (0: off)")
-    beam: int = flag(4, "beam width for the final evaluation")
-    test_dates: int = flag(1000, "held-out dates (never seen in training, in any format)")
-    eval_interval: int = flag(250, "evaluate and checkpoint every this many steps")
+    grad_clip: float = flag(
+        1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
+    )
+    beam: int = flag(4, "beam width for the final evaluation", valid=COUNT)
+    test_dates: int = flag(
+        1000, "held-out dates (never seen in training, in any format)", valid=COUNT
+    )
+    eval_interval: int = flag(250, "evaluate and checkpoint every this many steps", valid=COUNT)
     seed: int = flag(1337, "seed for initialisation, data and dropout")
     out_dir: str = flag("out/seq2seq", "folder for ckpt.npz, log.json, loss.png, alignment.png")
     resume: bool = flag(False, "continue the run saved in --out-dir")
     progress: bool = flag(True, "show a progress bar")
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
 
     def model_config(self) -> Seq2SeqConfig:
         return Seq2SeqConfig(

@@ -21,7 +21,15 @@ from tinyformer.models.segmentation import SEGMENTATION_MODELS, SegConfig
 from tinyformer.models.vit import VIT_CONFIGS, ViT, ViTConfig
 from tinyformer.nn.module import Module
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import flag
+from tinyformer.train.args import (
+    COUNT,
+    FRACTION,
+    NONNEGATIVE,
+    POSITIVE,
+    PROPER_FRACTION,
+    check_ranges,
+    flag,
+)
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
 from tinyformer.train.state import load_run
 
@@ -51,22 +59,39 @@ class TrainVisionConfig:
     n_layer: int | None = flag(None, "override the ViT's number of blocks")
     n_embd: int | None = flag(None, "override the ViT's width")
     width: int = flag(16, "filters in the first stage (CNN, FCN, SegNet, U-Net)")
-    augment_shift: int = flag(1, "classifiers: shift training images by up to this many pixels")
-    shapes: int = flag(2000, "images in the generated shapes dataset")
-    image_size: int = flag(64, "side of the generated shapes images")
-    iters: int | None = flag(None, "training iterations (default per model; on --resume, saved)")
-    batch_size: int | None = flag(None, "images per batch (default: 64; 16 for segmentation)")
-    lr: float | None = flag(None, "peak learning rate (default: 1e-3; 2e-3 for segmentation)")
-    min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr")
+    augment_shift: int = flag(
+        1, "classifiers: shift training images by up to this many pixels", valid=NONNEGATIVE
+    )
+    shapes: int = flag(2000, "images in the generated shapes dataset", valid=COUNT)
+    image_size: int = flag(64, "side of the generated shapes images", valid=COUNT)
+    iters: int | None = flag(
+        None, "training iterations (default per model; on --resume, saved)", valid=COUNT
+    )
+    batch_size: int | None = flag(
+        None, "images per batch (default: 64; 16 for segmentation)", valid=COUNT
+    )
+    lr: float | None = flag(
+        None, "peak learning rate (default: 1e-3; 2e-3 for segmentation)", valid=POSITIVE
+    )
+    min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr", valid=FRACTION)
     warmup: int = flag(100, "linear warm-up iterations (at most --iters)")
     weight_decay: float = flag(0.05, "AdamW weight decay on weight matrices")
-    grad_clip: float = flag(1.0, "clip the global gradient norm to this (0: off)")
-    eval_interval: int = flag(200, "evaluate and checkpoint every this many iterations")
-    val_fraction: float = flag(0.2, "held-out share (digits, shapes; MNIST uses its test split)")
+    grad_clip: float = flag(
+        1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
+    )
+    eval_interval: int = flag(
+        200, "evaluate and checkpoint every this many iterations", valid=COUNT
+    )
+    val_fraction: float = flag(
+        0.2, "held-out share (digits, shapes; MNIST uses its test split)", valid=PROPER_FRACTION
+    )
     seed: int = flag(0, "seed for initialisation, data split, batches and dropout")
     out_dir: str | None = flag(None, "folder for ckpt.npz, log.json, plots (default out/MODEL)")
     resume: bool = flag(False, "continue the run saved in --out-dir")
     progress: bool = flag(True, "show a progress bar")
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
 
     def resolved(self) -> TrainVisionConfig:
         segmentation = self.model in SEGMENTATION_MODELS
@@ -97,6 +122,11 @@ def load_vision(cfg: TrainVisionConfig) -> tuple[np.ndarray, ...]:
             f"unknown image dataset {cfg.data!r}: digits, mnist, fashion-mnist, shapes"
         )
     train, val = split_indices(targets, cfg.val_fraction, cfg.seed, stratified=cfg.data != "shapes")
+    if not (train.size and val.size):
+        raise ValueError(
+            f"--val-fraction {cfg.val_fraction} of {len(targets)} images leaves {train.size} for "
+            f"training and {val.size} for validation; each needs at least one"
+        )
     return images[train], targets[train], images[val], targets[val]
 
 
@@ -138,8 +168,11 @@ def model_config(cfg: TrainVisionConfig, images: np.ndarray, n_classes: int) -> 
     """The model's configuration for this data, as a plain dict (saved in the checkpoint)."""
     channels, size = images.shape[1], images.shape[2]
     if cfg.model == "vit":
-        patch = cfg.patch_size or (2 if size <= 16 else 4)
-        overrides = {k: getattr(cfg, k) for k in ("n_layer", "n_embd") if getattr(cfg, k)}
+        # None: the configuration's value; anything else, 0 included, goes to ViTConfig's checks
+        patch = (2 if size <= 16 else 4) if cfg.patch_size is None else cfg.patch_size
+        overrides = {
+            k: getattr(cfg, k) for k in ("n_layer", "n_embd") if getattr(cfg, k) is not None
+        }
         config = dataclasses.replace(
             VIT_CONFIGS[cfg.config], image_size=size, patch_size=patch, in_channels=channels,
             num_classes=n_classes, **overrides,

@@ -1,0 +1,129 @@
+"""The training commands' flags: every numeric flag with a range rejects the values just outside
+it, by name, from the CLI and from Python, and accepts its bounds; the model configurations
+reject sizes the flags pass on to them; `--help` shows defaults only where there is one."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tinyformer import cli
+from tinyformer.models.bert import BertConfig
+from tinyformer.models.cnn import CNNConfig
+from tinyformer.models.segmentation import SegConfig
+from tinyformer.models.seq2seq import Seq2SeqConfig
+from tinyformer.models.vit import ViTConfig
+from tinyformer.train.args import COUNT, FRACTION, POSITIVE, PROPER_FRACTION, Range
+from tinyformer.train.bert import TrainBertConfig
+from tinyformer.train.gpt import TrainGPTConfig
+from tinyformer.train.seq2seq import TrainSeq2SeqConfig
+from tinyformer.train.vision import TrainVisionConfig, load_vision, model_config
+
+CONFIGS = (TrainGPTConfig, TrainBertConfig, TrainSeq2SeqConfig, TrainVisionConfig)
+
+
+def test_ranges_include_exactly_their_bounds():
+    assert 1 in COUNT and 0 not in COUNT
+    assert 1e-9 in POSITIVE and 0 not in POSITIVE
+    assert 0 in FRACTION and 1 in FRACTION and -0.1 not in FRACTION and 1.1 not in FRACTION
+    assert 0.5 in PROPER_FRACTION and 0 not in PROPER_FRACTION and 1 not in PROPER_FRACTION
+    assert 3 in Range(3) and 2 not in Range(3)
+    assert [str(r) for r in (COUNT, POSITIVE, FRACTION, PROPER_FRACTION)] == [
+        "at least 1", "above 0", "in [0, 1]", "in (0, 1)"
+    ]  # fmt: skip
+
+
+def _edges(valid: Range, kind: type) -> tuple[list, list]:
+    """Values of `kind` just inside and just outside `valid`."""
+    step = 1 if kind is int else 1e-6
+    inside, outside = [], []
+    if valid.low is not None:
+        (outside if valid.open_low else inside).append(kind(valid.low))
+        (inside if valid.open_low else outside).append(
+            kind(valid.low + (step if valid.open_low else -step))
+        )
+    if valid.high is not None:
+        (outside if valid.open_high else inside).append(kind(valid.high))
+        (inside if valid.open_high else outside).append(
+            kind(valid.high + (-step if valid.open_high else step))
+        )
+    return inside, outside
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.__name__)
+def test_every_ranged_flag_rejects_values_outside_by_name(config):
+    ranged = [f for f in dataclasses.fields(config) if f.metadata.get("valid") is not None]
+    assert ranged  # each command has flags with ranges (batch size, iterations, ...)
+    for field in ranged:
+        kind = float if "float" in str(field.type) else int
+        inside, outside = _edges(field.metadata["valid"], kind)
+        for value in inside:
+            assert getattr(config(**{field.name: value}), field.name) == value
+        flag = "--" + field.name.replace("_", "-")
+        for value in outside:
+            with pytest.raises(ValueError, match=f"^{flag} must be .*, got {value}$"):
+                config(**{field.name: value})
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["gpt", "--iters", "1", "--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+        (["gpt", "--iters", "1", "--eval-interval", "0"], "--eval-interval must be at least 1"),
+        (["vit", "--iters", "1", "--val-fraction", "1.5"], "--val-fraction must be in (0, 1)"),
+        (["bert", "--pretrain-iters", "1", "--seq-len", "2"], "--seq-len must be at least 3"),
+        (["seq2seq", "--iters", "1", "--beam", "0"], "--beam must be at least 1, got 0"),
+    ],
+)
+def test_the_cli_reports_a_flag_out_of_range_before_any_work(argv, message, capsys, tmp_path):
+    # (one step each, so that a missing check costs seconds, not a whole default run)
+    assert cli.main(["train", *argv, "--out-dir", str(tmp_path / "run")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: ViTConfig(patch_size=0), "ViTConfig: patch_size must be >= 1, got 0"),
+        (lambda: ViTConfig(n_layer=0), "ViTConfig: n_layer must be >= 1, got 0"),
+        (lambda: ViTConfig(dropout=1.0), r"ViTConfig: dropout must be in \[0, 1\), got 1.0"),
+        (lambda: Seq2SeqConfig(10, 10, d_ff=0), "Seq2SeqConfig: d_ff must be >= 1, got 0"),
+        (lambda: Seq2SeqConfig(10, 10, dropout=1.0), r"Seq2SeqConfig: dropout must be in \[0, 1\)"),
+        (lambda: BertConfig(d_model=0), "BertConfig: d_model must be >= 1, got 0"),
+        (lambda: CNNConfig(channels=(16, 0)), r"CNNConfig: channels must be .* got \(16, 0\)"),
+        (lambda: CNNConfig(channels=()), r"CNNConfig: channels must be .* got \(\)"),
+        (lambda: SegConfig(width=0), "SegConfig: width must be >= 1, got 0"),
+    ],
+)
+def test_model_configurations_reject_sizes_below_one(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_vision_overrides_of_zero_reach_the_model_checks_instead_of_the_defaults():
+    images = np.zeros((4, 1, 8, 8), np.float32)
+    for name in ("patch_size", "n_layer", "n_embd"):
+        cfg = TrainVisionConfig(model="vit", **{name: 0}).resolved()
+        with pytest.raises(ValueError, match=f"ViTConfig: {name} must be >= 1, got 0"):
+            model_config(cfg, images, 10)
+
+
+def test_a_split_that_leaves_either_side_empty_is_refused():
+    cfg = TrainVisionConfig(model="vit", val_fraction=0.001).resolved()
+    with pytest.raises(ValueError, match="leaves 1797 for training and 0 for validation"):
+        load_vision(cfg)
+    cfg = TrainVisionConfig(model="unet", shapes=1, image_size=16).resolved()
+    with pytest.raises(ValueError, match="leaves 0 for training and 1 for validation"):
+        load_vision(cfg)
+
+
+@pytest.mark.parametrize("model", ["gpt", "bert", "seq2seq", "vit"])
+def test_help_states_a_default_only_where_there_is_one(model, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", model, "--help"])
+    text = capsys.readouterr().out
+    assert "(default: None)" not in text
+    assert "(default: " in text  # the flags that have one still say it
