@@ -59,6 +59,16 @@ def test_generate_shapes_determinism_and_filters():
     assert np.array_equal(greedy[:, -1], logits.data[:, -1].argmax(-1))
     with pytest.raises(ValueError, match="temperature"):
         model.generate(prompt, 1, temperature=0)
+    with pytest.raises(ValueError, match="generate: top_k must be >= 1 .*, got -3"):
+        model.generate(prompt, 1, top_k=-3)  # was taken as top_k=1 (greedy), silently
+    with pytest.raises(ValueError, match="generate: max_new_tokens must be >= 0, got -1"):
+        model.generate(prompt, -1)
+    with pytest.raises(ValueError, match=r"generate: top_p must be in \(0, 1\], got 2"):
+        model.generate(prompt, 1, top_p=2)
+    tf.manual_seed(6)
+    whole = model.generate(prompt, 5, top_k=10**6)  # more than the vocabulary: no filtering
+    tf.manual_seed(6)
+    assert np.array_equal(whole, model.generate(prompt, 5))
 
 
 def test_overfits_one_batch():

@@ -133,8 +133,14 @@ class GPT(nn.Module):
         temperature < 1 sharpens the distribution; top_k keeps the k likeliest tokens; top_p
         keeps the smallest set of likeliest tokens whose probability reaches p (nucleus).
         """
+        if max_new_tokens < 0:
+            raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
         if temperature <= 0:
             raise ValueError(f"generate: temperature must be > 0, got {temperature}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(
+                f"generate: top_k must be >= 1 (None: no top-k filtering), got {top_k}"
+            )
         if top_p is not None and not 0.0 < top_p <= 1.0:
             raise ValueError(f"generate: top_p must be in (0, 1], got {top_p}")
         idx = np.array(getattr(idx, "data", idx), dtype=np.int64, ndmin=2)
@@ -158,7 +164,7 @@ def _sample(
 ) -> np.ndarray:
     """One token per row of logits (B, V), after top-k and top-p filtering."""
     if top_k is not None:
-        k = min(max(1, top_k), logits.shape[-1])
+        k = min(top_k, logits.shape[-1])  # more than the vocabulary: keep it all
         kth = np.sort(logits, axis=-1)[:, -k][:, None]
         logits = np.where(logits < kth, -np.inf, logits)
     probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
