@@ -37,6 +37,11 @@ def test_gradcheck_command_for_one_op_and_an_unknown_op(capsys):
 def test_explain_command(capsys):
     assert cli.main(["explain", "softmax.forward"]) == 0
     assert "softmax.forward [float32]: runs" in capsys.readouterr().out
+    assert cli.main(["explain", "layer_norm"]) == 0  # an op: each of its primitives
+    out = capsys.readouterr().out
+    assert "layer_norm.forward [float64]" in out and "layer_norm.backward [float32]" in out
+    assert cli.main(["explain", "nope"]) == 2
+    assert "no primitive or op named 'nope'; primitives: adamw.step" in capsys.readouterr().err
 
 
 def test_bench_quick_writes_json_and_png(tmp_path, capsys):

@@ -10,7 +10,7 @@ tinyformer sample --ckpt DIR      sample text from a trained GPT
 tinyformer params gpt|bert        parameter counts of the named configurations, without building
 tinyformer demo                   autograd on a small attention layer, then gradcheck every op
 tinyformer gradcheck [--samples]  gradcheck every op (or --op NAME) and print a table
-tinyformer explain [PRIMITIVE]    which kernel runs for each primitive, and why
+tinyformer explain [NAME]         which kernel runs for each primitive (or one, or an op's), and why
 """
 
 from __future__ import annotations
@@ -246,7 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--samples", type=int, default=5, help="random inputs per op (default 5)")
     check.add_argument("--op", default=None, help="check only this op")
     explain = sub.add_parser("explain", help="which implementation runs for each primitive")
-    explain.add_argument("primitive", nargs="?", default=None)
+    explain.add_argument(
+        "primitive", nargs="?", default=None,
+        help="a primitive (softmax.forward) or an op (softmax); default: all",
+    )  # fmt: skip
     _add_training_commands(sub)
     args = parser.parse_args(argv)
 
@@ -266,7 +269,15 @@ def main(argv: list[str] | None = None) -> int:
         return _gradcheck_all(args.samples, args.op)
     from tinyformer import registry
 
-    names = [args.primitive] if args.primitive else registry.primitives()
+    names = registry.primitives()
+    if args.primitive:  # a primitive, or an op for all of its primitives ("softmax")
+        names = [n for n in names if args.primitive in (n, n.split(".")[0])]
+        if not names:
+            known = ", ".join(registry.primitives())
+            print(
+                f"no primitive or op named {args.primitive!r}; primitives: {known}", file=sys.stderr
+            )
+            return 2
     for dtype in ("float32", "float64"):
         for name in names:
             print(registry.explain(name, dtype))
