@@ -75,6 +75,9 @@ def test_train_eval_zero_grad_apply_and_to():
     model.to(np.float64)
     assert all(p.dtype == np.float64 for p in model.parameters())
     assert model.head.weight is model.emb.weight
+    with pytest.raises(TypeError, match="Tiny.to: dtype must be floating, got int32"):
+        model.to(np.int32)
+    assert all(p.dtype == np.float64 for p in model.parameters())  # nothing converted
     assert "Linear(in_features=4, out_features=6, bias=True)" in repr(model)
 
 

@@ -235,6 +235,10 @@ class Module:
     def to(self, dtype: Any) -> Module:
         """Convert every floating parameter and buffer to `dtype` in place (e.g. np.float64 for
         gradient checks); gradients are dropped. Optimizers must be built after this."""
+        if np.dtype(dtype).kind != "f":  # integer weights would have no gradients to train
+            raise TypeError(
+                f"{type(self).__name__}.to: dtype must be floating, got {np.dtype(dtype)}"
+            )
         for param in self.parameters():
             param.data, param.grad = param.data.astype(dtype, copy=False), None
         for module in self.modules():
