@@ -31,6 +31,14 @@ def test_idx_round_trip_plain_and_gzipped(tmp_path):
         parse_idx(b"\x01\x02\x08\x01" + raw[4:])
     with pytest.raises(DatasetUnavailable, match="header says"):
         parse_idx(raw[:-5])
+    # a header cut short, a damaged gzip stream: the file is named, no struct or zlib error
+    with pytest.raises(DatasetUnavailable, match="^labels: 9 bytes, too short .* rank-3 IDX"):
+        parse_idx(raw[:9], "labels")
+    zipped = gzip.compress(raw)
+    flipped = zipped[:12] + bytes([zipped[12] ^ 0xFF]) + zipped[13:]  # bad deflate data
+    for damaged in (zipped[:-12], flipped):
+        with pytest.raises(DatasetUnavailable, match="^images: not a readable gzip file"):
+            parse_idx(damaged, "images")
 
 
 def _fake_mnist(folder, n=6):
@@ -74,3 +82,6 @@ def test_shapes_dataset_is_seeded_and_labelled():
     # shapes are brighter than the background they sit on
     bright = images.mean(axis=1)
     assert bright[masks > 0].mean() > bright[masks == 0].mean() + 0.2
+    for bad in ({"n": -1}, {"size": 0}, {"max_shapes": 0}):
+        with pytest.raises(ValueError, match="make_shapes: need n >= 0, size >= 1"):
+            make_shapes(**{"n": 2, "size": 8, **bad})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -57,19 +58,29 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     return images, digits.target.astype(np.int64)
 
 
-def parse_idx(data: bytes) -> np.ndarray:
+def parse_idx(data: bytes, source: str = "IDX data") -> np.ndarray:
     """An IDX file (LeCun's format: 2 zero bytes, a type byte, a rank byte, one big-endian
-    uint32 per dimension, then the values, big-endian) as an array. gzip is undone first."""
+    uint32 per dimension, then the values, big-endian) as an array. gzip is undone first.
+    `source` (the file's name) begins every error message."""
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as err:  # a cut or damaged download
+            raise DatasetUnavailable(f"{source}: not a readable gzip file ({err})") from None
     if len(data) < 4 or data[:2] != b"\x00\x00" or data[2] not in IDX_TYPES:
-        raise DatasetUnavailable("not an IDX file (bad magic number)")
+        raise DatasetUnavailable(f"{source}: not an IDX file (bad magic number)")
     rank = data[3]
+    if len(data) < 4 + 4 * rank:
+        raise DatasetUnavailable(
+            f"{source}: {len(data)} bytes, too short for the header of a rank-{rank} IDX file"
+        )
     dims = struct.unpack(f">{rank}I", data[4 : 4 + 4 * rank])
     dtype = np.dtype(IDX_TYPES[data[2]])
     expected = 4 + 4 * rank + int(np.prod(dims)) * dtype.itemsize
     if len(data) != expected:
-        raise DatasetUnavailable(f"IDX file is {len(data)} bytes, its header says {expected}")
+        raise DatasetUnavailable(
+            f"{source}: IDX file is {len(data)} bytes, its header says {expected}"
+        )
     values = np.frombuffer(data, dtype, offset=4 + 4 * rank).reshape(dims)
     return values.astype(dtype.newbyteorder("="))
 
@@ -108,8 +119,8 @@ def load_mnist(
     if prefix is None:
         raise DatasetUnavailable(f"split must be 'train' or 'test', got {split!r}")
     folder = Path(root) if root is not None else None
-    images = parse_idx(_fetch(name, f"{prefix}-images-idx3-ubyte.gz", folder))
-    labels = parse_idx(_fetch(name, f"{prefix}-labels-idx1-ubyte.gz", folder))
+    files = f"{prefix}-images-idx3-ubyte.gz", f"{prefix}-labels-idx1-ubyte.gz"
+    images, labels = (parse_idx(_fetch(name, file, folder), f"{name} {file}") for file in files)
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
         raise DatasetUnavailable(f"{name} {split}: images {images.shape} and labels {labels.shape}")
     return (images / 255.0).astype(np.float32)[:, None], labels.astype(np.int64)
@@ -125,6 +136,11 @@ def make_shapes(
     coloured backgrounds, and their per-pixel class masks (n, size, size) (0 = background,
     then SHAPE_CLASSES order; a later shape covers an earlier one). Seeded: the same arguments
     give the same data."""
+    if n < 0 or size < 1 or max_shapes < 1:
+        raise ValueError(
+            f"make_shapes: need n >= 0, size >= 1 and max_shapes >= 1, got n={n}, size={size}, "
+            f"max_shapes={max_shapes}"
+        )
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:size, 0:size] + 0.5
     images = np.empty((n, 3, size, size), np.float32)
