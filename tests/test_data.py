@@ -65,6 +65,9 @@ def test_char_tokenizer_round_trip_and_unknown_characters():
     assert tok.decode(tok.encode(SMALL)) == SMALL
     with pytest.raises(ValueError, match="'Z' at position 2"):
         tok.encode("thZ")
+    for bad in (tok.vocab_size, -1):  # -1 used to decode as the last character, silently
+        with pytest.raises(ValueError, match=f"CharTokenizer.decode: token {bad} is outside"):
+            tok.decode([0, bad])
 
 
 def test_batches_are_shifted_windows_and_seeded():

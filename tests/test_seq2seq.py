@@ -99,6 +99,8 @@ def test_greedy_equals_argmax_decoding_and_beam_search_scores_at_least_as_well()
     for s, g, b in zip(src, reference, beam):
         bseq = np.append(b[b != 0], 2) if len(b[b != 0]) < 8 else b
         assert _log_prob(model, s, bseq)[0] >= _log_prob(model, s, g)[0] - 1e-9
+    with pytest.raises(ValueError, match="beam_search: need beam >= 1 and max_len >= 0, got 0, 8"):
+        model.beam_search(src, 8, beam=0)
 
 
 def test_date_task_is_disjoint_correct_and_in_vocabulary():

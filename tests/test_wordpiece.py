@@ -61,6 +61,8 @@ def test_encode_pairs_truncation_and_batches(tok):
 def test_decode_rejoins_pieces(tok):
     assert tok.decode(tok.encode("unaffable cat, hello!")) == "unaffable cat, hello!"
     assert tok.decode(tok.encode("the cat"), skip_special_tokens=False) == "[CLS] the cat [SEP]"
+    with pytest.raises(ValueError, match="WordPieceTokenizer.decode: token -1 is outside"):
+        tok.decode([5, -1])
 
 
 def test_vocabulary_errors_and_round_trips(tok, tmp_path):

@@ -43,6 +43,17 @@ class Tokenizer:
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _checked_ids(self, ids: Any) -> list[int]:
+        """ids (any shape) as a flat list, each checked against the vocabulary for `decode`."""
+        ids = [int(i) for i in np.asarray(ids).reshape(-1)]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:  # a negative id would index from the end, silently
+            raise ValueError(
+                f"{type(self).__name__}.decode: token {bad[0]} is outside the vocabulary "
+                f"(0..{self.vocab_size - 1})"
+            )
+        return ids
+
     def save(self, path: str | os.PathLike) -> None:
         """Write JSON atomically (a temporary file renamed into place)."""
         save_json(path, self.to_dict())
@@ -73,7 +84,7 @@ class CharTokenizer(Tokenizer):
             ) from None
 
     def decode(self, ids: Any) -> str:
-        return "".join(self.chars[int(i)] for i in np.asarray(ids).reshape(-1))
+        return "".join(self.chars[i] for i in self._checked_ids(ids))
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "char", "chars": "".join(self.chars)}
@@ -183,14 +194,9 @@ class BPETokenizer(Tokenizer):
     def decode(self, ids: Any) -> str:
         """Bytes of every token joined, then UTF-8 decoded (a sampled sequence can end in the
         middle of a character: such bytes show as U+FFFD)."""
-        ids = [int(i) for i in np.asarray(ids).reshape(-1)]
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(
-                f"BPETokenizer.decode: token {bad[0]} is outside the vocabulary "
-                f"(0..{self.vocab_size - 1})"
-            )
-        return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
+        return b"".join(self.vocab[i] for i in self._checked_ids(ids)).decode(
+            "utf-8", errors="replace"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "bpe", "merges": [list(m) for m in self.merges], "pattern": self.pattern}

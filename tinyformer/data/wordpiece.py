@@ -229,7 +229,7 @@ class WordPieceTokenizer(Tokenizer):
 
     def decode(self, ids: Any, skip_special_tokens: bool = True) -> str:
         """Ids -> text: "##" pieces rejoin their word; punctuation is re-attached."""
-        tokens = [self.itos[int(i)] for i in np.asarray(ids).ravel()]
+        tokens = [self.itos[i] for i in self._checked_ids(ids)]
         if skip_special_tokens:
             tokens = [t for t in tokens if t not in SPECIAL_TOKENS]
         text = " ".join(tokens).replace(" ##", "")

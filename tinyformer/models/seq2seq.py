@@ -207,6 +207,8 @@ class Transformer(nn.Module):
         """Keep the `beam` best partial outputs per source; a finished one (EOS) keeps its
         score. Final ranking: log p / ((5 + length) / 6)^length_penalty (Wu et al., 2016), so
         that short outputs do not win just by having fewer terms. -> (B, <= max_len) ids."""
+        if beam < 1 or max_len < 0:
+            raise ValueError(f"beam_search: need beam >= 1 and max_len >= 0, got {beam}, {max_len}")
         cfg, was_training = self.config, self.training
         self.eval()
         try:
