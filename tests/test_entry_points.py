@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tinyformer import cli
 from tinyformer.bench.__main__ import main as bench_main
 from tinyformer.runtime import RUNTIME_ENV
@@ -56,6 +58,16 @@ def test_bench_quick_writes_json_and_png(tmp_path, capsys):
     for chart in ("ops.png", "speedup_quick.png"):
         assert (tmp_path / chart).read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
+
+
+def test_bench_refuses_an_output_folder_it_cannot_write_before_timing(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exit_:  # at once, not after the timings
+        bench_main(["--only", "memory", "--out", str(blocker / "results")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr()
+    assert f"cannot write to --out {blocker / 'results'}" in err.err and not err.out
 
 
 def test_train_command_as_a_program_restarts_with_its_settings(tmp_path):

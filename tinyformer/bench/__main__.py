@@ -98,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = only - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    try:  # before the timings, not after minutes of them
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        parser.error(f"cannot write to --out {args.out}: {err}")
     repeats = 3 if args.quick else 15
     results: dict = {"machine": machine()}
     report = Report()
