@@ -96,6 +96,17 @@ def test_containers_register_their_children():
     assert len(list(layers.parameters())) == 6 and len(layers) == 3
     assert [n for n, _ in table.named_parameters()] == ["a.weight", "a.bias", "b.weight", "b.bias"]
     assert "a" in table and isinstance(table["b"], nn.LayerNorm)
+    # Anything else is refused: it would have been kept as a plain attribute, out of forward
+    # and parameters(), silently (nn.Sequential(nn.Linear(2, 2), F.relu) ran without the relu).
+    for make in (
+        lambda: nn.Sequential(nn.Linear(2, 2), F.relu),
+        lambda: nn.ModuleList([nn.Linear(2, 2)]).append(3),
+        lambda: nn.ModuleDict({"a": [nn.Linear(2, 2)]}),
+    ):
+        with pytest.raises(
+            TypeError, match=r"child '(1|a)' must be a Module, got (function|int|list)$"
+        ):
+            make()
 
 
 def test_layers_are_their_functional_ops():

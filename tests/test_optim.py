@@ -65,6 +65,9 @@ def test_parameter_groups_have_their_own_hyperparameters():
         optim.SGD([{"params": params}, {"params": params[:1]}])
     with pytest.raises(ValueError, match="unknown hyperparameters"):
         optim.SGD([{"params": params, "momentom": 0.9}])
+    for betas in ((0.9,), (0.9, 1.0)):  # one beta failed only at the first step
+        with pytest.raises(ValueError, match=r"AdamW: betas must be two numbers in \[0, 1\)"):
+            optim.AdamW(params, betas=betas)
 
 
 def test_weight_decay_groups_skip_biases_and_norms():

@@ -143,6 +143,16 @@ class Identity(Module):
         return x
 
 
+def _add_child(container: Module, name: str, module: Any) -> None:
+    """Register `module` under `name`; anything but a Module is a TypeError. Module's
+    __setattr__ would keep it as a plain attribute: left out of forward, modules() and
+    parameters(), with no error."""
+    if not isinstance(module, Module):
+        kind = type(module).__name__
+        raise TypeError(f"{type(container).__name__}: child {name!r} must be a Module, got {kind}")
+    setattr(container, name, module)
+
+
 class _Indexed(Module):
     """Children named "0", "1", ... that can be indexed, counted and iterated in order."""
 
@@ -162,7 +172,7 @@ class Sequential(_Indexed):
     def __init__(self, *modules: Module) -> None:
         super().__init__()
         for i, module in enumerate(modules):
-            setattr(self, str(i), module)
+            _add_child(self, str(i), module)
 
     def forward(self, x: Any) -> Any:
         for module in self._modules.values():
@@ -179,7 +189,7 @@ class ModuleList(_Indexed):
             self.append(module)
 
     def append(self, module: Module) -> ModuleList:
-        setattr(self, str(len(self._modules)), module)
+        _add_child(self, str(len(self._modules)), module)
         return self
 
 
@@ -192,7 +202,7 @@ class ModuleDict(Module):
             self[name] = module
 
     def __setitem__(self, name: str, module: Module) -> None:
-        setattr(self, name, module)
+        _add_child(self, name, module)
 
     def __getitem__(self, name: str) -> Module:
         return self._modules[name]
