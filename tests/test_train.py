@@ -103,6 +103,21 @@ def test_interrupt_and_resume_equals_an_uninterrupted_run(corpus, tmp_path):
     assert meta_a["log"]["evals"] == meta_b["log"]["evals"]
 
 
+def test_resume_says_what_it_ignores_and_refuses_another_commands_run(corpus, tmp_path, capsys):
+    from tinyformer.train.vision import TrainVisionConfig, train_vision
+
+    run = tmp_path / "run"
+    train_gpt(_config(corpus, run, iters=4))
+    capsys.readouterr()
+    log = train_gpt(_config(corpus, run, resume=True, iters=4, lr=0.5, batch_size=3))
+    out = capsys.readouterr().out
+    assert "already at iteration 4; --iters 4 adds none" in out
+    assert "ignored: --batch-size 3 (saved: 4), --lr 0.5 (saved: 0.001)" in out
+    assert len(log["loss"]) == 4  # nothing trained
+    with pytest.raises(ValueError, match="holds a run of another command: resume it with"):
+        train_vision(TrainVisionConfig(model="vit", resume=True, out_dir=str(run)))
+
+
 def test_cli_train_sample_params(corpus, tmp_path, capsys):
     out = tmp_path / "cli"
     flags = [

@@ -57,6 +57,9 @@ def test_vision_resume_equals_an_uninterrupted_run(tmp_path, model):
     for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
         np.testing.assert_array_equal(pa.data, pb.data, err_msg=name)
     assert meta_a["log"]["evals"] == meta_b["log"]["evals"]
+    if model == "vit":  # another model's command, pointed at this run, refuses it
+        with pytest.raises(ValueError, match="holds a vit run: resume it with the command"):
+            train_vision(_cfg(tmp_path / "b", "cnn", resume=True, out_dir=str(tmp_path / "b/vit")))
 
 
 def test_train_and_eval_commands(tmp_path, capsys):

@@ -39,11 +39,33 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
     and its checkpoint meta. Without: (cfg, None, None)."""
     if not cfg.resume:
         return cfg, None, None
-    state, saved = load_run(Path(out_dir) / "ckpt.npz")
+    path = Path(out_dir) / "ckpt.npz"
+    state, saved = load_run(path)
+    settings = saved["train_config"]
+    fields = dataclasses.fields(cfg)
+    model = getattr(cfg, "model", None)  # vision: which model the command asked for
+    if set(settings) != {f.name for f in fields} or settings.get("model", model) != model:
+        what = f"a {settings['model']} run" if "model" in settings else "a run of another command"
+        raise ValueError(f"{path} holds {what}: resume it with the command that wrote it")
     keep = {"progress": cfg.progress, "resume": True}
     if cfg.iters is not None:
         keep["iters"] = cfg.iters
-    return type(cfg)(**{**saved["train_config"], **keep}), state, saved
+        if cfg.iters <= saved["iteration"]:
+            print(f"note: the run in {out_dir} is already at iteration {saved['iteration']}; "
+                  f"--iters {cfg.iters} adds none (pass a larger one to train on)")  # fmt: skip
+    # Flags changed from their defaults that the saved settings override: say so, since a
+    # resumed run keeps its model, data and schedule.
+    ignored = [
+        f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)} "
+        f"(saved: {'the default' if settings[f.name] is None else settings[f.name]})"
+        for f in fields
+        if f.name not in (*keep, "out_dir", "model")
+        and getattr(cfg, f.name) not in (f.default, settings[f.name])
+    ]
+    if ignored:
+        print(f"note: --resume continues the saved run with its own settings; ignored: "
+              f"{', '.join(ignored)}")  # fmt: skip
+    return type(cfg)(**{**settings, **keep}), state, saved
 
 
 def resume_into(run: Run, state: dict | None, saved: dict | None) -> None:
