@@ -111,9 +111,14 @@ def test_resume_says_what_it_ignores_and_refuses_another_commands_run(corpus, tm
     capsys.readouterr()
     log = train_gpt(_config(corpus, run, resume=True, iters=4, lr=0.5, batch_size=3))
     out = capsys.readouterr().out
-    assert "already at iteration 4; --iters 4 adds none" in out
+    assert "has already reached iteration 4 (asked for 4): nothing to train there" in out
     assert "ignored: --batch-size 3 (saved: 4), --lr 0.5 (saved: 0.001)" in out
     assert len(log["loss"]) == 4  # nothing trained
+    # A run saved before a flag existed resumes, the flag at its default
+    arrays, meta = load_checkpoint(run / "ckpt.npz")
+    del meta["train_config"]["eval_iters"]
+    save_checkpoint(run / "ckpt.npz", arrays, meta)
+    assert len(train_gpt(_config(corpus, run, resume=True, iters=6))["loss"]) == 6
     with pytest.raises(ValueError, match="holds a run of another command: resume it with"):
         train_vision(TrainVisionConfig(model="vit", resume=True, out_dir=str(run)))
 

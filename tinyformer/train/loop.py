@@ -41,18 +41,22 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
         return cfg, None, None
     path = Path(out_dir) / "ckpt.npz"
     state, saved = load_run(path)
-    settings = saved["train_config"]
     fields = dataclasses.fields(cfg)
+    # Settings this command does not have: another command wrote the run. (Settings it has
+    # that the run lacks are flags added since: they take their defaults.)
+    written = saved["train_config"]
+    settings = {f.name: f.default for f in fields} | written
     model = getattr(cfg, "model", None)  # vision: which model the command asked for
-    if set(settings) != {f.name for f in fields} or settings.get("model", model) != model:
-        what = f"a {settings['model']} run" if "model" in settings else "a run of another command"
+    if set(settings) != {f.name for f in fields} or written.get("model", model) != model:
+        what = f"a {written['model']} run" if "model" in written else "a run of another command"
         raise ValueError(f"{path} holds {what}: resume it with the command that wrote it")
     keep = {"progress": cfg.progress, "resume": True}
     if cfg.iters is not None:
         keep["iters"] = cfg.iters
-        if cfg.iters <= saved["iteration"]:
-            print(f"note: the run in {out_dir} is already at iteration {saved['iteration']}; "
-                  f"--iters {cfg.iters} adds none (pass a larger one to train on)")  # fmt: skip
+        done = saved["iteration"]
+        if cfg.iters <= done:
+            print(f"note: the run in {out_dir} has already reached iteration {done} "
+                  f"(asked for {cfg.iters}): nothing to train there")  # fmt: skip
     # Flags changed from their defaults that the saved settings override: say so, since a
     # resumed run keeps its model, data and schedule.
     ignored = [
