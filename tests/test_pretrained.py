@@ -163,6 +163,22 @@ def test_bad_checkpoints_are_refused_clearly(checkpoint, tmp_path):
     with pytest.raises(PretrainedError, match="no masked-LM head"):
         load_bert(path, head="mlm")
     assert cli.main(["embed", "--model", str(tmp_path / "missing"), "x"]) == 2
+    # config.json that is not JSON, not an object, lacks a size or has one that is not a number
+    # (were a JSONDecodeError, an AttributeError, a KeyError and a TypeError)
+    damaged = _write_checkpoint(tmp_path / "config", tensors)
+    config = json.loads((damaged / "config.json").read_text())
+    for text, message in [
+        ("{not json", "config.json is not valid JSON"),
+        ("[1, 2]", "config.json: expected an object of settings"),
+        (json.dumps({k: v for k, v in config.items() if k != "hidden_size"}), "no 'hidden_size'"),
+        (
+            json.dumps({**config, "hidden_size": "16"}),
+            "hidden_size must be a whole number, got '16'",
+        ),
+    ]:
+        (damaged / "config.json").write_text(text)
+        with pytest.raises(PretrainedError, match=message):
+            load_bert(damaged)
 
 
 def _transformers_checkpoint(tmp_path):

@@ -57,6 +57,16 @@ class PretrainedError(ValueError):
     """A checkpoint directory that cannot be loaded, and why."""
 
 
+def _size(hf: dict[str, Any], name: str) -> int:
+    """config.json's whole number `name`, or a PretrainedError naming it."""
+    if name not in hf:
+        raise PretrainedError(f"config.json: no {name!r}, which this model type needs")
+    value = hf[name]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise PretrainedError(f"config.json: {name} must be a whole number, got {value!r}")
+    return value
+
+
 def bert_config_from_hf(hf: dict[str, Any]) -> BertConfig:
     """A BertConfig from a Hugging Face config.json dict: BERT, or DistilBERT (a 6-layer BERT
     distilled from bert-base, with other names and no token types)."""
@@ -65,9 +75,10 @@ def bert_config_from_hf(hf: dict[str, Any]) -> BertConfig:
         if hf.get("activation", "gelu") != "gelu":
             raise PretrainedError(f"config.json: activation {hf['activation']!r}; only 'gelu'")
         return BertConfig(
-            vocab_size=hf["vocab_size"], max_position=hf["max_position_embeddings"],
-            type_vocab_size=1, n_layer=hf["n_layers"], n_head=hf["n_heads"], d_model=hf["dim"],
-            d_ff=hf["hidden_dim"], dropout=0.0, norm="post", eps=1e-12,
+            vocab_size=_size(hf, "vocab_size"),
+            max_position=_size(hf, "max_position_embeddings"), type_vocab_size=1,
+            n_layer=_size(hf, "n_layers"), n_head=_size(hf, "n_heads"), d_model=_size(hf, "dim"),
+            d_ff=_size(hf, "hidden_dim"), dropout=0.0, norm="post", eps=1e-12,
             pad_id=hf.get("pad_token_id", 0) or 0,
         )  # fmt: skip
     if kind != "bert":
@@ -81,10 +92,11 @@ def bert_config_from_hf(hf: dict[str, Any]) -> BertConfig:
     if hf.get("position_embedding_type", "absolute") != "absolute":
         raise PretrainedError("config.json: only absolute position embeddings are supported")
     return BertConfig(
-        vocab_size=hf["vocab_size"], max_position=hf["max_position_embeddings"],
-        type_vocab_size=hf.get("type_vocab_size", 2), n_layer=hf["num_hidden_layers"],
-        n_head=hf["num_attention_heads"], d_model=hf["hidden_size"],
-        d_ff=hf["intermediate_size"], dropout=0.0, norm="post",
+        vocab_size=_size(hf, "vocab_size"), max_position=_size(hf, "max_position_embeddings"),
+        type_vocab_size=_size(hf, "type_vocab_size") if "type_vocab_size" in hf else 2,
+        n_layer=_size(hf, "num_hidden_layers"), n_head=_size(hf, "num_attention_heads"),
+        d_model=_size(hf, "hidden_size"), d_ff=_size(hf, "intermediate_size"),
+        dropout=0.0, norm="post",
         eps=hf.get("layer_norm_eps", 1e-12), pad_id=hf.get("pad_token_id", 0) or 0,
     )  # fmt: skip
 
@@ -183,7 +195,13 @@ def _read_dir(path: str | Path) -> tuple[Path, dict[str, Any]]:
     for name in ("config.json", "vocab.txt"):
         if not (root / name).is_file():
             raise PretrainedError(f"{root}: no {name}")
-    return root, json.loads((root / "config.json").read_text(encoding="utf-8"))
+    try:
+        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise PretrainedError(f"{root / 'config.json'} is not valid JSON: {err}") from None
+    if not isinstance(config, dict):
+        raise PretrainedError(f"{root / 'config.json'}: expected an object of settings")
+    return root, config
 
 
 def _check_shapes(expected: dict[str, np.ndarray], state: dict[str, np.ndarray]) -> None:
