@@ -139,5 +139,11 @@ def test_cli_train_sample_params(corpus, tmp_path, capsys):
     (out / "ckpt.npz").write_bytes(b"garbage")
     assert cli.main(["sample", "--ckpt", str(out)]) == 2
     assert "is not a tinyformer checkpoint" in capsys.readouterr().err
+    other = tmp_path / "vit.npz"  # another command's run (was a TypeError from GPTConfig)
+    save_checkpoint(
+        other, {"model/w": np.ones(1)}, {"model_kind": "vit", "model_config": {"image_size": 8}}
+    )
+    assert cli.main(["sample", "--ckpt", str(other)]) == 2
+    assert "is not a GPT checkpoint" in capsys.readouterr().err
     assert cli.main(["train", "gpt", "--data", str(tmp_path / "nope.txt")]) == 2
     assert "unknown corpus" in capsys.readouterr().err

@@ -138,6 +138,12 @@ def train_gpt(cfg: TrainGPTConfig, on_step: Any = None) -> dict[str, Any]:
 def load_model(path: Any) -> tuple[GPT, Tokenizer, dict[str, Any]]:
     """A trained GPT, its tokenizer and the checkpoint's metadata from a run folder or file."""
     state, meta = load_run(path)
+    # BERT's runs also save a model_config and a tokenizer; its sizes have other names
+    sizes = set(meta.get("model_config", ())) <= {f.name for f in dataclasses.fields(GPTConfig)}
+    if "tokenizer" not in meta or "model_config" not in meta or not sizes:
+        raise ValueError(
+            f"{path} is not a GPT checkpoint (this reads what `tinyformer train gpt` writes)"
+        )
     model = GPT(GPTConfig(**meta["model_config"]))
     model.load_state_dict(state)
     return model.eval(), tokenizer_from_dict(meta["tokenizer"]), meta
