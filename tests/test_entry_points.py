@@ -34,6 +34,11 @@ def test_gradcheck_command_for_one_op_and_an_unknown_op(capsys):
     assert cli.main(["gradcheck", "--op", "softmax", "--samples", "2"]) == 0
     assert cli.main(["gradcheck", "--op", "nope"]) == 2
     assert "no op named 'nope'" in capsys.readouterr().err
+    for samples in ("0", "-2"):  # no samples would check nothing and still report "passed"
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["gradcheck", "--op", "softmax", "--samples", samples])
+        assert exit_.value.code == 2
+        assert f"--samples: must be at least 1, got {samples}" in capsys.readouterr().err
 
 
 def test_explain_command(capsys):

@@ -57,6 +57,17 @@ def _attention_demo() -> None:
     print(f"  gradcheck of the whole layer (full Jacobian): {'passed' if ok else 'FAILED'}\n")
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type: a whole number >= 1 (0 samples would check nothing and still pass)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _gradcheck_all(samples: int, only: str | None) -> int:
     from tqdm import tqdm
 
@@ -243,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="autograd on an attention layer, then gradcheck every op")
     check = sub.add_parser("gradcheck", help="gradcheck every op against finite differences")
-    check.add_argument("--samples", type=int, default=5, help="random inputs per op (default 5)")
+    check.add_argument(
+        "--samples", type=_at_least_one, default=5, help="random inputs per op (default 5)"
+    )
     check.add_argument("--op", default=None, help="check only this op")
     explain = sub.add_parser("explain", help="which implementation runs for each primitive")
     explain.add_argument(
