@@ -22,6 +22,7 @@ import numpy as np
 
 import tinyformer.nn.functional as F
 from tinyformer import nn
+from tinyformer.models._checks import check_dropout, check_sizes
 from tinyformer.nn import init
 from tinyformer.ops import getitem, linear, reshape
 from tinyformer.tensor import Tensor
@@ -44,18 +45,17 @@ class BertConfig:
     pad_id: int = 0  # the [PAD] id: its embedding gets no gradient
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "max_position", "type_vocab_size", "n_layer", "n_head",
-                     "d_model", "d_ff"):  # fmt: skip
-            if getattr(self, name) < 1:
-                raise ValueError(f"BertConfig: {name} must be >= 1, got {getattr(self, name)}")
+        check_sizes(
+            self, "vocab_size", "max_position", "type_vocab_size", "n_layer", "n_head", "d_model",
+            "d_ff",
+        )  # fmt: skip
         if self.d_model % self.n_head:
             raise ValueError(
                 f"BertConfig: d_model {self.d_model} is not divisible by n_head {self.n_head}"
             )
         if self.norm not in ("post", "pre"):
             raise ValueError(f"BertConfig: norm must be 'post' or 'pre', got {self.norm!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"BertConfig: dropout must be in [0, 1), got {self.dropout}")
+        check_dropout(self)
 
     def num_parameters(self, pooler: bool = True, mlm_head: bool = False) -> int:
         """Count without building: the encoder (as Hugging Face's BertModel, with the pooler),

@@ -14,7 +14,7 @@ V vocabulary size.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ import numpy as np
 import tinyformer.nn.functional as F
 from tinyformer import nn, random
 from tinyformer.autograd import no_grad
+from tinyformer.models._checks import check_dropout, check_sizes
 from tinyformer.nn import init
 from tinyformer.ops import reshape
 from tinyformer.tensor import Tensor
@@ -40,16 +41,12 @@ class GPTConfig:
     bias: bool = True  # biases in Linear and LayerNorm (GPT-2 has them)
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type in (int, "int") and value < 1:
-                raise ValueError(f"GPTConfig: {f.name} must be >= 1, got {value}")
+        check_sizes(self, "block_size", "vocab_size", "n_layer", "n_head", "n_embd")
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"GPTConfig: n_embd {self.n_embd} is not divisible by n_head {self.n_head}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPTConfig: dropout must be in [0, 1), got {self.dropout}")
+        check_dropout(self)
 
     def num_parameters(self) -> int:
         """Parameter count without building the model (the tied LM head counted once)."""

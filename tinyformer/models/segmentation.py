@@ -25,6 +25,7 @@ import numpy as np
 
 import tinyformer.nn.functional as F
 from tinyformer import nn
+from tinyformer.models._checks import check_sizes
 from tinyformer.models.cnn import conv_stage
 from tinyformer.ops import cat
 from tinyformer.tensor import Tensor
@@ -39,9 +40,7 @@ class SegConfig:
     width: int = 16  # filters in the first stage; doubled at each of the two downsamplings
 
     def __post_init__(self) -> None:
-        for name in ("in_channels", "num_classes", "width"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"SegConfig: {name} must be >= 1, got {getattr(self, name)}")
+        check_sizes(self, "in_channels", "num_classes", "width")
 
 
 def _as_tensor(images: Any) -> Tensor:

@@ -29,6 +29,7 @@ import numpy as np
 import tinyformer.nn.functional as F
 from tinyformer import nn, registry
 from tinyformer.autograd import no_grad
+from tinyformer.models._checks import check_dropout, check_sizes
 from tinyformer.nn import init
 from tinyformer.ops import linear, reshape
 from tinyformer.tensor import Tensor
@@ -54,12 +55,11 @@ class Seq2SeqConfig:
     eos_id: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size", "max_len", "n_encoder_layers",
-                     "n_decoder_layers", "n_head", "d_model", "d_ff"):  # fmt: skip
-            if getattr(self, name) < 1:
-                raise ValueError(f"Seq2SeqConfig: {name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"Seq2SeqConfig: dropout must be in [0, 1), got {self.dropout}")
+        check_sizes(
+            self, "src_vocab_size", "tgt_vocab_size", "max_len", "n_encoder_layers",
+            "n_decoder_layers", "n_head", "d_model", "d_ff",
+        )  # fmt: skip
+        check_dropout(self)
         if self.d_model % self.n_head:
             raise ValueError(f"Seq2SeqConfig: d_model {self.d_model} is not divisible by "
                              f"n_head {self.n_head}")  # fmt: skip

@@ -22,6 +22,7 @@ import numpy as np
 
 import tinyformer.nn.functional as F
 from tinyformer import nn
+from tinyformer.models._checks import check_dropout, check_sizes
 from tinyformer.nn import init
 from tinyformer.ops import cat, expand, reshape, transpose
 from tinyformer.tensor import Tensor
@@ -42,12 +43,11 @@ class ViTConfig:
     dropout: float = 0.0  # after the embeddings and in every residual branch
 
     def __post_init__(self) -> None:
-        for name in ("image_size", "patch_size", "in_channels", "num_classes", "n_layer",
-                     "n_head", "n_embd", "mlp_ratio"):  # fmt: skip
-            if getattr(self, name) < 1:
-                raise ValueError(f"ViTConfig: {name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"ViTConfig: dropout must be in [0, 1), got {self.dropout}")
+        check_sizes(
+            self, "image_size", "patch_size", "in_channels", "num_classes", "n_layer", "n_head",
+            "n_embd", "mlp_ratio",
+        )  # fmt: skip
+        check_dropout(self)
         if self.image_size % self.patch_size:
             raise ValueError(
                 f"ViTConfig: image_size {self.image_size} is not a multiple of patch_size "
