@@ -21,6 +21,11 @@ import tinyformer.nn.functional as F
             r"matmul: batch .*\(2, 3, 4\).*\(5, 4, 2\)",
         ),
         (lambda: tf.zeros(2, 3) + tf.zeros(4), r"Add: .*\(2, 3\), \(4,\)"),
+        # axes out of range: were an IndexError (transpose) and NumPy's AxisError (permute,
+        # whose check took 5 % 2 == 1 for axis 1)
+        (lambda: tf.zeros(2, 3).transpose(0, 5), r"transpose: axis 5 is out of range .* 2 dim"),
+        (lambda: tf.zeros(2, 3).permute(0, 5), r"permute: axis 5 is out of range .* 2 dim"),
+        (lambda: tf.zeros(2, 3).permute(1, 1), r"permute: repeated axis in \(1, 1\)"),
         (lambda: tf.zeros(2, 3) * tf.zeros(2, 2), r"Mul: .*\(2, 3\), \(2, 2\)"),
         (lambda: F.linear(tf.zeros(2, 3), tf.zeros(4, 5)), r"linear: .*\(2, 3\).*\(4, 5\)"),
         (

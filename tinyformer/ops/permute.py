@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._util import shape_arg
+from tinyformer.ops._util import normalize_axes, shape_arg
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
@@ -20,7 +20,8 @@ from tinyformer.testing import OpSpec, Sample, floats
 class Permute(Function):
     @staticmethod
     def forward(ctx, x, *, axes):
-        if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)):
+        # each axis in range and none repeated (5 % 2 == 1 alone would let (0, 5) through)
+        if len(normalize_axes(axes, x.ndim, "permute")) != x.ndim:
             raise OpError(f"permute: {axes} is not a permutation of the {x.ndim} axes of {x.shape}")
         ctx.axes = axes
         return np.transpose(x, axes)
@@ -37,8 +38,9 @@ def permute(x: Tensor, *axes: Any) -> Tensor:
 
 def transpose(x: Tensor, axis0: int = -2, axis1: int = -1) -> Tensor:
     """Swap two axes (the last two by default)."""
+    (a0,), (a1,) = (normalize_axes(a, x.ndim, "transpose") for a in (axis0, axis1))
     axes = list(range(x.ndim))
-    axes[axis0], axes[axis1] = axes[axis1], axes[axis0]
+    axes[a0], axes[a1] = axes[a1], axes[a0]
     return Permute.apply(x, axes=tuple(axes))
 
 
