@@ -26,6 +26,8 @@ import tinyformer.nn.functional as F
         (lambda: tf.zeros(2, 3).transpose(0, 5), r"transpose: axis 5 is out of range .* 2 dim"),
         (lambda: tf.zeros(2, 3).permute(0, 5), r"permute: axis 5 is out of range .* 2 dim"),
         (lambda: tf.zeros(2, 3).permute(1, 1), r"permute: repeated axis in \(1, 1\)"),
+        (lambda: tf.stack([tf.zeros(2)] * 2, axis=2), r"stack: axis 2 is out of range .* 2 dim"),
+        (lambda: tf.zeros(2, 3).chunk(2, axis=2), r"chunk: axis 2 is out of range for shape"),
         (lambda: tf.zeros(2, 3) * tf.zeros(2, 2), r"Mul: .*\(2, 3\), \(2, 2\)"),
         (lambda: F.linear(tf.zeros(2, 3), tf.zeros(4, 5)), r"linear: .*\(2, 3\).*\(4, 5\)"),
         (

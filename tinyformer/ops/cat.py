@@ -58,6 +58,9 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     shapes = {tuple(t.shape) for t in tensors}
     if len(shapes) > 1:
         raise OpError(f"stack: all tensors need the same shape, got {sorted(shapes)}")
+    ndim = len(shapes.pop()) + 1  # the result's: the new axis may be any of them
+    if not -ndim <= axis < ndim:
+        raise OpError(f"stack: axis {axis} is out of range for a result of {ndim} dimensions")
     return cat([unsqueeze(t, axis) for t in tensors], axis=axis)
 
 

@@ -88,6 +88,8 @@ def chunk(x: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
     """At most `chunks` pieces of equal size (the last may be smaller), as `torch.chunk`."""
     if chunks <= 0:
         raise OpError(f"chunk: chunks must be positive, got {chunks}")
+    if x.ndim and not -x.ndim <= axis < x.ndim:  # (split names the axis for a 0-d tensor)
+        raise OpError(f"chunk: axis {axis} is out of range for shape {x.shape}")
     n = x.shape[axis] if x.ndim else 0
     return split(x, max(1, -(-n // chunks)), axis)
 
