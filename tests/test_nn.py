@@ -179,3 +179,5 @@ def test_attention_module_errors_name_the_problem():
         nn.MultiheadAttention(8, 2, cross=True)(tf.randn(1, 2, 8))
     with pytest.raises(ValueError, match="key_padding_mask"):
         nn.MultiheadAttention(8, 2)(tf.randn(1, 2, 8), key_padding_mask=np.zeros((1, 2)))
+    with pytest.raises(ValueError, match=r"x must be \(B, T, C\), got shape \(2, 8\)"):
+        nn.MultiheadAttention(8, 2)(tf.randn(2, 8))  # was "not enough values to unpack"

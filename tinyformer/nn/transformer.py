@@ -91,6 +91,8 @@ class MultiheadAttention(Module):
     ) -> Tensor | tuple[Tensor, Tensor]:
         """x (B, T, C), context (B, S, C_ctx) for cross-attention -> (B, T, C) [, weights
         (B, nh, T, S)]."""
+        if x.ndim != 3:  # (T, C) alone is not read as a batch of one
+            raise ValueError(f"MultiheadAttention: x must be (B, T, C), got shape {x.shape}")
         b, t, c = x.shape
         if self.cross:
             if context is None:
