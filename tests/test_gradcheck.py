@@ -62,6 +62,10 @@ def test_float32_inputs_are_refused_with_the_reason():
 def test_nothing_to_check_is_an_error():
     with pytest.raises(ValueError, match="no input requires grad"):
         tf.gradcheck(lambda x: x * 2, [tf.Tensor(np.ones(3))])
+    x = tf.randn(3, dtype=np.float64, requires_grad=True)
+    for bad in ({"eps": 0.0}, {"atol": -1.0}, {"rtol": -1.0}):  # eps=0 blamed the backward
+        with pytest.raises(ValueError, match="gradcheck: need eps > 0, atol >= 0, rtol >= 0"):
+            tf.gradcheck(lambda x: x * 2, [x], **bad)
 
 
 def test_non_deterministic_backward_fails_the_reentrant_check():

@@ -67,6 +67,14 @@ def test_environment_variable_is_read_at_first_dispatch(monkeypatch, fake_kernel
     assert fake_kernel == []
     assert f"environment variable {registry.ENV_VAR}" in registry.explain("softmax.forward")
     registry._cache.clear()
+    # A name that is no backend is an error at that first dispatch (it was ignored, silently)
+    monkeypatch.setattr(registry, "_state", {"kernels_loaded": False, "env": None})
+    monkeypatch.setenv(registry.ENV_VAR, "nunba")
+    message = f"environment variable {registry.ENV_VAR}: unknown backend 'nunba'; choose from"
+    for _ in range(2):  # and stays one: nothing was half-loaded
+        with pytest.raises(ValueError, match=message):
+            F.softmax(Tensor(np.ones((2, 3), np.float32)))
+    registry._cache.clear()
 
 
 def test_unknown_backend_and_primitive_are_clear_errors():

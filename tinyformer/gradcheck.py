@@ -150,6 +150,11 @@ def gradcheck(
         raise_exception: raise on failure (default) instead of returning False.
         seed: for the random v and u.
     """
+    # eps = 0 would divide by zero, and the failure would blame the backward
+    if not (eps > 0 and atol >= 0 and rtol >= 0):
+        raise ValueError(
+            f"gradcheck: need eps > 0, atol >= 0, rtol >= 0; got {eps}, {atol}, {rtol}"
+        )
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     params = list(fn.parameters()) if hasattr(fn, "parameters") else []
     checked = [t for t in (*inputs, *params) if isinstance(t, Tensor) and t.requires_grad]

@@ -112,10 +112,19 @@ def _add(impl: Implementation) -> None:
 _OPENMP_ENVIRONMENT = {"GOMP_SPINCOUNT": "10000"}
 
 
+def _check_backend(backend: str, where: str) -> None:
+    known = sorted({REFERENCE, *BACKEND_LIBRARIES})
+    if backend not in known:
+        raise ValueError(f"{where}: unknown backend {backend!r}; choose from {known}")
+
+
 def _load_kernels() -> None:
     """Import every kernel file once, and read the environment preference."""
+    env = os.environ.get(ENV_VAR) or None
+    if env is not None:  # checked before anything is loaded, so the next call checks again
+        _check_backend(env, f"environment variable {ENV_VAR}")
     _state["kernels_loaded"] = True
-    _state["env"] = os.environ.get(ENV_VAR) or None
+    _state["env"] = env
     for name, value in _OPENMP_ENVIRONMENT.items():  # read by libgomp when it first loads
         os.environ.setdefault(name, value)
     if importlib.util.find_spec("tinyformer.kernels") is None:  # a source tree never installed
@@ -175,9 +184,7 @@ def call(name: str, *args: Any, **kwargs: Any) -> Any:
 @contextlib.contextmanager
 def prefer(backend: str) -> Iterator[None]:
     """Prefer `backend` inside the block; `prefer("numpy")` forces every reference."""
-    known = {REFERENCE, *BACKEND_LIBRARIES}
-    if backend not in known:
-        raise ValueError(f"prefer: unknown backend {backend!r}; choose from {sorted(known)}")
+    _check_backend(backend, "prefer")
     _preferred.append(backend)
     try:
         yield
