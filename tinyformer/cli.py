@@ -59,12 +59,14 @@ def _attention_demo() -> None:
 
 def _at_least_one(text: str) -> int:
     """argparse type: a whole number >= 1 (0 samples would check nothing and still pass)."""
+    from tinyformer.train.args import COUNT  # here: the package would load the GPT trainer
+
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value not in COUNT:
+        raise argparse.ArgumentTypeError(f"must be {COUNT}, got {value}")
     return value
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tinyformer.autograd import Function, OpError
+from tinyformer.ops._util import normalize_axes
 from tinyformer.ops.squeeze import unsqueeze
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
@@ -58,9 +59,7 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     shapes = {tuple(t.shape) for t in tensors}
     if len(shapes) > 1:
         raise OpError(f"stack: all tensors need the same shape, got {sorted(shapes)}")
-    ndim = len(shapes.pop()) + 1  # the result's: the new axis may be any of them
-    if not -ndim <= axis < ndim:
-        raise OpError(f"stack: axis {axis} is out of range for a result of {ndim} dimensions")
+    normalize_axes(axis, len(shapes.pop()) + 1, "stack")  # the result's axes: any may be new
     return cat([unsqueeze(t, axis) for t in tensors], axis=axis)
 
 

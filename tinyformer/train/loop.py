@@ -42,14 +42,15 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
     path = Path(out_dir) / "ckpt.npz"
     state, saved = load_run(path)
     fields = dataclasses.fields(cfg)
+    written = saved["train_config"]
     # Settings this command does not have: another command wrote the run. (Settings it has
     # that the run lacks are flags added since: they take their defaults.)
-    written = saved["train_config"]
-    settings = {f.name: f.default for f in fields} | written
+    unknown = set(written) - {f.name for f in fields}
     model = getattr(cfg, "model", None)  # vision: which model the command asked for
-    if set(settings) != {f.name for f in fields} or written.get("model", model) != model:
+    if unknown or written.get("model", model) != model:
         what = f"a {written['model']} run" if "model" in written else "a run of another command"
         raise ValueError(f"{path} holds {what}: resume it with the command that wrote it")
+    settings = {f.name: f.default for f in fields} | written
     keep = {"progress": cfg.progress, "resume": True}
     if cfg.iters is not None:
         keep["iters"] = cfg.iters
