@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,14 @@ def test_readme_python_snippets_run():
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 (our own README)
+
+
+def test_subpackages_are_attributes_after_import_tinyformer():
+    # PyTorch users write torch.optim.AdamW after `import torch`: the same must work here. A
+    # fresh interpreter, since in this one the test modules have imported the subpackages.
+    code = "import tinyformer as tf; print(tf.optim.AdamW.__name__, tf.nn.functional.gelu.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["AdamW", "gelu"]
 
 
 def test_demo_runs_and_every_op_passes(capsys):

@@ -10,7 +10,7 @@
 Reading order: tensor.py -> autograd.py -> ops/ (one file per op) -> gradcheck.py -> registry.py.
 """
 
-from tinyformer import nn, registry
+from tinyformer import nn, optim, registry  # tf.nn.Linear, tf.optim.AdamW, as torch.nn, torch.optim
 from tinyformer.autograd import (
     Function,
     OpError,
@@ -85,8 +85,8 @@ __all__ = [
     "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "arange", "cat", "chunk",
     "clip", "concatenate", "detect_anomaly", "div", "enable_grad", "exp", "expand", "float32",
     "float64", "from_numpy", "full", "get_rng_state", "grad", "gradcheck", "int64",
-    "is_grad_enabled", "log", "logsumexp", "manual_seed", "masked_fill", "matmul", "max",
-    "maximum", "mean", "min", "minimum", "mul", "neg", "nn", "no_grad", "ones", "ones_like",
+    "is_grad_enabled", "log", "logsumexp", "manual_seed", "masked_fill", "matmul", "max", "maximum",
+    "mean", "min", "minimum", "mul", "neg", "nn", "no_grad", "ones", "ones_like", "optim",
     "permute", "pow", "rand", "randn", "registry", "relu", "reshape", "set_rng_state", "sigmoid",
     "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor", "transpose",
     "unsqueeze", "var", "where", "zeros", "zeros_like",
