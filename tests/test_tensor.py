@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tinyformer as tf
 
@@ -55,3 +56,15 @@ def test_split_and_chunk_sizes_follow_pytorch():
     assert [p.shape[0] for p in x.split(4)] == [4, 4, 2]
     assert [p.shape[0] for p in x.split([3, 7])] == [3, 7]
     assert [p.shape[0] for p in x.chunk(3)] == [4, 4, 2]
+
+
+def test_iterating_gives_the_rows_and_their_gradients_flow():
+    x = tf.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    rows = list(x)  # stopped with getitem's out-of-range error before Tensor had __iter__
+    assert len(rows) == 3 and all(r.shape == (2,) for r in rows)
+    np.testing.assert_array_equal(np.stack([r.data for r in rows]), x.data)
+    q, k, v = x  # unpacking a fused projection, as ViT code does with qkv
+    (q * 1 + k * 2 + v * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad, [[1, 1], [2, 2], [3, 3]])
+    with pytest.raises(TypeError, match="0-d tensor"):
+        iter(tf.tensor(1.0))

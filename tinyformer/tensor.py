@@ -8,7 +8,7 @@ Python data becomes float32 by default (as in PyTorch); NumPy arrays keep their 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -153,6 +153,11 @@ class Tensor:
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        # Without it Python iterates by indexing until an IndexError, and getitem's out-of-range
+        # error is an OpError: `for row in x` and `q, k, v = qkv` failed at the end of axis 0.
+        return (self[i] for i in range(len(self)))
 
     def __bool__(self) -> bool:
         return bool(self.item())
