@@ -235,10 +235,16 @@ class Module:
     def to(self, dtype: Any) -> Module:
         """Convert every floating parameter and buffer to `dtype` in place (e.g. np.float64 for
         gradient checks); gradients are dropped. Optimizers must be built after this."""
-        if np.dtype(dtype).kind != "f":  # integer weights would have no gradients to train
+        where = f"{type(self).__name__}.to"
+        try:
+            kind = np.dtype(dtype).kind
+        except TypeError:  # PyTorch code moving a model: .to("cpu"), .to(device)
             raise TypeError(
-                f"{type(self).__name__}.to: dtype must be floating, got {np.dtype(dtype)}"
-            )
+                f"{where}: takes a floating dtype such as 'float64', got {dtype!r}; there are no "
+                "devices to move to (tensors hold NumPy arrays), so a PyTorch .to(device) can go"
+            ) from None
+        if kind != "f":  # integer weights would have no gradients to train
+            raise TypeError(f"{where}: dtype must be floating, got {np.dtype(dtype)}")
         for param in self.parameters():
             param.data, param.grad = param.data.astype(dtype, copy=False), None
         for module in self.modules():
