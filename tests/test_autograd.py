@@ -193,6 +193,36 @@ def test_engine_checks_what_backward_returns(function, message):
         function.apply(x).sum().backward()
 
 
+class _ReturnsTensor(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return tf.tensor(x * 2)  # PyTorch's forward returns a tensor; here forward sees arrays
+
+    @staticmethod
+    def backward(ctx, gy):
+        return gy * 2
+
+
+class _ReturnsList(_ReturnsTensor):
+    @staticmethod
+    def forward(ctx, x):
+        return list(x * 2)
+
+
+@pytest.mark.parametrize(
+    "function, message",
+    [
+        (_ReturnsTensor, "_ReturnsTensor.forward returned a Tensor; .*: return its .data"),
+        (_ReturnsList, r"_ReturnsList.forward returned a list; .*: wrap it in np.asarray\(...\)"),
+    ],
+)
+def test_engine_checks_what_forward_returns(function, message):
+    # A Tensor came back wrapped in another Tensor and a list without a shape: both failed later,
+    # elsewhere (printing the result, or the next op).
+    with pytest.raises(TypeError, match=message):
+        function.apply(tf.tensor([1.0, 2.0, 3.0], requires_grad=True))
+
+
 def test_needs_input_grad_and_none_gradients():
     seen = {}
 

@@ -66,6 +66,10 @@ def test_nothing_to_check_is_an_error():
     for bad in ({"eps": 0.0}, {"atol": -1.0}, {"rtol": -1.0}):  # eps=0 blamed the backward
         with pytest.raises(ValueError, match="gradcheck: need eps > 0, atol >= 0, rtol >= 0"):
             tf.gradcheck(lambda x: x * 2, [x], **bad)
+    # no output to compare passed whatever the backward did: a TA's .item() made a vacuous test
+    for fn, returned in ((lambda x: (x * x).sum().item(), "float"), (lambda x: x > 0, "Tensor")):
+        with pytest.raises(ValueError, match=f"returned {returned} .* no floating Tensor to check"):
+            tf.gradcheck(fn, [x])
 
 
 def test_non_deterministic_backward_fails_the_reentrant_check():

@@ -180,6 +180,14 @@ class Function:
 def _as_output(y: Any, op: str) -> np.ndarray:
     if isinstance(y, np.generic):  # NumPy reductions return scalars; keep arrays everywhere
         y = np.asarray(y)
+    if isinstance(y, Tensor) or not hasattr(y, "shape") or not hasattr(y, "dtype"):
+        # A Tensor here (PyTorch's forward returns one) would end up wrapped in another Tensor,
+        # a list or a float without a dtype: each failed later, somewhere else.
+        fix = "return its .data" if isinstance(y, Tensor) else "wrap it in np.asarray(...)"
+        raise TypeError(
+            f"{op}.forward returned a {type(y).__name__}; forward works on the inputs' arrays "
+            f"and must return a NumPy array (or a tuple of them): {fix}"
+        )
     if grad_mode._anomaly_enabled:
         check_finite(y, op, "forward output")
     return y

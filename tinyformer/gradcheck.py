@@ -40,7 +40,14 @@ class GradcheckError(AssertionError):
 def _outputs(fn: Callable, inputs: Sequence[Any]) -> list[Tensor]:
     out = fn(*inputs)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind == "f"]
+    kept = [o for o in outs if isinstance(o, Tensor) and o.dtype.kind == "f"]
+    if not kept:  # with no output to compare, every backward would pass
+        raise ValueError(
+            f"gradcheck: the function returned {type(out).__name__} {out!r:.60}, with no "
+            "floating Tensor to check (.item(), .numpy() and .data leave autograd; comparisons "
+            "give booleans)"
+        )
+    return kept
 
 
 def _flat_output(fn: Callable, inputs: Sequence[Any]) -> np.ndarray:
