@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyformer import cli
+from tinyformer import cli, nn
 from tinyformer.bench.__main__ import main as bench_main
 from tinyformer.runtime import RUNTIME_ENV
 
@@ -31,6 +32,17 @@ def test_subpackages_are_attributes_after_import_tinyformer():
     code = "import tinyformer as tf; print(tf.optim.AdamW.__name__, tf.nn.functional.gelu.__name__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["AdamW", "gelu"]
+
+
+def test_every_model_imports_from_tinyformer_models():
+    # `from tinyformer.models import UNet` was an ImportError: only GPT and ViT were exported
+    models = importlib.import_module("tinyformer.models")
+    for path in (ROOT / "tinyformer" / "models").glob("[!_]*.py"):
+        module = importlib.import_module(f"tinyformer.models.{path.stem}")
+        configs = [name for name in vars(module) if name.endswith("Config")]
+        assert set(configs) <= set(models.__all__), path.name
+    for name in ("Bert", "BertForMaskedLM", "CNN", "FCN", "GPT", "SegNet", "Transformer", "UNet"):
+        assert name in models.__all__ and issubclass(getattr(models, name), nn.Module)
 
 
 def test_demo_runs_and_every_op_passes(capsys):

@@ -1,9 +1,21 @@
 """Models, each in one readable file: config dataclass, blocks, model."""
 
+from tinyformer.models.bert import (
+    BERT_CONFIGS,
+    Bert,
+    BertConfig,
+    BertForMaskedLM,
+    BertForSequenceClassification,
+)
+from tinyformer.models.cnn import CNN, CNNConfig
 from tinyformer.models.gpt import CONFIGS as GPT_CONFIGS
 from tinyformer.models.gpt import GPT, GPTConfig
+from tinyformer.models.segmentation import FCN, SegConfig, SegNet, UNet
+from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.models.vit import VIT_CONFIGS, ViT, ViTConfig, attention_rollout
 
 __all__ = [
-    "GPT", "GPT_CONFIGS", "VIT_CONFIGS", "GPTConfig", "ViT", "ViTConfig", "attention_rollout",
+    "BERT_CONFIGS", "CNN", "FCN", "GPT", "GPT_CONFIGS", "VIT_CONFIGS", "Bert", "BertConfig",
+    "BertForMaskedLM", "BertForSequenceClassification", "CNNConfig", "GPTConfig", "SegConfig",
+    "SegNet", "Seq2SeqConfig", "Transformer", "UNet", "ViT", "ViTConfig", "attention_rollout",
 ]  # fmt: skip
