@@ -31,6 +31,11 @@ def test_config_and_input_errors():
         GPTConfig(n_embd=10, n_head=3)
     with pytest.raises(ValueError, match="longer than the block size 16"):
         _model()(np.zeros((1, 17), np.int64))
+    # both failed inside NumPy or attention, without naming GPT or the shapes
+    with pytest.raises(ValueError, match=r"targets must have idx's shape \(1, 4\), got \(1, 3\)"):
+        _model()(np.zeros((1, 4), np.int64), np.zeros((1, 3), np.int64))
+    with pytest.raises(ValueError, match=r"idx of shape \(1, 0\) holds no tokens"):
+        _model().generate(np.zeros((1, 0), np.int64), 2)
 
 
 def test_future_tokens_do_not_change_earlier_logits():

@@ -38,6 +38,10 @@ def test_cnn_passes_gradcheck():
     net = CNN(CNNConfig(image_size=4, num_classes=3, channels=(2, 3))).to(np.float64)
     images = np.random.default_rng(1).random((2, 1, 4, 4))
     assert tf.gradcheck(lambda *ps: net(images, [0, 2])[1], list(net.parameters()))
+    with pytest.raises(
+        ValueError, match=r"CNN: expected images \(B, 1, 4, 4\), got \(2, 1, 8, 8\)"
+    ):
+        net(np.zeros((2, 1, 8, 8)))  # failed at the head, as a Linear width mismatch
 
 
 def test_unet_learns_the_shapes_a_little(tmp_path):

@@ -66,6 +66,13 @@ class CNN(nn.Module):
     def forward(self, images: Any, targets: Any = None) -> tuple[Tensor, Tensor | None]:
         """images (B, C_in, H, W) -> logits (B, K), and the cross-entropy with targets (B,)."""
         x = images if isinstance(images, Tensor) else Tensor(np.asarray(images))
+        cfg = self.config
+        if x.ndim != 4 or x.shape[1:] != (cfg.in_channels, cfg.image_size, cfg.image_size):
+            # the head's width is fixed by image_size: another size failed there, as a Linear
+            raise ValueError(
+                f"CNN: expected images (B, {cfg.in_channels}, {cfg.image_size}, "
+                f"{cfg.image_size}), got {x.shape}"
+            )
         for stage in self.stages:
             x = self.pool(stage(x))  # (B, c, H, W) -> (B, c', H/2, W/2)
         x = x.reshape(x.shape[0], -1)  # (B, c' h w)

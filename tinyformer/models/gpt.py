@@ -100,6 +100,10 @@ class GPT(nn.Module):
         if idx.ndim != 2:
             raise ValueError(f"GPT.forward: idx must be (B, T) token ids, got shape {idx.shape}")
         b, t = idx.shape
+        if t == 0:  # attention over no keys is undefined
+            raise ValueError(
+                f"GPT.forward: idx of shape {idx.shape} holds no tokens; give one or more"
+            )
         if t > self.config.block_size:
             raise ValueError(
                 f"GPT.forward: sequence of length {t} is longer than the block size "
@@ -111,8 +115,13 @@ class GPT(nn.Module):
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         if targets is None:
             return logits, None
+        targets = np.asarray(getattr(targets, "data", targets))
+        if targets.shape != idx.shape:  # each position's next token
+            raise ValueError(
+                f"GPT.forward: targets must have idx's shape {idx.shape}, got {targets.shape}"
+            )
         v = self.config.vocab_size
-        loss = F.cross_entropy(reshape(logits, b * t, v), np.asarray(targets).reshape(b * t))
+        loss = F.cross_entropy(reshape(logits, b * t, v), targets.reshape(b * t))
         return logits, loss
 
     def generate(
