@@ -41,6 +41,15 @@ def test_config_errors_name_the_field():
         BertConfig(norm="sandwich")
     with pytest.raises(ValueError, match="longer than max_position 16"):
         Bert(SMALL)(np.zeros((1, 17), np.int64))
+    ids = np.ones((2, 4), np.int64)  # each below ran silently, or failed deep in attention
+    with pytest.raises(
+        ValueError, match=r"labels must have input_ids' shape \(2, 4\), got \(2, 3\)"
+    ):
+        BertForMaskedLM(SMALL)(ids, labels=np.zeros((2, 3), np.int64))
+    with pytest.raises(ValueError, match=r"attention_mask must have input_ids' shape \(2, 4\)"):
+        Bert(SMALL)(ids, attention_mask=np.ones((2, 5)))
+    with pytest.raises(ValueError, match=r"input_ids of shape \(2, 0\) hold no tokens"):
+        Bert(SMALL)(np.zeros((2, 0), np.int64))
 
 
 def _batch(rng, b=400, t=30):

@@ -57,6 +57,24 @@ def test_variants_build_and_run(variant):
         dataclasses.replace(SMALL, positions="rotary")
 
 
+def test_input_errors_name_the_model_and_the_shapes():
+    model, src, tgt = _model(), np.ones((2, 5), np.int64), np.ones((2, 4), np.int64)
+    # each failed deep inside (a reshape in cross-attention, attention over no keys, an index
+    # error), or in beam search only once its output grew past the model's max_len
+    with pytest.raises(ValueError, match=r"src \(2, 5\) and tgt_in \(1, 4\) must hold the same"):
+        model(src, tgt[:1])
+    with pytest.raises(
+        ValueError, match=r"tgt_out must have tgt_in's shape \(2, 4\), got \(2, 3\)"
+    ):
+        model(src, tgt, tgt[:, :3])
+    for bad in (np.ones((2, 0), np.int64), np.ones(5, np.int64)):
+        with pytest.raises(ValueError, match="token ids must be \\(B, t\\) with t >= 1"):
+            model(bad, tgt)
+    with pytest.raises(ValueError, match="max_len 13 is longer than the model's max_len 12"):
+        model.greedy(src, 13)
+    assert model.greedy(src, 12).shape[0] == 2  # up to max_len itself is fine
+
+
 def test_label_smoothed_loss_ignores_padding_and_matches_the_formula():
     model = _model()
     src, tgt_in = np.array([[3, 4, 5, 6]]), np.array([[1, 5, 6, 0]])

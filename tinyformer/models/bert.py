@@ -108,6 +108,12 @@ class Bert(nn.Module):
         if ids.ndim != 2:
             raise ValueError(f"Bert: input_ids must be (B, T), got shape {ids.shape}")
         b, t = ids.shape
+        for name, extra in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+            if extra is not None and np.shape(extra) != ids.shape:
+                raise ValueError(f"Bert: {name} must have input_ids' shape {ids.shape}, got "
+                                 f"{np.shape(extra)}")  # fmt: skip
+        if t == 0:  # attention over no keys is undefined
+            raise ValueError(f"Bert: input_ids of shape {ids.shape} hold no tokens")
         if t > self.config.max_position:
             raise ValueError(
                 f"Bert: sequence of length {t} is longer than max_position "
@@ -186,6 +192,9 @@ class BertForMaskedLM(nn.Module):
             return self.head(hidden), None
         labels = np.asarray(labels)
         b, t, c = hidden.shape
+        if labels.shape != (b, t):  # one label per token: another shape picked the wrong rows
+            raise ValueError(f"BertForMaskedLM: labels must have input_ids' shape {(b, t)}, got "
+                             f"{labels.shape}")  # fmt: skip
         rows = np.flatnonzero(labels.reshape(-1) != ignore_index)  # (N,)
         picked = getitem(reshape(hidden, b * t, c), rows)  # (B*T, C) -> (N, C)
         logits = self.head(picked)  # (N, V)

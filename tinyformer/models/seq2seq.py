@@ -144,6 +144,9 @@ class Transformer(nn.Module):
             emb.weight.data[cfg.pad_id] = 0
 
     def _embed(self, emb: nn.Embedding, ids: np.ndarray) -> Tensor:
+        if ids.ndim != 2 or ids.shape[1] == 0:  # attention over no keys is undefined
+            raise ValueError(f"Transformer: token ids must be (B, t) with t >= 1, got shape "
+                             f"{ids.shape}")  # fmt: skip
         t = ids.shape[1]
         if t > self.config.max_len:
             raise ValueError(f"Transformer: sequence of length {t} exceeds max_len "
@@ -182,11 +185,18 @@ class Transformer(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher-forced logits (B, T, V), and the label-smoothed cross-entropy against
         tgt_out (B, T) over non-padding positions."""
+        src, tgt_in = np.asarray(src), np.asarray(tgt_in)
+        if src.ndim == tgt_in.ndim == 2 and len(src) != len(tgt_in):  # else cross-attention failed
+            raise ValueError(f"Transformer: src {src.shape} and tgt_in {tgt_in.shape} must hold "
+                             "the same number of sequences")  # fmt: skip
         memory, src_pad = self.encode(src)
         logits, _ = self.decode(tgt_in, memory, src_pad)
         if tgt_out is None:
             return logits, None
         b, t, v = logits.shape
+        if np.shape(tgt_out) != (b, t):
+            raise ValueError(f"Transformer: tgt_out must have tgt_in's shape {(b, t)}, got "
+                             f"{np.shape(tgt_out)}")  # fmt: skip
         loss = F.cross_entropy(
             reshape(logits, b * t, v),
             np.asarray(tgt_out).reshape(b * t),
@@ -210,6 +220,9 @@ class Transformer(nn.Module):
         if beam < 1 or max_len < 0:
             raise ValueError(f"beam_search: need beam >= 1 and max_len >= 0, got {beam}, {max_len}")
         cfg, was_training = self.config, self.training
+        if max_len > cfg.max_len:  # the last step decodes [BOS] + max_len - 1 tokens
+            raise ValueError(f"beam_search: max_len {max_len} is longer than the model's max_len "
+                             f"{cfg.max_len}")  # fmt: skip
         self.eval()
         try:
             src = np.asarray(src)
