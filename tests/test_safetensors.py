@@ -7,6 +7,8 @@ import struct
 import numpy as np
 import pytest
 
+import tinyformer as tf
+from tinyformer.models import GPT, GPTConfig
 from tinyformer.safetensors import SafetensorsError, load_file, read_header, save_file
 
 
@@ -116,3 +118,17 @@ def test_files_interchange_with_the_safetensors_package(tmp_path):
         np.testing.assert_array_equal(theirs[name], array)
         np.testing.assert_array_equal(ours[name], array)
     assert (tmp_path / "ours.st").read_bytes()[8:].startswith(b"{")
+
+
+def test_a_models_state_dict_round_trips(tmp_path):
+    # docs/nn.md's "Saving and loading weights": PyTorch's torch.save(model.state_dict()) here
+    config = GPTConfig(block_size=8, vocab_size=11, n_layer=1, n_head=2, n_embd=16)
+    tf.manual_seed(0)
+    model = GPT(config)
+    save_file(model.state_dict(), tmp_path / "model.safetensors")
+    tf.manual_seed(1)
+    other = GPT(config)
+    other.load_state_dict(load_file(tmp_path / "model.safetensors"))
+    idx = np.array([[1, 2, 3, 4]])
+    np.testing.assert_array_equal(other(idx)[0].data, model(idx)[0].data)
+    assert other.lm_head.weight is other.wte.weight  # still tied after loading
