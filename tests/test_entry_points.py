@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyformer import cli, nn
+from tinyformer import __version__, cli, nn
 from tinyformer.bench.__main__ import main as bench_main
 from tinyformer.runtime import RUNTIME_ENV
 
@@ -43,6 +43,16 @@ def test_every_model_imports_from_tinyformer_models():
         assert set(configs) <= set(models.__all__), path.name
     for name in ("Bert", "BertForMaskedLM", "CNN", "FCN", "GPT", "SegNet", "Transformer", "UNet"):
         assert name in models.__all__ and issubclass(getattr(models, name), nn.Module)
+
+
+def test_version_and_the_train_commands_help(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"tinyformer {__version__}"
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert "train a ViT classifier" in out and "train a U-Net segmenter" in out  # not "a VIT"
 
 
 def test_demo_runs_and_every_op_passes(capsys):

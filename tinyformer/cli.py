@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from tinyformer import __version__
 from tinyformer.runtime import restart_with_runtime_env
 
 
@@ -141,8 +142,16 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     add_dataclass_flags(seq2seq, TrainSeq2SeqConfig)
     from tinyformer.train.vision import MODELS, TrainVisionConfig
 
+    # the names as papers write them, and what each learns by default
+    image_help = {
+        "vit": "train a ViT classifier (digits by default)",
+        "cnn": "train a CNN classifier, the ViT's baseline (digits by default)",
+        "fcn": "train an FCN segmenter on generated shapes",
+        "segnet": "train a SegNet segmenter (max-unpooling) on generated shapes",
+        "unet": "train a U-Net segmenter (transposed convs, skips) on generated shapes",
+    }
     for name in MODELS:
-        image = train.add_parser(name, help=f"train a {name.upper()} on images")
+        image = train.add_parser(name, help=image_help.get(name, f"train {name} on images"))
         add_dataclass_flags(image, TrainVisionConfig, skip=("model",))
         image.set_defaults(model=name)
     evaluate = sub.add_parser("eval", help="evaluate a trained image model and plot it")
@@ -253,6 +262,7 @@ def _run_training_command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tinyformer", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"tinyformer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="autograd on an attention layer, then gradcheck every op")
     check = sub.add_parser("gradcheck", help="gradcheck every op against finite differences")
