@@ -18,6 +18,7 @@ from tinyformer.models.vit import ViTConfig
 from tinyformer.train.args import COUNT, FRACTION, POSITIVE, PROPER_FRACTION, Range
 from tinyformer.train.bert import TrainBertConfig
 from tinyformer.train.gpt import TrainGPTConfig
+from tinyformer.train.loop import check_out_dir
 from tinyformer.train.seq2seq import TrainSeq2SeqConfig
 from tinyformer.train.vision import TrainVisionConfig, load_vision, model_config
 
@@ -82,6 +83,21 @@ def test_the_cli_reports_a_flag_out_of_range_before_any_work(argv, message, caps
     assert cli.main(["train", *argv, "--out-dir", str(tmp_path / "run")]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", ["gpt", "bert", "seq2seq", "cnn"])
+def test_an_out_dir_that_cannot_be_written_is_refused_before_any_work(command, capsys, tmp_path):
+    # it failed at the first checkpoint, after loading the data and the first evaluation
+    (tmp_path / "a_file").write_text("")
+    iters = "--pretrain-iters" if command == "bert" else "--iters"
+    assert cli.main(["train", command, iters, "1", "--out-dir", str(tmp_path / "a_file/run")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out-dir {tmp_path / 'a_file/run'}: cannot write there (Not a directory" in err
+
+
+def test_checking_an_out_dir_makes_nothing(tmp_path):
+    check_out_dir(str(tmp_path / "new" / "run"))  # writable: the folders are made, then removed
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from tinyformer.data.wordpiece import WordPieceTokenizer
 from tinyformer.models.bert import BertConfig, BertForMaskedLM, BertForSequenceClassification
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, POSITIVE, Range, check_ranges, flag
-from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Run, check_out_dir, resume_from, resume_into, train_loop
 
 __all__ = ["Phase", "TrainBertConfig", "finetune", "pretrain", "train_bert"]
 
@@ -238,6 +238,7 @@ def finetune(
 
 def train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
     """All three runs; returns {"pretrain": log, "pretrained": log, "scratch": log}."""
+    check_out_dir(cfg.out_dir)  # before the corpus and its tokenizer are built
     corpus = prepare(cfg)
     print(f"corpus {cfg.data}: {len(corpus.pretrain_ids):,} pretraining tokens, vocabulary "
           f"{corpus.tokenizer.vocab_size}; task: {len(corpus.train_sentences)} training and "

@@ -10,9 +10,11 @@ RNG states are saved).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,13 +32,35 @@ from tinyformer.runtime import RUNTIME_ENV
 from tinyformer.train.report import peak_rss_mib, plot_losses
 from tinyformer.train.state import load_run, restore_run, save_run
 
-__all__ = ["Run", "StopFlag", "new_log", "resume_from", "resume_into", "train_loop"]
+__all__ = [
+    "Run", "StopFlag", "check_out_dir", "new_log", "resume_from", "resume_into", "train_loop"
+]  # fmt: skip
+
+
+def check_out_dir(out_dir: str) -> None:
+    """Refuse an output folder that cannot be made or written, before any work: the first write
+    comes only after the data is loaded and the first evaluation is done. Trying is the only
+    sure test (permissions say nothing for root, or on a read-only mount); the folders it made
+    are removed again, so a run that fails later leaves nothing behind."""
+    path = Path(out_dir).absolute()
+    missing = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as e:
+        where = f"{e.strerror}: {e.filename}" if e.filename else str(e)
+        raise ValueError(f"--out-dir {out_dir}: cannot write there ({where})") from None
+    finally:
+        for folder in missing:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
     """With `cfg.resume`: the saved run's configuration (keeping this command's `progress` and,
     when given, `iters`: extending a run stretches its schedule from there), its model state
     and its checkpoint meta. Without: (cfg, None, None)."""
+    check_out_dir(out_dir)
     if not cfg.resume:
         return cfg, None, None
     path = Path(out_dir) / "ckpt.npz"
