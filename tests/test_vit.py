@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tinyformer as tf
+from tinyformer import cli
 from tinyformer.models import VIT_CONFIGS, ViT, ViTConfig, attention_rollout
 
 # Table 1 of Dosovitskiy et al. (2021), in millions. Our counts are those of the reference
@@ -20,6 +21,12 @@ def test_parameter_counts_match_the_paper():
     assert counts["vit_huge_patch14_224"] == 632_045_800
     for name, millions in PAPER.items():
         assert abs(counts[name] / 1e6 - millions) / millions < 0.01
+
+
+def test_params_command_prints_the_named_vits(capsys):
+    assert cli.main(["params", "vit"]) == 0  # was an invalid choice: gpt and bert only
+    out = capsys.readouterr().out
+    assert all(name in out for name in VIT_CONFIGS) and "86,567,656 parameters" in out
 
 
 def test_built_model_counts_what_the_formula_says():

@@ -7,7 +7,7 @@ tinyformer train seq2seq          train an encoder-decoder Transformer to transl
 tinyformer embed --model DIR S..  sentence embeddings and similarities with a pretrained BERT
 tinyformer eval --ckpt DIR        accuracy or mIoU of a trained image model, and its plots
 tinyformer sample --ckpt DIR      sample text from a trained GPT
-tinyformer params gpt|bert        parameter counts of the named configurations, without building
+tinyformer params gpt|bert|vit    parameter counts of the named configurations, without building
 tinyformer demo                   autograd on a small attention layer, then gradcheck every op
 tinyformer gradcheck [--samples]  gradcheck every op (or --op NAME) and print a table
 tinyformer explain [NAME]         which kernel runs for each primitive (or one, or an op's), and why
@@ -165,7 +165,7 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     sample.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass")
     sample.add_argument("--seed", type=int, default=0)
     params = sub.add_parser("params", help="parameter count of a named configuration")
-    params.add_argument("model", choices=["gpt", "bert"])
+    params.add_argument("model", choices=["gpt", "bert", "vit"])
     params.add_argument("--config", default=None, help="a configuration name (default: all)")
     embed = sub.add_parser(
         "embed",
@@ -182,13 +182,17 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
 def _params(model: str, only: str | None) -> int:
     if model == "gpt":
         from tinyformer.models.gpt import CONFIGS
+    elif model == "vit":
+        from tinyformer.models.vit import VIT_CONFIGS as CONFIGS
     else:
         from tinyformer.models.bert import BERT_CONFIGS as CONFIGS
     if only is not None and only not in CONFIGS:
         raise ValueError(f"no {model} configuration {only!r}; choose from {sorted(CONFIGS)}")
-    for name in [only] if only else sorted(CONFIGS):
+    names = [only] if only else sorted(CONFIGS)
+    width = max(map(len, names))
+    for name in names:
         config = CONFIGS[name]
-        print(f"{name:10s} {config.num_parameters():>13,} parameters  {config}")
+        print(f"{name:{width}s} {config.num_parameters():>13,} parameters  {config}")
     return 0
 
 
