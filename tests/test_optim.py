@@ -63,6 +63,10 @@ def test_parameter_groups_have_their_own_hyperparameters():
     assert [g["weight_decay"] for g in opt.param_groups] == [0.01, 0.0]
     with pytest.raises(ValueError, match="two groups"):
         optim.SGD([{"params": params}, {"params": params[:1]}])
+    with pytest.raises(ValueError, match="SGD: a parameter appears twice in one group"):
+        optim.SGD([params[0], params[0]])  # each step moved it twice
+    with pytest.raises(ValueError, match=r"AdamW: lr, eps, weight_decay must be >= 0, got -1"):
+        optim.AdamW(params, lr=-1)
     with pytest.raises(ValueError, match="unknown hyperparameters"):
         optim.SGD([{"params": params, "momentom": 0.9}])
     for betas in ((0.9,), (0.9, 1.0)):  # one beta failed only at the first step
@@ -126,6 +130,8 @@ def test_clip_grad_norm():
     after = math.sqrt(sum(float((p.grad**2).sum()) for p in params))
     assert after == pytest.approx(1.0, rel=1e-5)
     assert optim.clip_grad_norm_(params, 10.0) == pytest.approx(after)  # below max: untouched
+    with pytest.raises(ValueError, match="max_norm must be >= 0, got -1.0"):
+        optim.clip_grad_norm_(params, -1.0)  # it flipped every gradient
 
 
 @pytest.mark.torch

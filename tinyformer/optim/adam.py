@@ -28,7 +28,9 @@ class Adam(Optimizer):
     ) -> None:
         name = type(self).__name__
         if lr < 0 or eps < 0 or weight_decay < 0:
-            raise ValueError(f"{name}: lr, eps, weight_decay must be >= 0")
+            raise ValueError(
+                f"{name}: lr, eps, weight_decay must be >= 0, got {lr}, {eps}, {weight_decay}"
+            )
         if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"{name}: betas must be two numbers in [0, 1), got {betas}")
         super().__init__(

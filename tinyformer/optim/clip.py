@@ -16,6 +16,8 @@ def clip_grad_norm_(parameters: Iterable[Any], max_norm: float, eps: float = 1e-
     Returns the norm before clipping (worth logging: spikes warn of instability). As in PyTorch
     the scale is max_norm / (norm + eps), applied only when it is below 1.
     """
+    if not max_norm >= 0:  # a negative one would flip every gradient: training would ascend
+        raise ValueError(f"clip_grad_norm_: max_norm must be >= 0, got {max_norm}")
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return 0.0

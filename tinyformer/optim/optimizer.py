@@ -42,6 +42,8 @@ class Optimizer:
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in params):
             raise ValueError(f"{type(self).__name__}: a parameter appears in two groups")
+        if len({id(p) for p in params}) < len(params):  # each step would update it twice
+            raise ValueError(f"{type(self).__name__}: a parameter appears twice in one group")
         unknown = set(group) - set(self.defaults) - {"params"}
         if unknown:
             raise ValueError(
