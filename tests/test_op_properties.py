@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -92,6 +93,40 @@ def test_attention_matches_the_textbook_formula():
     p /= p.sum(-1, keepdims=True)
     y = F.scaled_dot_product_attention(q, k, v, is_causal=True).data
     np.testing.assert_allclose(y, p @ v.data, rtol=1e-12)
+
+
+def test_attention_takes_pytorchs_arguments_in_pytorchs_order():
+    # nanoGPT's call, positionally: (q, k, v, attn_mask, dropout_p, is_causal). Without
+    # dropout_p the 0.0 became is_causal and True became the scale, silently.
+    q, k, v = _qkv(seed=5)
+    causal = F.scaled_dot_product_attention(q, k, v, is_causal=True).data
+    np.testing.assert_array_equal(
+        F.scaled_dot_product_attention(q, k, v, None, 0.0, True).data, causal
+    )
+    with pytest.raises(tf.OpError, match=r"dropout_p must be in \[0, 1\], got 1.5"):
+        F.scaled_dot_product_attention(q, k, v, dropout_p=1.5)
+
+
+def test_attention_dropout_drops_weights_and_rescales_the_rest():
+    q, k, v = _qkv(seed=6)
+    mask = np.tri(6, dtype=bool)
+    mask[2] = False  # a row that sees no key: 0, as without dropout
+    _, w = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, return_weights=True)
+    tf.manual_seed(0)
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.3)
+    tf.manual_seed(0)
+    dropped = F.dropout(t64(w.data), 0.3).data  # the same draw from the same generator
+    np.testing.assert_allclose(y.data, dropped @ v.data, rtol=1e-12)
+    assert np.all(y.data[:, 2] == 0) and 0 < np.mean(dropped[w.data > 0] == 0) < 0.6
+    tf.manual_seed(0)
+    y.sum().backward()  # finite gradients, none through the empty row's query
+    assert np.isfinite(q.grad).all() and np.all(q.grad[:, 2] == 0)
+
+    def seeded(q, k, v):  # one mask for every evaluation gradcheck makes
+        tf.manual_seed(1)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.3)
+
+    assert tf.gradcheck(seeded, [t64(a.data) for a in (q, k, v)])
 
 
 def test_erfc_is_accurate_to_float64():

@@ -15,6 +15,8 @@ Backward  gv = p^T gy,   gp = gy v^T
 Saved     q, k, v, y and lse (one number per query row), never the (Tq, Tk) weights: backward
           recomputes s and p from lse. The reference still forms s in each pass; the fused kernel
           of the same signatures (issue 3) works tile by tile and never does.
+Dropout   dropout_p > 0 drops weights: y = dropout(p) v. The weights must then exist, so that
+          path is composed from matmul, softmax and dropout, and autograd differentiates it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ import numpy as np
 from tinyformer import registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import data_of, unbroadcast
+from tinyformer.ops.dropout import dropout
+from tinyformer.ops.matmul import matmul
+from tinyformer.ops.permute import transpose
+from tinyformer.ops.softmax import softmax
+from tinyformer.ops.where import where
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 
@@ -120,31 +127,58 @@ def _check_shapes(q, k, v, mask) -> None:
         ) from None
 
 
+def _dropped_weights(query, key, value, mask, causal, scale, p) -> Tensor:
+    """softmax(s) with dropout on the weights, then times v: composed from other ops, since the
+    weights must exist to drop some and the fused path never forms them. Rows that see no key
+    take uniform weights, then are zeroed: y = 0 there, as in the fused path, and no NaN."""
+    q, k, v = (x if isinstance(x, Tensor) else Tensor(np.asarray(x)) for x in (query, key, value))
+    tq, tk = q.shape[-2], k.shape[-2]
+    bias = _scores(np.zeros((tq, 1), q.dtype), np.zeros((tk, 1), q.dtype), mask, causal, 1.0)
+    live = (bias > -np.inf).any(axis=-1, keepdims=True)  # (..., Tq, 1): sees at least one key
+    s = matmul(q, transpose(k, -2, -1)) * scale + bias  # (..., Tq, Tk)
+    weights = softmax(where(live, s, 0.0), axis=-1) * live.astype(q.dtype)
+    return matmul(dropout(weights, p), v)  # (..., Tq, dv)
+
+
+def _checked_dropout_p(p: float) -> float:
+    if not 0.0 <= p <= 1.0:
+        raise OpError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {p}")
+    return p
+
+
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
     attn_mask: Any = None,
+    dropout_p: float = 0.0,
     is_causal: bool = False,
     scale: float | None = None,
     *,
     return_weights: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    """Attention as `torch.nn.functional.scaled_dot_product_attention` (without dropout).
+    """Attention as `torch.nn.functional.scaled_dot_product_attention`, same arguments in the
+    same order.
 
     Args:
         query, key, value: (..., Tq, d), (..., Tk, d), (..., Tk, dv).
         attn_mask: boolean (True = attend) or additive float mask, broadcasting to (..., Tq, Tk).
+        dropout_p: dropout on the attention weights, applied whenever > 0 (as in PyTorch: pass
+            `p if self.training else 0.0`). Runs the unfused ops, not the fused kernel.
         is_causal: query i attends only to keys j <= i.
         scale: defaults to 1 / sqrt(d).
-        return_weights: also return the (..., Tq, Tk) attention weights (no gradient), to plot.
+        return_weights: also return the (..., Tq, Tk) attention weights (no gradient, before
+            dropout), to plot.
     """
     mask = None if attn_mask is None else np.asarray(data_of(attn_mask))
     _check_shapes(query, key, value, mask)
     if mask is not None and mask.dtype != np.bool_:
         mask = mask.astype(query.dtype, copy=False)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    y = ScaledDotProductAttention.apply(query, key, value, mask, causal=is_causal, scale=scale)
+    if _checked_dropout_p(dropout_p) > 0.0:
+        y = _dropped_weights(query, key, value, mask, is_causal, scale, dropout_p)
+    else:
+        y = ScaledDotProductAttention.apply(query, key, value, mask, causal=is_causal, scale=scale)
     if not return_weights:
         return y
     weights = attention_weights(query.data, key.data, mask, is_causal, scale)
