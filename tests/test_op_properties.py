@@ -107,6 +107,18 @@ def test_attention_takes_pytorchs_arguments_in_pytorchs_order():
         F.scaled_dot_product_attention(q, k, v, dropout_p=1.5)
 
 
+def test_arguments_pytorch_has_in_other_places_are_keywords_only():
+    # PyTorch's cross_entropy(x, t, weight), max_pool2d(x, k, s, p, d, ceil_mode) and
+    # avg_pool2d(x, k, s, p, ceil_mode): positionally, each landed on another argument here
+    x, target, image = t64(np.ones((2, 3))), np.array([0, 1]), t64(np.ones((1, 1, 4, 4)))
+    with pytest.raises(TypeError):
+        F.cross_entropy(x, target, np.ones(3))
+    with pytest.raises(TypeError):
+        F.max_pool2d(image, 2, 2, 0, 1, False)
+    with pytest.raises(TypeError):
+        F.avg_pool2d(image, 2, 2, 0, False)
+
+
 def test_attention_dropout_drops_weights_and_rescales_the_rest():
     q, k, v = _qkv(seed=6)
     mask = np.tri(6, dtype=bool)

@@ -127,7 +127,12 @@ class MaxPool2d(Module):
 
     def forward(self, x: Tensor) -> Any:
         return F.max_pool2d(
-            x, self.kernel_size, self.stride, self.padding, self.dilation, self.return_indices
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            return_indices=self.return_indices,
         )
 
     def extra_repr(self) -> str:
@@ -151,6 +156,7 @@ class AvgPool2d(Module):
         kernel_size: IntPair,
         stride: IntPair | None = None,
         padding: IntPair = 0,
+        *,  # keywords only: PyTorch's fourth argument is ceil_mode, which this one does not take
         count_include_pad: bool = True,
     ) -> None:
         super().__init__()
@@ -158,7 +164,9 @@ class AvgPool2d(Module):
         self.count_include_pad = count_include_pad
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+        return F.avg_pool2d(
+            x, self.kernel_size, self.stride, self.padding, count_include_pad=self.count_include_pad
+        )
 
 
 class Upsample(Module):

@@ -66,6 +66,7 @@ def avg_pool2d(
     kernel_size: int | Sequence[int],
     stride: int | Sequence[int] | None = None,
     padding: int | Sequence[int] = 0,
+    *,  # keywords only: PyTorch's fifth argument is ceil_mode, which this one does not take
     count_include_pad: bool = True,
 ) -> Tensor:
     """Average pooling as `torch.nn.functional.avg_pool2d` (stride defaults to the kernel)."""

@@ -101,6 +101,7 @@ def _check_target(logits_shape: tuple[int, ...], target: np.ndarray, ignore_inde
 def cross_entropy(
     input: Tensor,  # noqa: A002 (named as in PyTorch)
     target: Any,
+    *,  # keywords only: PyTorch's third argument is `weight`, which this one does not take
     ignore_index: int = -100,
     reduction: str = "mean",
     label_smoothing: float = 0.0,

@@ -67,6 +67,7 @@ def max_pool2d(
     stride: int | Sequence[int] | None = None,
     padding: int | Sequence[int] = 0,
     dilation: int | Sequence[int] = 1,
+    *,  # keywords only: PyTorch's sixth argument is ceil_mode, which this one does not take
     return_indices: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Max pooling as `torch.nn.functional.max_pool2d` (stride defaults to the kernel size).
