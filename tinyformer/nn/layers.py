@@ -84,6 +84,7 @@ class LayerNorm(Module):
         self,
         normalized_shape: int | tuple[int, ...],
         eps: float = 1e-5,
+        *,  # keywords only: PyTorch's third argument is elementwise_affine
         bias: bool = True,
         dtype: Any = np.float32,
     ) -> None:

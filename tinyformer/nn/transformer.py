@@ -54,6 +54,7 @@ class MultiheadAttention(Module):
         self,
         embed_dim: int,
         num_heads: int,
+        *,  # keywords only: PyTorch's third argument is dropout (on the attention weights)
         bias: bool = True,
         dropout: float = 0.0,
         cross: bool = False,
@@ -154,10 +155,12 @@ class Block(Module):
         super().__init__()
         self.norm_first = norm_first
         self.ln_1 = LayerNorm(embed_dim, eps=eps, bias=bias)
-        self.attn = MultiheadAttention(embed_dim, num_heads, bias, dropout)
+        self.attn = MultiheadAttention(embed_dim, num_heads, bias=bias, dropout=dropout)
         if cross_attention:
             self.ln_cross = LayerNorm(embed_dim, eps=eps, bias=bias)
-            self.cross_attn = MultiheadAttention(embed_dim, num_heads, bias, dropout, cross=True)
+            self.cross_attn = MultiheadAttention(
+                embed_dim, num_heads, bias=bias, dropout=dropout, cross=True
+            )
         self.ln_2 = LayerNorm(embed_dim, eps=eps, bias=bias)
         self.mlp = MLP(embed_dim, hidden, bias=bias, dropout=dropout)
 
