@@ -122,6 +122,22 @@ def test_layers_are_their_functional_ops():
     assert drop.eval()(x) is x
     emb = nn.Embedding(7, 3, padding_idx=0)
     assert np.all(emb.weight.data[0] == 0)
+    emb = nn.Embedding(7, 3, padding_idx=-1)  # from the end, as in PyTorch
+    assert emb.padding_idx == 6 and np.all(emb.weight.data[6] == 0)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [  # NumPy's errors named no layer; a padding_idx past the table was an IndexError
+        (lambda: nn.Linear(-1, 3), "Linear: in_features must be a whole number >= 0, got -1"),
+        (lambda: nn.Linear(4, 2.5), "Linear: out_features must be a whole number >= 0, got 2.5"),
+        (lambda: nn.Embedding(5, -3), "Embedding: embedding_dim must be a whole number >= 0"),
+        (lambda: nn.Embedding(5, 3, padding_idx=7), "padding_idx 7 is outside the table of 5"),
+    ],
+)
+def test_layer_sizes_are_checked_by_name(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
 
 
 def _numpy_mha(x, c_attn_w, c_attn_b, proj_w, proj_b, nh, causal, pad):

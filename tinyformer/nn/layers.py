@@ -28,6 +28,13 @@ __all__ = [
 ]
 
 
+def _check_sizes(layer: str, **sizes: Any) -> None:
+    """Each size a whole number >= 0 (NumPy's own errors would not name the layer)."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+            raise ValueError(f"{layer}: {name} must be a whole number >= 0, got {value!r}")
+
+
 class Linear(Module):
     """y = x W^T + b, with W of shape (out_features, in_features) as in PyTorch.
 
@@ -38,6 +45,7 @@ class Linear(Module):
         self, in_features: int, out_features: int, bias: bool = True, dtype: Any = np.float32
     ) -> None:
         super().__init__()
+        _check_sizes("Linear", in_features=in_features, out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(np.zeros((out_features, in_features), dtype))
         init.fan_in_uniform_(self.weight, in_features)
@@ -64,6 +72,14 @@ class Embedding(Module):
         dtype: Any = np.float32,
     ) -> None:
         super().__init__()
+        _check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(
+                    f"Embedding: padding_idx {padding_idx} is outside the table of "
+                    f"{num_embeddings} rows"
+                )
+            padding_idx %= num_embeddings  # a negative one counts from the end, as in PyTorch
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
         self.weight = init.normal_(Parameter(np.zeros((num_embeddings, embedding_dim), dtype)))
