@@ -127,23 +127,18 @@ def _check_shapes(q, k, v, mask) -> None:
         ) from None
 
 
-def _dropped_weights(query, key, value, mask, causal, scale, p) -> Tensor:
-    """softmax(s) with dropout on the weights, then times v: composed from other ops, since the
-    weights must exist to drop some and the fused path never forms them. Rows that see no key
-    take uniform weights, then are zeroed: y = 0 there, as in the fused path, and no NaN."""
+def _attention_with_dropout(query, key, value, mask, causal, scale, p) -> Tensor:
+    """dropout(softmax(s)) v, composed from other ops: the weights must exist to drop some, and
+    the fused path never forms them. Rows that see no key take uniform weights, then are zeroed:
+    y = 0 there, as in the fused path, and no NaN."""
     q, k, v = (x if isinstance(x, Tensor) else Tensor(np.asarray(x)) for x in (query, key, value))
     tq, tk = q.shape[-2], k.shape[-2]
+    # the masks alone, as an additive (..., Tq, Tk) bias: the scores of all-zero q and k
     bias = _scores(np.zeros((tq, 1), q.dtype), np.zeros((tk, 1), q.dtype), mask, causal, 1.0)
     live = (bias > -np.inf).any(axis=-1, keepdims=True)  # (..., Tq, 1): sees at least one key
     s = matmul(q, transpose(k, -2, -1)) * scale + bias  # (..., Tq, Tk)
     weights = softmax(where(live, s, 0.0), axis=-1) * live.astype(q.dtype)
     return matmul(dropout(weights, p), v)  # (..., Tq, dv)
-
-
-def _checked_dropout_p(p: float) -> float:
-    if not 0.0 <= p <= 1.0:
-        raise OpError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {p}")
-    return p
 
 
 def scaled_dot_product_attention(
@@ -175,8 +170,10 @@ def scaled_dot_product_attention(
     if mask is not None and mask.dtype != np.bool_:
         mask = mask.astype(query.dtype, copy=False)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    if _checked_dropout_p(dropout_p) > 0.0:
-        y = _dropped_weights(query, key, value, mask, is_causal, scale, dropout_p)
+    if not 0.0 <= dropout_p <= 1.0:
+        raise OpError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}")
+    if dropout_p > 0.0:
+        y = _attention_with_dropout(query, key, value, mask, is_causal, scale, dropout_p)
     else:
         y = ScaledDotProductAttention.apply(query, key, value, mask, causal=is_causal, scale=scale)
     if not return_weights:
