@@ -4,6 +4,7 @@ the target, so a reader never sees half a file and a crash never destroys the pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write", "save_figure", "save_json", "save_text"]
+__all__ = ["atomic_write", "check_writable", "save_figure", "save_json", "save_text"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: str = "w") -> None:
@@ -31,6 +32,21 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: st
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_writable(folder: str | os.PathLike) -> None:
+    """Raise the OSError that writing a file in `folder` would raise, so that a command can
+    refuse it before any work. Trying is the only sure test (permissions say nothing for root,
+    or on a read-only mount). Makes nothing: the folders it creates are removed again."""
+    path = Path(folder).absolute()
+    missing = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    finally:
+        for made in missing:
+            with contextlib.suppress(OSError):
+                made.rmdir()
 
 
 def save_json(path: str | os.PathLike, data: Any) -> None:

@@ -21,6 +21,7 @@ from tinyformer.bench import (
 from tinyformer.bench.cases import BABY, engine_overhead, op_timings
 from tinyformer.bench.kernels import attention_memory, geometric_mean, kernel_timings, time_cases
 from tinyformer.bench.vision import vision_cases
+from tinyformer.fileio import check_writable
 from tinyformer.runtime import BENCH_ENV, restart_with_runtime_env
 
 SMALL = {"B": 8, "T": 256, "C": 384, "nh": 6, "V": 65, "layers": 6}
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     try:  # before the timings, not after minutes of them
-        args.out.mkdir(parents=True, exist_ok=True)
+        check_writable(args.out)
     except OSError as err:
         parser.error(f"cannot write to --out {args.out}: {err}")
     repeats = 3 if args.quick else 15

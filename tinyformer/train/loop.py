@@ -10,11 +10,9 @@ RNG states are saved).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import signal
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer.fileio import save_json
+from tinyformer.fileio import check_writable, save_json
 from tinyformer.nn.module import Module
 from tinyformer.optim import clip_grad_norm_
 from tinyformer.optim.lr_scheduler import LRScheduler
@@ -39,21 +37,12 @@ __all__ = [
 
 def check_out_dir(out_dir: str) -> None:
     """Refuse an output folder that cannot be made or written, before any work: the first write
-    comes only after the data is loaded and the first evaluation is done. Trying is the only
-    sure test (permissions say nothing for root, or on a read-only mount); the folders it made
-    are removed again, so a run that fails later leaves nothing behind."""
-    path = Path(out_dir).absolute()
-    missing = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+    comes only after the data is loaded and the first evaluation is done."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=path).close()
+        check_writable(out_dir)
     except OSError as e:
         where = f"{e.strerror}: {e.filename}" if e.filename else str(e)
         raise ValueError(f"--out-dir {out_dir}: cannot write there ({where})") from None
-    finally:
-        for folder in missing:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
 
 
 def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
