@@ -1,5 +1,6 @@
 """Kernel-specific checks beyond the generic comparison: the vectorised exp and GELU's erfc,
-the row maximum, the registry's fallback rules, linear's kernel and the bench's BLAS threads.
+the row maximum, the workers' task counter, the registry's fallback rules, linear's kernel and
+the bench's BLAS threads.
 Attention's kernels: test_attention_kernel.py; the conv family's and pooling's:
 test_vision_kernels.py."""
 
@@ -99,6 +100,31 @@ def test_row_max_matches_numpy_with_infinities_nans_and_signed_zeros(dtype):
             x[:n] = rng.choice([tiny, -tiny, huge, -huge], n)
         got, want = first_n(x, n), np.max(x[:n])
         assert (np.isnan(got) and np.isnan(want)) or got == want, (x[:n], got, want)
+
+
+def test_claimed_tasks_are_handed_out_once_each_while_workers_race():
+    # Kernels share tasks through `claim` (kernels/numba/_tasks.py); a claim that is not one
+    # atomic step hands some numbers to both workers when they race for them, as here, where
+    # a task is one store.
+    from numba import njit, prange
+
+    from tinyformer.kernels.numba._tasks import claim, new_counter
+
+    @njit(parallel=True)
+    def take_all(n, workers, taken_by):
+        tasks = new_counter()
+        for w in prange(workers):
+            t = claim(tasks)
+            while t < n:
+                taken_by[w, t] += 1
+                t = claim(tasks)
+
+    n, workers = 2_000_000, numba.get_num_threads()
+    taken_by = np.zeros((workers, n), np.int8)
+    take_all(n, workers, taken_by)
+    assert np.array_equal(taken_by.sum(axis=0), np.ones(n))
+    counter = new_counter()  # the plain-Python stand-in (NUMBA_DISABLE_JIT=1) counts the same
+    assert [claim(counter) for _ in range(3)] == [0, 1, 2] and counter[0] == 3
 
 
 def test_missing_numba_falls_back_to_the_reference_silently(monkeypatch):

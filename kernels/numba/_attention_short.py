@@ -1,5 +1,6 @@
 """Attention for short key sequences (at most SHORT_KEYS keys, heads of at most SHORT_HEAD
-features): one thread per (batch, head) pair.
+features): each (batch, head) pair on one thread, Numba's workers claiming pairs one at a time
+(_tasks.py: a worker on a slower core takes fewer).
 
 A thread copies its pair's Q, K^T and V into contiguous scratch, then walks the queries in
 blocks of four rows. The inputs arrive as flat buffers with element strides (see `rows_of` in
@@ -50,11 +51,12 @@ from numba import njit, prange
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max
 from tinyformer.kernels.numba._rows import FASTMATH, U
+from tinyformer.kernels.numba._tasks import claim, new_counter
 
 # Key loops run to a multiple of this. 16 (one 512-bit vector) wastes more keys on causal
 # blocks and measured no faster on the AMD machine's AVX-512: backward 0.49 ms either way.
 LANES = 8
-SHORT_KEYS = 256  # up to this many keys, one thread per (batch, head) pair
+SHORT_KEYS = 256  # up to this many keys, each (batch, head) pair on one thread
 SHORT_HEAD = 128  # and head sizes up to this
 # Row strides of the scratch. 8 more than the longest row, so that rows 2**k floats long do not
 # fall into the same few sets of the L1 cache.
@@ -246,13 +248,15 @@ def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, 
     tkp = (tk + LANES - 1) // LANES * LANES
     pairs = n0 * n1
     one = y.dtype.type(1)
-    for w in prange(workers):
+    tasks = new_counter()  # pairs are claimed one at a time (_tasks.py)
+    for _ in prange(workers):
         # Zeros where no copy writes: rows past tq, keys past tk (padding, read as 0).
         qs = np.zeros((tq + 3) // 4 * 4 * FEATURE_ROW, y.dtype)
         kt, vs = np.zeros(d * KEY_ROW, y.dtype), np.zeros(tkp * FEATURE_ROW, y.dtype)
         s, out = np.empty(4 * KEY_ROW, y.dtype), np.empty(4 * FEATURE_ROW, y.dtype)
         inv = np.empty(4, y.dtype)
-        for b in range(w * pairs // workers, (w + 1) * pairs // workers):
+        b = claim(tasks)
+        while b < pairs:
             b0, b1 = b // n1, b % n1
             _copy(q, _offset(steps, 0, b0, b1), steps[0, 2], tq, d, qs, FEATURE_ROW, False, scale)
             _copy(k, _offset(steps, 1, b0, b1), steps[1, 2], tk, d, kt, KEY_ROW, True, one)
@@ -269,6 +273,7 @@ def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, 
                     at_u, src, factor = U(at), U(r * FEATURE_ROW), inv[r]
                     for t in range(U(dv)):
                         y[at_u + t] = out[src + t] * factor
+            b = claim(tasks)
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -293,7 +298,8 @@ def pairs_backward(
     padded = (tq + 3) // 4 * 4
     tkp = (tk + LANES - 1) // LANES * LANES
     pairs = n0 * n1
-    for w in prange(workers):
+    tasks = new_counter()  # pairs are claimed one at a time (_tasks.py)
+    for _ in prange(workers):
         # Zeros where no copy writes: rows past tq, keys past tk (padding, read as 0).
         qs, gys = np.zeros(padded * FEATURE_ROW, gq.dtype), np.zeros(padded * FEATURE_ROW, gq.dtype)
         ks = np.zeros(tkp * FEATURE_ROW, gq.dtype)
@@ -301,7 +307,8 @@ def pairs_backward(
         # P and dS of every query row, kept for dK and dV after the row blocks
         p, ds = np.empty(padded * KEY_ROW, gq.dtype), np.empty(padded * KEY_ROW, gq.dtype)
         g_b = np.empty(4 * FEATURE_ROW, gq.dtype)
-        for b in range(w * pairs // workers, (w + 1) * pairs // workers):
+        b = claim(tasks)
+        while b < pairs:
             b0, b1 = b // n1, b % n1
             at_k, at_y = _offset(steps, 2, b0, b1), _offset(steps, 4, b0, b1)
             _copy(gy, _offset(steps, 0, b0, b1), steps[0, 2], tq, dv, gys, FEATURE_ROW, False, one)
@@ -344,3 +351,4 @@ def pairs_backward(
                 _times_features(p, 1, KEY_ROW, j0, gys, tq, dv, g_b, 0, first)  # dV_block = P^T dY
                 at = _offset(steps, 7, b0, b1) + j0 * steps[7, 2]
                 _store_rows(g_b, rows, dv, gv, at, steps[7, 2])
+            b = claim(tasks)

@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, element_strides, read_only, span
+from tinyformer.kernels.numba._tasks import claim, new_counter
 from tinyformer.ops.conv2d import conv2d_backward as reference_backward
 from tinyformer.ops.conv2d import conv2d_forward as reference_forward
 from tinyformer.registry import kernel
@@ -118,57 +119,93 @@ def _four_channels(a, src, base, rows, offsets, q0, m, out):
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _correlate(src, a, init, rows, offsets, dst, shape, steps, slot, wp, row0, col0):
+def _correlate(src, a, init, rows, offsets, dst, shape, steps, slot, wp, row0, col0, workers):
     """dst[n, g per + k, r, s] = init[g per + k] + sum_t a[g, k, t] src[g per_src + rows[t],
     offsets[t] + q], q = n slot wp + (r + row0) wp + s + col0: the forward (src = padded x) and
     gx (src = gy on the grid, a = the weights with channels swapped). dst is the output's memory
     as a flat array (`_output`), with its shape and element strides. Tasks: (group, run, block
-    of 4 channels), blocks innermost, so a thread's consecutive tasks read the same run."""
+    of 4 channels), blocks innermost, so that consecutive tasks read the same run; the workers
+    claim them one at a time (_tasks.py)."""
     n_img, channels, hd, wd = shape
     groups, padded, taps = a.shape
     per, per_src = channels // groups, src.shape[0] // groups
     positions = (n_img - 1) * slot * wp + (row0 + hd) * wp  # up to the last image's last row
     runs, blocks = (positions + RUN - 1) // RUN, padded // 4
+    n_tasks = groups * runs * blocks
     zero = dst.dtype.type(0)
-    for task in prange(groups * runs * blocks):
-        blk, rest = task % blocks, task // blocks
-        run, g = rest % runs, rest // runs
-        q0 = run * RUN
-        m = min(RUN, positions - q0)
-        ks = min(4, per - blk * 4)  # channels of this block that exist (a's extra rows are 0)
-        out = np.empty((4, m), dst.dtype)
-        for k in range(4):
-            out[k, :] = init[g * per + blk * 4 + k] if k < ks else zero
-        block = a[g, blk * 4 : blk * 4 + 4]
-        _four_channels(block, src, g * per_src, rows, offsets, q0, m, out)
-        for row in range(q0 // wp, (q0 + m - 1) // wp + 1):  # the grid rows this run touches
-            n, r = row // slot, row % slot - row0
-            if r < 0 or r >= hd:
-                continue  # a padding row: computed, dropped
-            lo, hi = max(q0, row * wp + col0), min(q0 + m, row * wp + col0 + wd)
-            if hi <= lo:
-                continue  # the run starts or ends in the padding beside this row
-            start = lo - row * wp - col0  # where the run's part of the row starts in it
-            for k in range(ks):
-                # Flat, unsigned indices: a signed index that Numba cannot prove >= 0 pays a
-                # wrap per element (digits forward 0.447 -> 0.398 ms when that went), and a
-                # 4-D view per row cost ~5% of the digits forward (0.384 -> 0.363 ms).
-                at = n * steps[0] + (g * per + blk * 4 + k) * steps[1] + r * steps[2]
-                at, o, first = U(at + start * steps[3]), out[k], U(lo - q0)
-                if steps[3] == 1:
-                    for q in range(U(hi - lo)):
-                        dst[at + q] = o[first + q]
-                else:  # a strided view (the transposed conv's phases)
-                    step = U(steps[3])
-                    for q in range(U(hi - lo)):
-                        dst[at + q * step] = o[first + q]
+    tasks = new_counter()
+    for _ in prange(workers):
+        out = np.empty((4, RUN), dst.dtype)  # a task's four output rows (its first m columns)
+        task = claim(tasks)
+        while task < n_tasks:
+            _correlate_task(
+                src,
+                a,
+                init,
+                rows,
+                offsets,
+                dst,
+                shape,
+                steps,
+                slot,
+                wp,
+                row0,
+                col0,
+                task,
+                per,
+                per_src,
+                positions,
+                runs,
+                blocks,
+                zero,
+                out,
+            )
+            task = claim(tasks)
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _correlate_task(src, a, init, rows, offsets, dst, shape, steps, slot, wp, row0, col0, task,
+                    per, per_src, positions, runs, blocks, zero, out):  # fmt: skip
+    """One of `_correlate`'s tasks, with `out` as its scratch."""
+    n_img, channels, hd, wd = shape
+    blk, rest = task % blocks, task // blocks
+    run, g = rest % runs, rest // runs
+    q0 = run * RUN
+    m = min(RUN, positions - q0)
+    ks = min(4, per - blk * 4)  # channels of this block that exist (a's extra rows are 0)
+    for k in range(4):
+        out[k, :m] = init[g * per + blk * 4 + k] if k < ks else zero
+    block = a[g, blk * 4 : blk * 4 + 4]
+    _four_channels(block, src, g * per_src, rows, offsets, q0, m, out)
+    for row in range(q0 // wp, (q0 + m - 1) // wp + 1):  # the grid rows this run touches
+        n, r = row // slot, row % slot - row0
+        if r < 0 or r >= hd:
+            continue  # a padding row: computed, dropped
+        lo, hi = max(q0, row * wp + col0), min(q0 + m, row * wp + col0 + wd)
+        if hi <= lo:
+            continue  # the run starts or ends in the padding beside this row
+        start = lo - row * wp - col0  # where the run's part of the row starts in it
+        for k in range(ks):
+            # Flat, unsigned indices: a signed index that Numba cannot prove >= 0 pays a
+            # wrap per element (digits forward 0.447 -> 0.398 ms when that went), and a
+            # 4-D view per row cost ~5% of the digits forward (0.384 -> 0.363 ms).
+            at = n * steps[0] + (g * per + blk * 4 + k) * steps[1] + r * steps[2]
+            at, o, first = U(at + start * steps[3]), out[k], U(lo - q0)
+            if steps[3] == 1:
+                for q in range(U(hi - lo)):
+                    dst[at + q] = o[first + q]
+            else:  # a strided view (the transposed conv's phases)
+                step = U(steps[3])
+                for q in range(U(hi - lo)):
+                    dst[at + q * step] = o[first + q]
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _weight_grad(gyb, front, xp, rows, offsets, positions, groups, parts):
     """partial[part, o, t] = its share of sum_p gyb[o, front + p] xp[g per_src + rows[t],
-    offsets[t] + p] over runs of p < positions. Blocks of 4 channels and 4 taps; a block's
-    missing rows repeat its last one, and their sums are dropped."""
+    offsets[t] + p] over runs of p < positions: worker `part` sums the runs it claims. Blocks
+    of 4 channels and 4 taps; a block's missing rows repeat its last one, and their sums are
+    dropped."""
     outs, taps = gyb.shape[0], rows.size
     per, per_src = outs // groups, xp.shape[0] // groups
     runs = (positions + RUN - 1) // RUN
@@ -177,9 +214,11 @@ def _weight_grad(gyb, front, xp, rows, offsets, positions, groups, parts):
     # products (two reference-count updates each) were ~15% of the digits' weight gradient.
     g_flat, g_len = gyb.reshape(-1), U(gyb.shape[1])
     x_flat, x_len = xp.reshape(-1), U(xp.shape[1])
+    tasks = new_counter()  # runs are claimed one at a time (_tasks.py)
     for part in prange(parts):
         acc = partial[part]
-        for run in range(part * runs // parts, (part + 1) * runs // parts):
+        run = claim(tasks)
+        while run < runs:
             p0 = run * RUN
             m = min(RUN, positions - p0)
             for g in range(groups):
@@ -204,6 +243,7 @@ def _weight_grad(gyb, front, xp, rows, offsets, positions, groups, parts):
                         for k in range(ks):
                             for tap in range(ls):
                                 acc[o0 + k, tb + tap] += sums[k * 4 + tap]
+            run = claim(tasks)
     return partial
 
 
@@ -298,9 +338,9 @@ def conv2d_forward(x, w, b, stride, padding, dilation, groups):
     a = _blocks(np.ascontiguousarray(w).reshape(groups, o // groups, per * kh * kw))
     init = np.zeros(o, x.dtype) if b is None else np.asarray(b, x.dtype)
     y = np.empty((n, o, ho, wo), x.dtype)
-    _correlate(
-        read_only(xp), read_only(a), read_only(init), rows, offsets, *_output(y), slot, wp, 0, 0
-    )
+    workers = numba.get_num_threads()
+    args = (read_only(xp), read_only(a), read_only(init), rows, offsets, *_output(y), slot, wp)
+    _correlate(*args, 0, 0, workers)
     return y
 
 
@@ -325,7 +365,9 @@ def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
     rows, offsets = _taps(og, kh, kw, dh * wp, dw, front=front, sign=-1)
     gx = np.empty((n, c, h, width), x.dtype)
     zeros = read_only(np.zeros(c, x.dtype))
-    _correlate(read_only(gyb), read_only(a), zeros, rows, offsets, *_output(gx), slot, wp, ph, pw)
+    workers = numba.get_num_threads()
+    args = (read_only(gyb), read_only(a), zeros, rows, offsets, *_output(gx), slot, wp)
+    _correlate(*args, ph, pw, workers)
 
     # gw: gy is zero off the image, so every grid position up to the last image's rows counts.
     rows, offsets = _taps(per, kh, kw, dh * wp, dw)

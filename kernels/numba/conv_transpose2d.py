@@ -24,7 +24,7 @@ train` runs): each image is then one matrix product. x[n] is already a (Ci, H W)
 and backward gathers G = gy[n] into the phase layout of P, then two products per image:
     gx[n] = W G                  (Ci, Co kh kw) @ (Co kh kw, H W), straight into gx[n]
     gW   += x[n] G^T             one partial sum per worker, added at the end
-Images are split over Numba's workers (each calls BLAS itself, hence one BLAS thread), and a
+Numba's workers claim images one at a time (each calls BLAS itself, hence one BLAS thread); a
 worker's P or G stays in its core's cache between the product and the copy. BLAS does these
 products at ~110 GFLOP/s a core; the phase loops above reach about half that. Batches smaller
 than the worker count, groups, and BLAS with its own threads take the phase loops.
@@ -38,6 +38,7 @@ from numba import njit, prange
 
 from tinyformer.kernels.numba._blas import blas_one_thread
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, read_only
+from tinyformer.kernels.numba._tasks import claim, new_counter
 from tinyformer.kernels.numba.conv2d import (
     RUN,
     _blocks,
@@ -120,17 +121,19 @@ def _stamps_tile(x, w, stride, padding, output_padding, dilation, groups) -> boo
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _stamp(x, wt, b, kh, kw, workers, y):
-    """y[n, o, r kh + i, q kw + j] = b[o] + (wt x[n])[(o, i, j), r W + q], images split over
-    the workers."""
+    """y[n, o, r kh + i, q kw + j] = b[o] + (wt x[n])[(o, i, j), r W + q], the workers claiming
+    images one at a time."""
     n, ci, h, w = x.shape
     co = y.shape[1]
     out = y.reshape(-1)  # flat, unsigned indices: no row views (their reference counts)
     wo, hw = U(w * kw), U(h * w)
     plane = U(h * kh) * wo
-    for p in prange(workers):
+    tasks = new_counter()  # images are claimed one at a time (_tasks.py)
+    for _ in prange(workers):
         stamps = np.empty((wt.shape[0], h * w), x.dtype)  # P for one image: (Co kh kw, H W)
         src = stamps.reshape(-1)
-        for img in range(p * n // workers, (p + 1) * n // workers):
+        img = claim(tasks)
+        while img < n:
             np.dot(wt, x[img].reshape(ci, h * w), stamps)
             for o in range(co):
                 bias, start = b[o], U(img * co + o) * plane
@@ -147,24 +150,28 @@ def _stamp(x, wt, b, kh, kw, workers, y):
                             for j in range(U(kw)):
                                 for q in range(U(w)):
                                     out[line + q * U(kw) + j] = src[at + j * hw + q] + bias
+            img = claim(tasks)
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _unstamp(gy, x, w2, kh, kw, workers, gx, gw_parts, sums):
     """gx[n] = w2 G, gw_parts[p] = sum of x[n] G^T over worker p's images, sums[n, o] = the sum
-    of gy[n, o]; G[(o, i, j), r W + q] = gy[n, o, r kh + i, q kw + j]."""
+    of gy[n, o]; G[(o, i, j), r W + q] = gy[n, o, r kh + i, q kw + j]. Worker p sums the images
+    it claims into gw_parts[p]."""
     n, ci, h, w = x.shape
     co, taps = gy.shape[1], w2.shape[1]
     src = gy.reshape(-1)  # flat, unsigned indices: no row views (their reference counts)
     wo, hw = U(w * kw), U(h * w)
     plane = U(h * kh) * wo
+    tasks = new_counter()  # images are claimed one at a time (_tasks.py)
     for p in prange(workers):
         phases = np.empty((taps, h * w), x.dtype)  # G for one image
         dst = phases.reshape(-1)
         part = np.empty((ci, taps), x.dtype)
         acc = gw_parts[p]
         acc[:] = 0
-        for img in range(p * n // workers, (p + 1) * n // workers):
+        img = claim(tasks)
+        while img < n:
             for o in range(co):
                 start = U(img * co + o) * plane
                 total = gy.dtype.type(0)
@@ -187,6 +194,7 @@ def _unstamp(gy, x, w2, kh, kw, workers, gx, gw_parts, sums):
             np.dot(w2, phases, gx[img].reshape(ci, h * w))
             np.dot(x[img].reshape(ci, h * w), phases.T, part)
             acc += part
+            img = claim(tasks)
 
 
 def _forward_tiles(x, w, b):
@@ -232,6 +240,7 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
         y[:] = bias[:, None, None]  # the pixels no tap reaches (output_padding's, say)
     src = read_only(_grid(x, 0, 0, 0, h, width, n * h * width)[0])  # (C, N H W)
     rows, offsets = _taps(cg, 1, 1, 0, 0)  # one tap per input channel, no shift
+    workers = numba.get_num_threads()
     for i in range(kh):
         r0, y0, count = _phase(h, i, sh, ph, dh, ho)
         for j in range(kw):
@@ -242,7 +251,7 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
             dst = y[:, :, y0 : y0 + (count - 1) * sh + 1 : sh, x0 : x0 + (ccount - 1) * sw + 1 : sw]
             a = w[:, :, i, j].reshape(groups, cg, og).transpose(0, 2, 1)  # (g, Co/g, Ci/g)
             a = read_only(_blocks(np.ascontiguousarray(a)))
-            _correlate(src, a, bias, rows, offsets, *_output(dst), h, width, r0, c0)
+            _correlate(src, a, bias, rows, offsets, *_output(dst), h, width, r0, c0, workers)
     return y
 
 
@@ -268,7 +277,19 @@ def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilatio
     rows, offsets = _taps(taps, 1, 1, 0, 0)
     gx = np.empty(x.shape, x.dtype)
     zeros = np.zeros(ci, x.dtype)
-    _correlate(flat, read_only(a), read_only(zeros), rows, offsets, *_output(gx), h, width, 0, 0)
+    _correlate(
+        flat,
+        read_only(a),
+        read_only(zeros),
+        rows,
+        offsets,
+        *_output(gx),
+        h,
+        width,
+        0,
+        0,
+        numba.get_num_threads(),
+    )
 
     # gw[c, (o, i, j)] = sum_n sum_pixels x[n, c] phases[(o, i, j), n]
     src = read_only(_grid(x, 0, 0, 0, h, width, n * h * width)[0])
