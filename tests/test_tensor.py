@@ -43,6 +43,16 @@ def test_seeded_randomness_is_reproducible():
     np.testing.assert_array_equal(tf.randn(5).data, b)
 
 
+def test_manual_seed_takes_pytorchs_negative_seeds_and_refuses_non_integers():
+    tf.manual_seed(-1)  # PyTorch's range: a negative seed stands for seed + 2**64
+    a = tf.randn(3).data
+    tf.manual_seed(2**64 - 1)
+    np.testing.assert_array_equal(tf.randn(3).data, a)
+    for bad, error in [(1.5, TypeError), (True, TypeError), (2**64, ValueError)]:
+        with pytest.raises(error, match="manual_seed: the seed must be"):
+            tf.manual_seed(bad)
+
+
 def test_repr_item_and_numpy():
     x = tf.tensor([1.5], requires_grad=True)
     assert repr(x) == "tensor([1.5], requires_grad=True)"

@@ -159,11 +159,21 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     sample = sub.add_parser("sample", help="sample text from a trained GPT")
     sample.add_argument("--ckpt", required=True, help="run folder (with ckpt.npz) or .npz file")
     sample.add_argument("--prompt", default="\n", help="text to continue (default: newline)")
-    sample.add_argument("--tokens", type=int, default=300, help="tokens to generate")
-    sample.add_argument("--temperature", type=float, default=0.8)
-    sample.add_argument("--top-k", type=int, default=40, help="0: no top-k filtering")
-    sample.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass")
-    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--tokens", type=int, default=300, help="tokens to generate (default: 300)")
+    sample.add_argument(
+        "--temperature",
+        type=float,
+        default=0.8,
+        help="below 1: surer, above 1: more varied (default: 0.8)",
+    )
+    sample.add_argument(
+        "--top-k", type=int, default=40, help="keep the k likeliest tokens (default: 40; 0: all)"
+    )
+    sample.add_argument(
+        "--top-p", type=float, default=None,
+        help="nucleus sampling: keep the likeliest tokens up to this mass (default: off)",
+    )  # fmt: skip
+    sample.add_argument("--seed", type=int, default=0, help="seed of the sampling (default: 0)")
     params = sub.add_parser("params", help="parameter count of a named configuration")
     params.add_argument("model", choices=["gpt", "bert", "vit"])
     params.add_argument("--config", default=None, help="a configuration name (default: all)")

@@ -16,9 +16,15 @@ _generator: np.random.Generator | None = None
 
 
 def manual_seed(seed: int) -> None:
-    """Reset tinyformer's generator to a known state."""
+    """Reset tinyformer's generator to a known state. As in PyTorch, any integer in
+    [-2**63, 2**64) is a seed, a negative one standing for seed + 2**64 (`manual_seed(-1)` is
+    common in PyTorch code; NumPy's generators take only seeds >= 0)."""
     global _generator
-    _generator = np.random.default_rng(seed)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"manual_seed: the seed must be an integer, got {seed!r}")
+    if not -(2**63) <= seed < 2**64:
+        raise ValueError(f"manual_seed: the seed must be in [-2**63, 2**64), got {seed}")
+    _generator = np.random.default_rng(int(seed) % 2**64)
 
 
 def generator() -> np.random.Generator:

@@ -30,7 +30,7 @@ from tinyformer.data.sentences import split_sentences, tamper_batch
 from tinyformer.data.wordpiece import WordPieceTokenizer
 from tinyformer.models.bert import BertConfig, BertForMaskedLM, BertForSequenceClassification
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import COUNT, POSITIVE, Range, check_ranges, flag
+from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
 from tinyformer.train.loop import Run, check_out_dir, resume_from, resume_into, train_loop
 
 __all__ = ["Phase", "TrainBertConfig", "finetune", "pretrain", "train_bert"]
@@ -60,7 +60,7 @@ class TrainBertConfig:
     eval_interval: int = flag(
         250, "evaluate and checkpoint every this many pretraining steps", valid=COUNT
     )
-    seed: int = flag(1337, "seed for initialisation, data and dropout")
+    seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/bert", "folder for the three runs, compare.png and results.json")
     resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
     progress: bool = flag(True, "show progress bars")

@@ -55,7 +55,7 @@ class TrainGPTConfig:
         250, "evaluate and checkpoint every this many iterations", valid=COUNT
     )
     eval_iters: int = flag(20, "batches per loss estimate", valid=COUNT)
-    seed: int = flag(1337, "seed for initialisation, batches and dropout")
+    seed: int = flag(1337, "seed for initialisation, batches and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/gpt", "folder for ckpt.npz, log.json and loss.png")
     resume: bool = flag(False, "continue the run saved in --out-dir")
     sample_tokens: int = flag(

@@ -54,7 +54,7 @@ class TrainSeq2SeqConfig:
         1000, "held-out dates (never seen in training, in any format)", valid=COUNT
     )
     eval_interval: int = flag(250, "evaluate and checkpoint every this many steps", valid=COUNT)
-    seed: int = flag(1337, "seed for initialisation, data and dropout")
+    seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/seq2seq", "folder for ckpt.npz, log.json, loss.png, alignment.png")
     resume: bool = flag(False, "continue the run saved in --out-dir")
     progress: bool = flag(True, "show a progress bar")

@@ -85,7 +85,9 @@ class TrainVisionConfig:
     val_fraction: float = flag(
         0.2, "held-out share (digits, shapes; MNIST uses its test split)", valid=PROPER_FRACTION
     )
-    seed: int = flag(0, "seed for initialisation, data split, batches and dropout")
+    seed: int = flag(
+        0, "seed for initialisation, data split, batches and dropout", valid=NONNEGATIVE
+    )
     out_dir: str | None = flag(None, "folder for ckpt.npz, log.json, plots (default out/MODEL)")
     resume: bool = flag(False, "continue the run saved in --out-dir")
     progress: bool = flag(True, "show a progress bar")
