@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import re
 import subprocess
@@ -92,6 +93,12 @@ def test_bench_quick_writes_json_and_png(tmp_path, capsys):
     assert {row["primitive"] for row in kernels} >= {"attention.backward", "adamw.step"}
     assert all(row["numpy_ms"] > 0 for row in kernels)
     assert [row["T"] for row in results["attention_memory"]] == [64, 128]
+    if importlib.util.find_spec("numba") is not None:
+        for pulse in results["pulse"].values():  # before and after the tables
+            # No core of today does 400 GFLOP/s in float32 (2 x 16-lane FMA units at 6 GHz
+            # would do 384): more means the compiler folded the pulse's rounds away.
+            assert 0 < pulse["one_core_GFLOPs"] < 400 and pulse["balance"] > 0
+        assert "machine pulse before: one core" in capsys.readouterr().out
     for chart in ("ops.png", "speedup_quick.png"):
         assert (tmp_path / chart).read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files

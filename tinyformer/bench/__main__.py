@@ -1,5 +1,6 @@
 """`python -m tinyformer.bench [--only SECTIONS] [--quick] [--out DIR]`: print the tables, write
-JSON and PNG charts. Sections: engine, ops, kernels, vision (conv and pooling), memory.
+JSON and PNG charts. Sections: engine, ops, kernels, vision (conv and pooling), memory; a pulse
+of the machine (`pulse.py`) before and after them tells a quiet run from a disturbed one.
 
 Run as a program it restarts itself once with `tinyformer.runtime.BENCH_ENV`: the process
 settings `tinyformer train` runs with, except that BLAS keeps both threads, so that each
@@ -20,6 +21,7 @@ from tinyformer.bench import (
 )
 from tinyformer.bench.cases import BABY, engine_overhead, op_timings
 from tinyformer.bench.kernels import attention_memory, geometric_mean, kernel_timings, time_cases
+from tinyformer.bench.pulse import describe, pulse
 from tinyformer.bench.vision import vision_cases
 from tinyformer.fileio import check_writable
 from tinyformer.runtime import BENCH_ENV, restart_with_runtime_env
@@ -104,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         parser.error(f"cannot write to --out {args.out}: {err}")
     repeats = 3 if args.quick else 15
-    results: dict = {"machine": machine()}
+    results: dict = {"machine": machine(), "pulse": {"before": pulse()}}
     report = Report()
+    report.line(f"machine pulse before: {describe(results['pulse']['before'])}")
 
     if "engine" in only:
         engine = engine_overhead(
@@ -148,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             memory,
             list(memory[0]),
         )
+    results["pulse"]["after"] = pulse()
+    report.line(f"\nmachine pulse after: {describe(results['pulse']['after'])}")
     save_json(args.out / "bench.json", results)
     save_text(args.out / "bench.md", "\n".join(report.markdown))
     print(f"\nwrote {args.out}/bench.json, bench.md and charts")

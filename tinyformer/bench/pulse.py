@@ -1,0 +1,77 @@
+"""A pulse of the machine: how fast one core, and all the cores together, run a fixed piece of
+arithmetic, taken before and after the tables.
+
+Why: on a shared virtual machine (the one these benchmarks are reported from) the cores slow
+down for seconds at a time as their neighbours load the host, sometimes one core, sometimes
+both, and a kernel timed during such a spell reads up to 2x slower. The pulse tells a quiet run
+from a disturbed one: all cores together should do `cores` times the work of one in the same
+time ("balance" 1.0); a slow spell lowers both rates, a lopsided one the balance.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+LANES = 64  # independent multiply-adds per pass: wide enough to fill the vector units
+PASSES = 20_000  # per worker and call: about 1.4 ms of arithmetic on one core here
+
+
+def _kernel():
+    from numba import njit, prange
+
+    from tinyformer.kernels.numba._rows import FASTMATH
+
+    @njit(parallel=True, fastmath=FASTMATH, cache=True)
+    def spin(workers, passes, start, scale, shift, out):
+        """Each worker: `passes` rounds of a = a * scale + shift over LANES floats from `start`.
+        Every value comes in as an argument, so that the compiler cannot fold the rounds."""
+        for w in prange(workers):
+            a = start.copy()
+            for _ in range(passes):
+                for j in range(LANES):
+                    a[j] = a[j] * scale + shift
+            out[w] = a.sum()  # used, so that the loop is not optimised away
+
+    return spin
+
+
+def pulse(repeats: int = 5) -> dict[str, Any]:
+    """GFLOP/s of one core and of all Numba's cores on the fixed arithmetic (2 flops per
+    multiply-add, median of `repeats`), and their balance: all / (cores x one), 1.0 when every
+    core runs as fast as the first. {} without numba."""
+    try:
+        import numba
+    except ImportError:
+        return {}
+    spin, cores = _kernel(), numba.get_num_threads()
+    out = np.zeros(cores, np.float32)
+    start = np.linspace(0, 1, LANES, dtype=np.float32)
+    args = (start, np.float32(0.999), np.float32(0.0005), out)
+    spin(cores, 10, *args)  # compile (or load from the cache) outside the timing
+    rates = {}
+    for workers in (1, cores):
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            spin(workers, PASSES, *args)
+            times.append(time.perf_counter() - start)
+        rates[workers] = 2 * LANES * PASSES * workers / statistics.median(times) / 1e9
+    return {
+        "cores": cores,
+        "one_core_GFLOPs": rates[1],
+        "all_cores_GFLOPs": rates[cores],
+        "balance": rates[cores] / (cores * rates[1]),
+    }
+
+
+def describe(result: dict[str, Any]) -> str:
+    if not result:
+        return "no numba: no pulse"
+    return (
+        f"one core {result['one_core_GFLOPs']:.1f} GFLOP/s, {result['cores']} cores "
+        f"{result['all_cores_GFLOPs']:.1f} GFLOP/s (balance {result['balance']:.2f})"
+    )
