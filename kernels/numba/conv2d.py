@@ -118,6 +118,17 @@ def _four_channels(a, src, base, rows, offsets, q0, m, out):
             o3[j] += c3 * x
 
 
+@njit(fastmath=FASTMATH, cache=True)
+def _task_grid(src, a, shape, slot, wp, row0):
+    """`_correlate`'s task grid: (channels per group, input planes per group, grid positions,
+    runs of RUN positions, blocks of 4 output channels)."""
+    n_img, channels, hd, _ = shape
+    groups, padded, _ = a.shape
+    positions = (n_img - 1) * slot * wp + (row0 + hd) * wp  # up to the last image's last row
+    runs = (positions + RUN - 1) // RUN
+    return channels // groups, src.shape[0] // groups, positions, runs, padded // 4
+
+
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _correlate(src, a, init, rows, offsets, dst, shape, steps, slot, wp, row0, col0, workers):
     """dst[n, g per + k, r, s] = init[g per + k] + sum_t a[g, k, t] src[g per_src + rows[t],
@@ -126,48 +137,25 @@ def _correlate(src, a, init, rows, offsets, dst, shape, steps, slot, wp, row0, c
     as a flat array (`_output`), with its shape and element strides. Tasks: (group, run, block
     of 4 channels), blocks innermost, so that consecutive tasks read the same run; the workers
     claim them one at a time (_tasks.py)."""
-    n_img, channels, hd, wd = shape
-    groups, padded, taps = a.shape
-    per, per_src = channels // groups, src.shape[0] // groups
-    positions = (n_img - 1) * slot * wp + (row0 + hd) * wp  # up to the last image's last row
-    runs, blocks = (positions + RUN - 1) // RUN, padded // 4
-    n_tasks = groups * runs * blocks
-    zero = dst.dtype.type(0)
+    _, _, _, runs, blocks = _task_grid(src, a, shape, slot, wp, row0)
+    n_tasks = a.shape[0] * runs * blocks
     tasks = new_counter()
     for _ in prange(workers):
         out = np.empty((4, RUN), dst.dtype)  # a task's four output rows (its first m columns)
         task = claim(tasks)
         while task < n_tasks:
-            _correlate_task(
-                src,
-                a,
-                init,
-                rows,
-                offsets,
-                dst,
-                shape,
-                steps,
-                slot,
-                wp,
-                row0,
-                col0,
-                task,
-                per,
-                per_src,
-                positions,
-                runs,
-                blocks,
-                zero,
-                out,
-            )
+            _correlate_task(src, a, init, rows, offsets, dst, shape, steps, slot, wp, row0, col0,
+                            task, out)  # fmt: skip
             task = claim(tasks)
 
 
 @njit(fastmath=FASTMATH, cache=True)
 def _correlate_task(src, a, init, rows, offsets, dst, shape, steps, slot, wp, row0, col0, task,
-                    per, per_src, positions, runs, blocks, zero, out):  # fmt: skip
-    """One of `_correlate`'s tasks, with `out` as its scratch."""
-    n_img, channels, hd, wd = shape
+                    out):  # fmt: skip
+    """Task `task` of `_correlate`, with `out` as its scratch."""
+    per, per_src, positions, runs, blocks = _task_grid(src, a, shape, slot, wp, row0)
+    zero = dst.dtype.type(0)
+    _, _, hd, wd = shape
     blk, rest = task % blocks, task // blocks
     run, g = rest % runs, rest // runs
     q0 = run * RUN

@@ -277,22 +277,12 @@ def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilatio
     rows, offsets = _taps(taps, 1, 1, 0, 0)
     gx = np.empty(x.shape, x.dtype)
     zeros = np.zeros(ci, x.dtype)
-    _correlate(
-        flat,
-        read_only(a),
-        read_only(zeros),
-        rows,
-        offsets,
-        *_output(gx),
-        h,
-        width,
-        0,
-        0,
-        numba.get_num_threads(),
-    )
+    workers = numba.get_num_threads()
+    args = (flat, read_only(a), read_only(zeros), rows, offsets, *_output(gx), h, width)
+    _correlate(*args, 0, 0, workers)
 
     # gw[c, (o, i, j)] = sum_n sum_pixels x[n, c] phases[(o, i, j), n]
     src = read_only(_grid(x, 0, 0, 0, h, width, n * h * width)[0])
-    parts = max(1, min(numba.get_num_threads(), -(-n * h * width // RUN)))
+    parts = max(1, min(workers, -(-n * h * width // RUN)))
     partial = _weight_grad(src, 0, flat, rows, offsets, n * h * width, groups, parts)
     return gx, partial.sum(axis=0).reshape(w.shape), sums.sum(axis=0)
