@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import registry
+
 LANES = 64  # independent multiply-adds per pass: wide enough to fill the vector units
 PASSES = 20_000  # per worker and call: about 1.4 ms of arithmetic on one core here
 
@@ -49,6 +51,11 @@ def pulse(repeats: int = 5) -> dict[str, Any]:
         import numba
     except ImportError:
         return {}
+    # The registry sets OpenMP's spin count before libgomp starts, at its first dispatch; a
+    # parallel loop run before that starts libgomp with the default, whose spinning workers
+    # then slow every BLAS product of the process (attention at T = 1024, one head: 14-20 ms
+    # against 9.5 ms; docs/kernels.md, "OpenMP spinning starves BLAS"). So: registry first.
+    registry.primitives()
     spin, cores = _kernel(), numba.get_num_threads()
     out = np.zeros(cores, np.float32)
     lanes = np.linspace(0, 1, LANES, dtype=np.float32)
