@@ -20,6 +20,18 @@ from tinyformer.autograd import (
     is_grad_enabled,
     no_grad,
 )
+from tinyformer.creation import (
+    arange,
+    from_numpy,
+    full,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
+)
 from tinyformer.gradcheck import GradcheckError, gradcheck
 from tinyformer.ops import (
     abs,
@@ -61,19 +73,7 @@ from tinyformer.ops import (
     where,
 )
 from tinyformer.random import get_rng_state, manual_seed, set_rng_state
-from tinyformer.tensor import (
-    Tensor,
-    arange,
-    from_numpy,
-    full,
-    ones,
-    ones_like,
-    rand,
-    randn,
-    tensor,
-    zeros,
-    zeros_like,
-)
+from tinyformer.tensor import Tensor
 
 float32 = "float32"
 float64 = "float64"

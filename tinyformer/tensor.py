@@ -8,26 +8,12 @@ Python data becomes float32 by default (as in PyTorch); NumPy arrays keep their 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from tinyformer import random as _random
-
-__all__ = [
-    "Tensor",
-    "arange",
-    "from_numpy",
-    "full",
-    "ones",
-    "ones_like",
-    "rand",
-    "randn",
-    "tensor",
-    "zeros",
-    "zeros_like",
-]
+__all__ = ["Tensor"]
 
 DEFAULT_DTYPE = np.float32
 
@@ -347,67 +333,6 @@ class Tensor:
 
 def _data(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x
-
-
-# -- creation ---------------------------------------------------------------------------------
-
-
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """A new tensor holding a copy of `data` (Python floats become float32)."""
-    return Tensor(np.array(_as_array(data, dtype), copy=True), requires_grad=requires_grad)
-
-
-def from_numpy(array: np.ndarray) -> Tensor:
-    """A tensor sharing memory with `array`."""
-    return Tensor(array)
-
-
-def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return tuple(shape)
-
-
-def zeros(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.zeros(_shape(shape), dtype), requires_grad=requires_grad)
-
-
-def ones(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.ones(_shape(shape), dtype), requires_grad=requires_grad)
-
-
-def full(
-    shape: Any, value: float, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False
-) -> Tensor:
-    return Tensor(np.full(shape, value, dtype), requires_grad=requires_grad)
-
-
-def zeros_like(x: Tensor, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.zeros_like(_data(x)), requires_grad=requires_grad)
-
-
-def ones_like(x: Tensor, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.ones_like(_data(x)), requires_grad=requires_grad)
-
-
-def arange(*args: float, dtype: Any = None) -> Tensor:
-    """Like `numpy.arange`; integer arguments give int64, others float32."""
-    array = np.arange(*args)
-    if dtype is None and array.dtype.kind == "f":
-        dtype = DEFAULT_DTYPE
-    return Tensor(array, dtype=dtype)
-
-
-def randn(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples from tinyformer's generator (see `tinyformer.manual_seed`)."""
-    array = _random.generator().standard_normal(_shape(shape)).astype(dtype)
-    return Tensor(array, requires_grad=requires_grad)
-
-
-def rand(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
-    """Uniform samples in [0, 1) from tinyformer's generator."""
-    array = _random.generator().random(_shape(shape)).astype(dtype)
-    return Tensor(array, requires_grad=requires_grad)
 
 
 # The ops need `Tensor` and the methods above need the ops: import them once Tensor exists.
