@@ -201,3 +201,43 @@ def test_attention_module_errors_name_the_problem():
         nn.MultiheadAttention(8, 2)(tf.randn(1, 2, 8), key_padding_mask=np.zeros((1, 2)))
     with pytest.raises(ValueError, match=r"x must be \(B, T, C\), got shape \(2, 8\)"):
         nn.MultiheadAttention(8, 2)(tf.randn(2, 8))  # was "not enough values to unpack"
+
+
+def test_loss_modules_and_softmax_are_their_functional_ops():
+    tf.manual_seed(0)
+    logits, target = tf.randn(5, 4), tf.tensor([0, 3, 1, 1, -100])
+    criterion = nn.CrossEntropyLoss(ignore_index=-100, label_smoothing=0.1)
+    expected = F.cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.1)
+    assert criterion(logits, target).item() == expected.item()
+    assert (
+        repr(criterion)
+        == "CrossEntropyLoss(ignore_index=-100, reduction='mean', label_smoothing=0.1)"
+    )
+    pred, goal = tf.randn(3, 2, requires_grad=True), tf.randn(3, 2)
+    loss = nn.MSELoss()(pred, goal)
+    assert loss.item() == pytest.approx(float(((pred.data - goal.data) ** 2).mean()))
+    loss.backward()
+    np.testing.assert_allclose(pred.grad, 2 * (pred.data - goal.data) / 6, rtol=1e-6)
+    assert nn.MSELoss("none")(pred, goal).shape == (3, 2)
+    np.testing.assert_array_equal(nn.Softmax(axis=0)(pred).data, F.softmax(pred, 0).data)
+    np.testing.assert_array_equal(nn.Sigmoid()(pred).data, F.sigmoid(pred).data)
+
+
+def test_mse_loss_and_one_hot_refuse_what_pytorch_would_misread():
+    with pytest.raises(tf.OpError, match=r"mse_loss: input \(4, 1\) and target \(4,\) must have"):
+        F.mse_loss(tf.zeros(4, 1), tf.zeros(4))  # PyTorch broadcasts to (4, 4), with a warning
+    with pytest.raises(tf.OpError, match="mse_loss: reduction must be mean, sum or none"):
+        F.mse_loss(tf.zeros(2), tf.zeros(2), reduction="avg")
+    pred = tf.zeros(3, requires_grad=True)
+    F.mse_loss(pred, tf.tensor([1, 2, 3])).backward()  # integer targets: data, in pred's dtype
+    np.testing.assert_allclose(pred.grad, [-2 / 3, -4 / 3, -2.0], rtol=1e-6)
+    with pytest.raises(tf.OpError, match="mse_loss: input is float32 and target float64; both"):
+        F.mse_loss(pred, tf.zeros(3, dtype=np.float64, requires_grad=True))
+    assert F.one_hot(tf.tensor([2, 0]), 3).tolist() == [[0, 0, 1], [1, 0, 0]]
+    assert F.one_hot(np.array([[1], [3]])).shape == (2, 1, 4)  # num_classes from the max
+    with pytest.raises(tf.OpError, match=r"one_hot: index 3 does not fit num_classes=3 \(valid"):
+        F.one_hot(tf.tensor([3]), 3)
+    with pytest.raises(tf.OpError, match="one_hot: indices must be >= 0, got -1"):
+        F.one_hot(tf.tensor([-1, 2]))
+    with pytest.raises(tf.OpError, match="one_hot: indices must be integers, got float32"):
+        F.one_hot(tf.tensor([1.0]))

@@ -28,10 +28,21 @@ SPECS = all_specs()
 IDS = [spec.name for spec in SPECS]
 
 
+# Ops whose outputs are integers: nothing to differentiate, so no OpSpec (their values are tested
+# in test_tensor.py and test_nn.py). The test below holds them to it.
+INTEGER_OUTPUTS = {"argmax": (np.ones((2, 3)),), "argmin": (np.ones(3),), "one_hot": ([0, 2],)}
+
+
 def test_every_op_file_has_specs():
     names = {spec.name for spec in SPECS}
     for op in tf.ops.__all__:
         if op in ("getitem", "concatenate"):  # getitem is spec'd, concatenate is cat's alias
+            continue
+        if op in INTEGER_OUTPUTS:
+            args = [tf.tensor(a, requires_grad=True) if isinstance(a, np.ndarray) else a
+                    for a in INTEGER_OUTPUTS[op]]  # fmt: skip
+            y = getattr(tf.ops, op)(*args)
+            assert y.dtype.kind == "i" and not y.requires_grad, f"ops.{op} needs an OpSpec"
             continue
         assert op in names, f"ops.{op} has no OpSpec"
 

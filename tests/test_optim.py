@@ -156,3 +156,30 @@ def test_optimizers_match_pytorch(name, kwargs):
         opt.step()
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_cosine_annealing_matches_pytorchs_closed_form_and_checks_t_max():
+    sched = optim.CosineAnnealingLR(optim.SGD(_params(), lr=1.0), T_max=10, eta_min=0.1)
+    got = []
+    for _ in range(21):
+        got.append(sched.get_last_lr()[0])
+        sched.step()
+    expected = [0.1 + 0.45 * (1 + math.cos(math.pi * s / 10)) for s in range(21)]
+    np.testing.assert_allclose(got, expected)
+    assert got[0] == pytest.approx(1.0) and got[10] == pytest.approx(0.1)
+    assert got[20] == pytest.approx(1.0)  # past T_max it climbs back, as PyTorch's does
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="CosineAnnealingLR: T_max must be"):
+            optim.CosineAnnealingLR(optim.SGD(_params(), lr=1.0), T_max=bad)
+
+
+def test_cosine_annealing_follows_pytorch():
+    torch = pytest.importorskip("torch")
+    theirs = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5)
+    their_sched = torch.optim.lr_scheduler.CosineAnnealingLR(theirs, T_max=7, eta_min=0.01)
+    ours = optim.CosineAnnealingLR(optim.SGD(_params(), lr=0.5), T_max=7, eta_min=0.01)
+    for _ in range(16):
+        assert ours.get_last_lr()[0] == pytest.approx(their_sched.get_last_lr()[0], rel=1e-9)
+        theirs.step()
+        their_sched.step()
+        ours.step()

@@ -78,3 +78,79 @@ def test_iterating_gives_the_rows_and_their_gradients_flow():
     np.testing.assert_array_equal(x.grad, [[1, 1], [2, 2], [3, 3]])
     with pytest.raises(TypeError, match="0-d tensor"):
         iter(tf.tensor(1.0))
+
+
+def test_pytorch_conveniences_numel_tolist_contiguous_flatten():
+    x = tf.arange(24.0).reshape(2, 3, 4)
+    assert x.numel() == 24 == x.size and x.contiguous() is x
+    assert (
+        tf.tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]] and tf.tensor(2.5).tolist() == 2.5
+    )
+    assert x.flatten().shape == (24,) and x.flatten(1).shape == (2, 12)
+    assert x.flatten(0, 1).shape == (6, 4) and x.flatten(-2, -1).shape == (2, 12)
+    assert tf.tensor(3.0).flatten().shape == (1,)
+    np.testing.assert_array_equal(tf.flatten(x, 1).data, x.data.reshape(2, 12))
+    with pytest.raises(
+        tf.OpError, match=r"flatten: start_dim=3 is out of range for shape \(2, 3, 4\)"
+    ):
+        x.flatten(3)
+    with pytest.raises(tf.OpError, match="flatten: start_dim=2 comes after end_dim=1"):
+        x.flatten(2, 1)
+
+
+def test_clone_copies_memory_and_passes_gradients():
+    x = tf.tensor([1.0, 2.0], requires_grad=True)
+    y = x.clone()
+    y.data[0] = 10.0  # new memory: x is untouched
+    assert x.data[0] == 1.0
+    (y * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad, [3.0, 3.0])
+    assert not x.detach().clone().requires_grad
+
+
+def test_dtype_conversions_keep_gradients_in_the_inputs_dtype():
+    x = tf.tensor([0.5, -1.5], requires_grad=True)  # float32
+    y = x.double()
+    assert y.dtype == np.float64 and x.to("float64").dtype == np.float64
+    (y * y).sum().backward()
+    assert x.grad.dtype == np.float32
+    np.testing.assert_allclose(x.grad, [1.0, -3.0])
+    assert x.to("cpu") is x and x.float().dtype == np.float32
+    pred, target = tf.tensor([1, 2, 3]), tf.tensor([1, 0, 3])
+    assert (pred == target).float().mean().item() == pytest.approx(2 / 3)  # accuracy
+    assert tf.tensor([1.7, -1.7]).astype("int64").tolist() == [1, -1]
+    with pytest.raises(TypeError, match="Tensor.to: tensors hold NumPy arrays"):
+        x.to("cuda:0")
+    with pytest.raises(tf.OpError, match="astype: 'floatt' is not a dtype"):
+        x.to("floatt")
+    with pytest.raises(tf.OpError, match="astype: tensors hold booleans, integers or floats"):
+        x.astype(object)
+
+
+def test_argmax_argmin():
+    x = tf.tensor([[1.0, 5.0, 5.0], [7.0, 0.0, 2.0]])
+    assert x.argmax().item() == 3 and x.argmin().item() == 4  # of the flattened tensor
+    assert x.argmax(-1).tolist() == [1, 0] and x.argmax(1).dtype == np.int64  # first at ties
+    assert x.argmin(axis=0, keepdims=True).tolist() == [[0, 1, 1]]
+    assert tf.argmax(x, 0).tolist() == [1, 0, 0]
+    with pytest.raises(tf.OpError, match="argmax: axis 2 is out of range"):
+        x.argmax(2)
+    with pytest.raises(tf.OpError, match="argmin: cannot search an empty tensor"):
+        tf.zeros(0).argmin()
+
+
+def test_tril_builds_nanogpts_causal_mask():
+    t = 4
+    mask = tf.tril(tf.ones(t, t))
+    scores = tf.randn(2, t, t)
+    masked = scores.masked_fill(mask[:t, :t] == 0, float("-inf"))
+    np.testing.assert_array_equal(
+        np.isinf(masked.data), np.broadcast_to(np.triu(np.ones((t, t)), 1) > 0, (2, t, t))
+    )
+    x = tf.randn(3, 3, requires_grad=True)
+    x.triu(1).sum().backward()
+    np.testing.assert_array_equal(x.grad, np.triu(np.ones((3, 3)), 1))
+    with pytest.raises(tf.OpError, match=r"tril: needs a matrix .* got shape \(3,\)"):
+        tf.tril(tf.ones(3))
+    with pytest.raises(tf.OpError, match="triu: diagonal must be an integer, got 0.5"):
+        tf.triu(tf.ones(2, 2), 0.5)

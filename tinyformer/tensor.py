@@ -330,6 +330,59 @@ class Tensor:
     def masked_fill(self, mask: Any, value: float) -> Tensor:
         return _ops.masked_fill(self, mask, value)
 
+    def tril(self, diagonal: int = 0) -> Tensor:
+        return _ops.tril(self, diagonal)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        return _ops.triu(self, diagonal)
+
+    # -- PyTorch's conveniences -------------------------------------------------------------------
+
+    def numel(self) -> int:
+        """The element count (also `x.size`, NumPy's name)."""
+        return self.data.size
+
+    def tolist(self) -> Any:
+        """The values as nested Python lists (a number for a 0-d tensor)."""
+        return self.data.tolist()
+
+    def contiguous(self) -> Tensor:
+        """`self`: ops that need contiguous memory make it themselves (`reshape` copies when a
+        view cannot be had), so there is nothing to do here; kept for PyTorch code."""
+        return self
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        return _ops.flatten(self, start_dim, end_dim)
+
+    def clone(self) -> Tensor:
+        return _ops.clone(self)
+
+    def astype(self, dtype: Any) -> Tensor:
+        return _ops.astype(self, dtype)
+
+    def to(self, dtype: Any) -> Tensor:
+        """`x.to(dtype)`: the values as `dtype` (differentiable). There are no devices: tensors
+        hold NumPy arrays, so `x.to("cpu")` returns x and other devices are an error."""
+        if isinstance(dtype, str) and dtype.split(":")[0] in ("cpu", "cuda", "mps"):
+            if dtype == "cpu":
+                return self
+            raise TypeError(f"Tensor.to: tensors hold NumPy arrays, on the CPU; got {dtype!r}")
+        return _ops.astype(self, dtype)
+
+    def float(self) -> Tensor:
+        """`x` as float32 (`x.to("float32")`)."""
+        return _ops.astype(self, np.float32)
+
+    def double(self) -> Tensor:
+        """`x` as float64."""
+        return _ops.astype(self, np.float64)
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        return _ops.argmax(self, axis, keepdims)
+
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        return _ops.argmin(self, axis, keepdims)
+
 
 def _data(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x

@@ -22,14 +22,18 @@ from tinyformer.nn.layers import (
     ModuleList,
     ReLU,
     Sequential,
+    Sigmoid,
+    Softmax,
     Tanh,
 )
+from tinyformer.nn.losses import CrossEntropyLoss, MSELoss
 from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.transformer import MLP, Block, MultiheadAttention
 
 __all__ = [
-    "GELU", "MLP", "AvgPool2d", "Block", "Conv2d", "ConvTranspose2d", "Dropout", "Embedding",
-    "Flatten", "Identity", "LayerNorm", "Linear", "MaxPool2d", "MaxUnpool2d", "Module",
-    "ModuleDict", "ModuleList", "MultiheadAttention", "Parameter", "ReLU", "Sequential",
-    "StateDictError", "Tanh", "Upsample", "functional", "init",
+    "AvgPool2d", "Block", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout",
+    "Embedding", "Flatten", "GELU", "Identity", "LayerNorm", "Linear", "MLP", "MSELoss",
+    "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention",
+    "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax", "StateDictError", "Tanh",
+    "Upsample", "functional", "init",
 ]  # fmt: skip

@@ -24,6 +24,8 @@ __all__ = [
     "ModuleList",
     "ReLU",
     "Sequential",
+    "Sigmoid",
+    "Softmax",
     "Tanh",
 ]
 
@@ -153,6 +155,25 @@ class ReLU(Module):
 class Tanh(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.tanh(x)
+
+
+class Sigmoid(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.sigmoid(x)
+
+
+class Softmax(Module):
+    """`F.softmax(x, axis)`; the axis is named `axis`, as everywhere in tinyformer."""
+
+    def __init__(self, axis: int = -1) -> None:
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmax(x, self.axis)
+
+    def extra_repr(self) -> str:
+        return f"axis={self.axis}"
 
 
 class Identity(Module):

@@ -5,10 +5,12 @@ Adding an op: write `ops/<name>.py` (see docs/adding-an-op.md) and import its wr
 
 from tinyformer.ops.abs import abs
 from tinyformer.ops.add import add
+from tinyformer.ops.astype import astype
 from tinyformer.ops.attention import scaled_dot_product_attention
 from tinyformer.ops.avg_pool2d import avg_pool2d
 from tinyformer.ops.cat import cat, concatenate, stack
 from tinyformer.ops.clip import clip
+from tinyformer.ops.clone import clone
 from tinyformer.ops.conv2d import conv2d
 from tinyformer.ops.conv_transpose2d import conv_transpose2d
 from tinyformer.ops.cross_entropy import cross_entropy
@@ -27,18 +29,20 @@ from tinyformer.ops.log_softmax import log_softmax
 from tinyformer.ops.logsumexp import logsumexp
 from tinyformer.ops.masked_fill import masked_fill
 from tinyformer.ops.matmul import matmul
-from tinyformer.ops.max import max, min
+from tinyformer.ops.max import argmax, argmin, max, min
 from tinyformer.ops.max_pool2d import max_pool2d
 from tinyformer.ops.max_unpool2d import max_unpool2d
 from tinyformer.ops.maximum import maximum, minimum
 from tinyformer.ops.mean import mean
+from tinyformer.ops.mse_loss import mse_loss
 from tinyformer.ops.mul import mul
 from tinyformer.ops.neg import neg
+from tinyformer.ops.one_hot import one_hot
 from tinyformer.ops.pad import pad
 from tinyformer.ops.permute import permute, transpose
 from tinyformer.ops.pow import pow
 from tinyformer.ops.relu import relu
-from tinyformer.ops.reshape import reshape
+from tinyformer.ops.reshape import flatten, reshape
 from tinyformer.ops.sigmoid import sigmoid
 from tinyformer.ops.softmax import softmax
 from tinyformer.ops.split import chunk, split
@@ -47,15 +51,17 @@ from tinyformer.ops.squeeze import squeeze, unsqueeze
 from tinyformer.ops.sub import sub
 from tinyformer.ops.sum import sum
 from tinyformer.ops.tanh import tanh
+from tinyformer.ops.tril import tril, triu
 from tinyformer.ops.var import std, var
 from tinyformer.ops.where import where
 
 __all__ = [
-    "abs", "add", "avg_pool2d", "cat", "chunk", "clip", "concatenate", "conv2d",
-    "conv_transpose2d", "cross_entropy", "div", "dropout", "embedding", "exp", "expand", "gelu",
-    "getitem", "interpolate", "layer_norm", "linear", "log", "log_softmax", "logsumexp",
-    "masked_fill", "matmul", "max", "max_pool2d", "max_unpool2d", "maximum", "mean", "min",
-    "minimum", "mul", "neg", "pad", "permute", "pow", "relu", "reshape",
-    "scaled_dot_product_attention", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack",
-    "std", "sub", "sum", "tanh", "transpose", "unsqueeze", "var", "where",
+    "abs", "add", "argmax", "argmin", "astype", "avg_pool2d", "cat", "chunk", "clip", "clone",
+    "concatenate", "conv2d", "conv_transpose2d", "cross_entropy", "div", "dropout", "embedding",
+    "exp", "expand", "flatten", "gelu", "getitem", "interpolate", "layer_norm", "linear", "log",
+    "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d", "max_unpool2d",
+    "maximum", "mean", "min", "minimum", "mse_loss", "mul", "neg", "one_hot", "pad", "permute",
+    "pow", "relu", "reshape", "scaled_dot_product_attention", "sigmoid", "softmax", "split",
+    "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "transpose", "tril", "triu",
+    "unsqueeze", "var", "where",
 ]  # fmt: skip

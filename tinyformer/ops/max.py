@@ -1,4 +1,5 @@
-"""max and min reductions over `axis` (values only; NumPy's `amax` / `amin`).
+"""max and min reductions over `axis` (values only; NumPy's `amax` / `amin`), and argmax /
+argmin, their positions (integers: no gradient).
 
 Forward   y = max_{i in axis} x_i                 (min(x) = -max(-x))
 Backward  the gradient goes to the maximal elements. At ties, it is split evenly among all the
@@ -11,6 +12,8 @@ Saved     x and y (with the reduced axes kept), to find the maximal elements.
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import expand_reduced, normalize_axes
@@ -46,6 +49,26 @@ def max(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa:
 def min(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Smallest element over `axis`, as `-max(-x)`."""
     return neg(max(neg(x), axis, keepdims))
+
+
+def _arg(op: str, x: Tensor, axis: int | None, keepdims: bool) -> Tensor:
+    if x.size == 0:
+        raise OpError(f"{op}: cannot search an empty tensor of shape {x.shape}")
+    if axis is not None:
+        (axis,) = normalize_axes(axis, x.ndim, op)
+    pick = np.argmax if op == "argmax" else np.argmin
+    return Tensor(pick(x.data, axis=axis, keepdims=keepdims).astype(np.int64, copy=False))
+
+
+def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the largest element (of the flattened tensor, or along `axis`), int64; the
+    first one at ties."""
+    return _arg("argmax", x, axis, keepdims)
+
+
+def argmin(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the smallest element (of the flattened tensor, or along `axis`), int64."""
+    return _arg("argmin", x, axis, keepdims)
 
 
 SPECS = [

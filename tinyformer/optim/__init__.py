@@ -3,11 +3,17 @@
 from tinyformer.optim.adam import Adam, AdamW
 from tinyformer.optim.clip import clip_grad_norm_
 from tinyformer.optim.groups import weight_decay_groups
-from tinyformer.optim.lr_scheduler import LRScheduler, StepLR, WarmupCosineLR, warmup_cosine
+from tinyformer.optim.lr_scheduler import (
+    CosineAnnealingLR,
+    LRScheduler,
+    StepLR,
+    WarmupCosineLR,
+    warmup_cosine,
+)
 from tinyformer.optim.optimizer import Optimizer
 from tinyformer.optim.sgd import SGD
 
 __all__ = [
-    "SGD", "Adam", "AdamW", "LRScheduler", "Optimizer", "StepLR", "WarmupCosineLR",
-    "clip_grad_norm_", "warmup_cosine", "weight_decay_groups",
+    "SGD", "Adam", "AdamW", "CosineAnnealingLR", "LRScheduler", "Optimizer", "StepLR",
+    "WarmupCosineLR", "clip_grad_norm_", "warmup_cosine", "weight_decay_groups",
 ]  # fmt: skip

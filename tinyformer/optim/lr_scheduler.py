@@ -9,7 +9,7 @@ from typing import Any
 
 from tinyformer.optim.optimizer import Optimizer
 
-__all__ = ["LRScheduler", "StepLR", "WarmupCosineLR", "warmup_cosine"]
+__all__ = ["CosineAnnealingLR", "LRScheduler", "StepLR", "WarmupCosineLR", "warmup_cosine"]
 
 
 def warmup_cosine(step: int, base_lr: float, warmup: int, total: int, min_lr: float) -> float:
@@ -81,3 +81,20 @@ class StepLR(LRScheduler):
 
     def lr_at(self, step: int, base_lr: float) -> float:
         return base_lr * self.gamma ** (step // self.step_size)
+
+
+class CosineAnnealingLR(LRScheduler):
+    """PyTorch's cosine schedule without restarts, in its closed form:
+    lr = eta_min + (base_lr - eta_min) (1 + cos(pi step / T_max)) / 2. It reaches eta_min at
+    step T_max and, as PyTorch's, climbs back along the cosine after it (set T_max to the
+    number of steps you train)."""
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0) -> None:  # noqa: N803
+        if isinstance(T_max, bool) or not isinstance(T_max, int) or T_max < 1:
+            raise ValueError(f"CosineAnnealingLR: T_max must be a whole number >= 1, got {T_max!r}")
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer)
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        cosine = 0.5 * (1.0 + math.cos(math.pi * step / self.T_max))
+        return self.eta_min + (base_lr - self.eta_min) * cosine

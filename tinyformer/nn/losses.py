@@ -1,0 +1,52 @@
+"""Loss modules with PyTorch's names (`criterion = nn.CrossEntropyLoss()`): each holds its
+options and calls its functional op."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tinyformer.nn.functional as F
+from tinyformer.nn.module import Module
+from tinyformer.tensor import Tensor
+
+__all__ = ["CrossEntropyLoss", "MSELoss"]
+
+
+class CrossEntropyLoss(Module):
+    """`F.cross_entropy(input, target, ...)`: logits (N, C, ...) against class indices (N, ...)."""
+
+    def __init__(
+        self, *, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0
+    ) -> None:
+        # keywords only: PyTorch's first argument is `weight` (class weights), not taken here
+        super().__init__()
+        self.ignore_index, self.reduction = ignore_index, reduction
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+        return F.cross_entropy(
+            input,
+            target,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
+
+    def extra_repr(self) -> str:
+        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, " + (
+            f"label_smoothing={self.label_smoothing}"
+        )
+
+
+class MSELoss(Module):
+    """`F.mse_loss(input, target, reduction)`: the mean squared error of equal shapes."""
+
+    def __init__(self, reduction: str = "mean") -> None:
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+        return F.mse_loss(input, target, self.reduction)
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}"
