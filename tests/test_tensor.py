@@ -154,3 +154,16 @@ def test_tril_builds_nanogpts_causal_mask():
         tf.tril(tf.ones(3))
     with pytest.raises(tf.OpError, match="triu: diagonal must be an integer, got 0.5"):
         tf.triu(tf.ones(2, 2), 0.5)
+
+
+def test_randint_takes_pytorchs_two_call_forms_and_is_seeded():
+    tf.manual_seed(3)
+    a = tf.randint(0, 65, (4, 8))
+    tf.manual_seed(3)
+    assert (tf.randint(0, 65, size=(4, 8)).data == a.data).all() and a.dtype == np.int64
+    b = tf.randint(3, (1000,))
+    assert b.shape == (1000,) and set(b.tolist()) == {0, 1, 2}
+    with pytest.raises(TypeError, match=r"randint: call as randint\(high, size\)"):
+        tf.randint(5)
+    with pytest.raises(ValueError, match="randint: need low < high, got low=4, high=4"):
+        tf.randint(4, 4, (2,))

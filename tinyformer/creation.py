@@ -18,6 +18,7 @@ __all__ = [
     "ones",
     "ones_like",
     "rand",
+    "randint",
     "randn",
     "tensor",
     "zeros",
@@ -81,3 +82,20 @@ def rand(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -
     """Uniform samples in [0, 1) from tinyformer's generator."""
     array = _random.generator().random(_shape(shape)).astype(dtype)
     return Tensor(array, requires_grad=requires_grad)
+
+
+def randint(*args: int, size: Any = None, dtype: Any = np.int64) -> Tensor:
+    """Integers drawn uniformly from [low, high) by tinyformer's generator, as `torch.randint`:
+    `randint(high, size)` or `randint(low, high, size)`; `size` is a tuple (or a keyword)."""
+    if size is None and args and isinstance(args[-1], (tuple, list)):
+        args, size = args[:-1], args[-1]
+    if size is None or len(args) not in (1, 2):
+        raise TypeError(
+            "randint: call as randint(high, size) or randint(low, high, size), with size a "
+            f"tuple such as (4,); got arguments {args} and size={size!r}"
+        )
+    low, high = (0, args[0]) if len(args) == 1 else args
+    if not low < high:
+        raise ValueError(f"randint: need low < high, got low={low}, high={high}")
+    array = _random.generator().integers(low, high, size=_shape(tuple(size)), dtype=dtype)
+    return Tensor(array)
