@@ -98,6 +98,7 @@ def test_bench_quick_writes_json_and_png(tmp_path, capsys):
             # No core of today does 400 GFLOP/s in float32 (2 x 16-lane FMA units at 6 GHz
             # would do 384): more means the compiler folded the pulse's rounds away.
             assert 0 < pulse["one_core_GFLOPs"] < 400 and pulse["balance"] > 0
+            assert 0 < pulse["region_us"] and 0 < pulse["region_after_idle_us"]
         assert "machine pulse before: one core" in capsys.readouterr().out
     for chart in ("ops.png", "speedup_quick.png"):
         assert (tmp_path / chart).read_bytes()[:4] == b"\x89PNG"

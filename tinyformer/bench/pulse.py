@@ -6,6 +6,12 @@ down for seconds at a time as their neighbours load the host, sometimes one core
 both, and a kernel timed during such a spell reads up to 2x slower. The pulse tells a quiet run
 from a disturbed one: all cores together should do `cores` times the work of one in the same
 time ("balance" 1.0); a slow spell lowers both rates, a lopsided one the balance.
+
+It also times a parallel region with no work, right after another and after the other cores
+sat idle for IDLE seconds. On that machine the second is 20-50 times the first (~3 against
+60-150 microseconds): an idle virtual core is handed back to the host and must be woken. The
+kernel tables time each kernel right after its reference, so every Numba kernel there starts
+with idle workers; docs/kernels.md, "A woken core starts late and cold", says what it costs.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from tinyformer import registry
 
 LANES = 64  # independent multiply-adds per pass: wide enough to fill the vector units
 PASSES = 20_000  # per worker and call: about 1.4 ms of arithmetic on one core here
+IDLE = 0.005  # seconds the other cores sit idle before the timed region (the main one busy)
 
 
 @functools.cache  # one dispatcher for the process (its code comes from Numba's cache)
@@ -69,11 +76,25 @@ def pulse(repeats: int = 5) -> dict[str, Any]:
             spin(workers, PASSES, *args)
             times.append(time.perf_counter() - t0)
         rates[workers] = 2 * LANES * PASSES * workers / statistics.median(times) / 1e9
+    warm, woken = [], []
+    for _ in range(4 * repeats):
+        spin(cores, 0, *args)  # the workers are awake and spinning after this
+        t0 = time.perf_counter()
+        spin(cores, 0, *args)
+        warm.append(time.perf_counter() - t0)
+        end = time.perf_counter() + IDLE
+        while time.perf_counter() < end:  # this core busy (as a reference's NumPy), the others idle
+            pass
+        t0 = time.perf_counter()
+        spin(cores, 0, *args)
+        woken.append(time.perf_counter() - t0)
     return {
         "cores": cores,
         "one_core_GFLOPs": rates[1],
         "all_cores_GFLOPs": rates[cores],
         "balance": rates[cores] / (cores * rates[1]),
+        "region_us": statistics.median(warm) * 1e6,
+        "region_after_idle_us": statistics.median(woken) * 1e6,
     }
 
 
@@ -82,5 +103,7 @@ def describe(result: dict[str, Any]) -> str:
         return "no numba: no pulse"
     return (
         f"one core {result['one_core_GFLOPs']:.1f} GFLOP/s, {result['cores']} cores "
-        f"{result['all_cores_GFLOPs']:.1f} GFLOP/s (balance {result['balance']:.2f})"
+        f"{result['all_cores_GFLOPs']:.1f} GFLOP/s (balance {result['balance']:.2f}); an empty "
+        f"parallel region {result['region_us']:.0f} us, {result['region_after_idle_us']:.0f} us "
+        f"after {IDLE * 1e3:.0f} ms idle"
     )
