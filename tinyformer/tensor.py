@@ -361,12 +361,13 @@ class Tensor:
         return _ops.astype(self, dtype)
 
     def to(self, dtype: Any) -> Tensor:
-        """`x.to(dtype)`: the values as `dtype` (differentiable). There are no devices: tensors
-        hold NumPy arrays, so `x.to("cpu")` returns x and other devices are an error."""
+        """`x.to(dtype)`: the values as `dtype` (differentiable). There are no devices (tensors
+        hold NumPy arrays), so `x.to("cpu")` and `x.to(device)` are errors, as `Module.to`'s."""
         if isinstance(dtype, str) and dtype.split(":")[0] in ("cpu", "cuda", "mps"):
-            if dtype == "cpu":
-                return self
-            raise TypeError(f"Tensor.to: tensors hold NumPy arrays, on the CPU; got {dtype!r}")
+            raise TypeError(
+                f"Tensor.to: takes a dtype such as 'float64', got {dtype!r}; there are no devices "
+                "to move to (tensors hold NumPy arrays), so a PyTorch .to(device) can go"
+            )
         return _ops.astype(self, dtype)
 
     def float(self) -> Tensor:
