@@ -119,6 +119,7 @@ def test_dtype_conversions_keep_gradients_in_the_inputs_dtype():
     pred, target = tf.tensor([1, 2, 3]), tf.tensor([1, 0, 3])
     assert (pred == target).float().mean().item() == pytest.approx(2 / 3)  # accuracy
     assert tf.tensor([1.7, -1.7]).astype("int64").tolist() == [1, -1]
+    assert not x.astype("int64").requires_grad  # integers carry no gradient, as in PyTorch
     for device in ("cpu", "cuda:0"):  # as Module.to: no devices, so .to(device) can go
         with pytest.raises(TypeError, match="Tensor.to: takes a dtype .* there are no devices"):
             x.to(device)

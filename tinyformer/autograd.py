@@ -163,7 +163,9 @@ class Function:
             raise OpError(f"{cls.__name__}: {e} (input shapes: {shapes})") from e
         several = isinstance(y, tuple)
         ys = tuple(_as_output(a, cls.__name__) for a in (y if several else (y,)))
-        if not any(needs):
+        # Integer or boolean outputs only (a cast to int64, say): nothing to differentiate, as in
+        # PyTorch, so no node; the gradient path stops here instead of flowing through a round.
+        if not any(needs) or all(a.dtype.kind in "biu" for a in ys):
             outs = tuple(Tensor._make(a, None) for a in ys)
             return outs if several else outs[0]
         ctx.parents = tuple(

@@ -97,5 +97,5 @@ def randint(*args: int, size: Any = None, dtype: Any = np.int64) -> Tensor:
     low, high = (0, args[0]) if len(args) == 1 else args
     if not low < high:
         raise ValueError(f"randint: need low < high, got low={low}, high={high}")
-    array = _random.generator().integers(low, high, size=_shape(tuple(size)), dtype=dtype)
+    array = _random.generator().integers(low, high, size=tuple(size), dtype=dtype)
     return Tensor(array)

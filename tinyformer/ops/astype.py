@@ -3,8 +3,9 @@
 
 Forward   y = x converted to `dtype`    (float64 -> float32 rounds; bool -> float gives 0 or 1)
 Backward  gx = gy converted back to x's dtype: the conversion's derivative is 1 wherever it is
-          defined, and a gradient has its input's dtype. Only floating inputs get one (an
-          integer or boolean tensor cannot require grad).
+          defined, and a gradient has its input's dtype. Only floating dtypes carry one: a
+          cast to integers or booleans ends the gradient path (`Function.apply` records no
+          node for integer outputs), as in PyTorch.
 Saved     x's dtype.
 """
 
@@ -32,7 +33,7 @@ class AsType(Function):
 
 def astype(x: Tensor, dtype: Any) -> Tensor:
     """`x` as `dtype` (a NumPy dtype or its name, e.g. "float64" or np.int64); differentiable
-    between floating dtypes."""
+    between floating dtypes, no gradient through a cast to integers or booleans."""
     try:
         target = np.dtype(dtype)
     except TypeError:
