@@ -24,6 +24,7 @@ from tinyformer.creation import (
     arange,
     from_numpy,
     full,
+    multinomial,
     ones,
     ones_like,
     rand,
@@ -41,6 +42,7 @@ from tinyformer.ops import (
     argmin,
     cat,
     chunk,
+    clamp,
     clip,
     clone,
     concatenate,
@@ -85,15 +87,17 @@ from tinyformer.tensor import Tensor
 float32 = "float32"
 float64 = "float64"
 int64 = "int64"
+long = int64  # PyTorch's name: tf.zeros(n, dtype=tf.long)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "arange", "argmax",
-    "argmin", "cat", "chunk", "clip", "clone", "concatenate", "detect_anomaly", "div",
+    "argmin", "cat", "chunk", "clamp", "clip", "clone", "concatenate", "detect_anomaly", "div",
     "enable_grad", "exp", "expand", "flatten", "float32", "float64", "from_numpy", "full",
-    "get_rng_state", "grad", "gradcheck", "int64", "is_grad_enabled", "log", "logsumexp",
+    "get_rng_state", "grad", "gradcheck", "int64", "is_grad_enabled", "log", "logsumexp", "long",
     "manual_seed", "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mul",
+    "multinomial",
     "neg", "nn", "no_grad", "ones", "ones_like", "optim", "permute", "pow", "rand", "randint",
     "randn", "registry", "relu", "reshape", "set_rng_state", "sigmoid", "split", "sqrt",
     "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor", "transpose", "tril", "triu",

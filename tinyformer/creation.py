@@ -1,5 +1,6 @@
 """Creating tensors: from data (`tensor`, `from_numpy`), filled (`zeros`, `ones`, `full`,
-`arange`, `*_like`) and random (`randn`, `rand`, from tinyformer's seeded generator)."""
+`arange`, `*_like`) and random (`randn`, `rand`, `randint`, `multinomial`, from tinyformer's
+seeded generator)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ __all__ = [
     "arange",
     "from_numpy",
     "full",
+    "multinomial",
     "ones",
     "ones_like",
     "rand",
@@ -99,3 +101,38 @@ def randint(*args: int, size: Any = None, dtype: Any = np.int64) -> Tensor:
         raise ValueError(f"randint: need low < high, got low={low}, high={high}")
     array = _random.generator().integers(low, high, size=tuple(size), dtype=dtype)
     return Tensor(array)
+
+
+def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tensor:  # noqa: A002
+    """Category indices drawn from each row of `input`'s weights, as `torch.multinomial`:
+    `input` is 1-D (one distribution) or 2-D (one per row), its weights >= 0 and need not sum
+    to 1; the result is int64 of shape (num_samples,) or (rows, num_samples). Without
+    replacement, a row's samples are distinct; they are drawn by the Gumbel top-k trick
+    (the num_samples largest log w + Gumbel noise), which draws them in the same order and
+    with the same probabilities as removing each pick and drawing again."""
+    weights = np.asarray(_data(input), dtype=np.float64)
+    if weights.ndim not in (1, 2) or weights.shape[-1] == 0:
+        raise ValueError(f"multinomial: input must be 1-D or 2-D weights, got {weights.shape}")
+    rows = weights.reshape(-1, weights.shape[-1])  # (R, V): one distribution per row
+    if not np.isfinite(rows).all() or (rows < 0).any():
+        raise ValueError("multinomial: the weights must be finite and >= 0")
+    positive = (rows > 0).sum(axis=-1)  # categories that can be drawn, per row
+    if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)):
+        raise TypeError(f"multinomial: num_samples must be an integer, got {num_samples!r}")
+    if num_samples < 1:
+        raise ValueError(f"multinomial: num_samples must be at least 1, got {num_samples}")
+    if positive.min() == 0:
+        raise ValueError(f"multinomial: row {int(positive.argmin())} of the weights sums to 0")
+    if not replacement and num_samples > positive.min():
+        raise ValueError(
+            f"multinomial: cannot draw {num_samples} distinct samples from a row with only "
+            f"{positive.min()} positive weights; pass replacement=True"
+        )
+    rng = _random.generator()
+    if replacement or num_samples == 1:
+        picks = _random.categorical(rows, num_samples, rng)
+    else:
+        with np.errstate(divide="ignore"):  # log 0 = -inf: a weight of 0 is never drawn
+            keys = np.log(rows) + rng.gumbel(size=rows.shape)
+        picks = np.argsort(-keys, axis=-1)[:, :num_samples]
+    return Tensor(picks.reshape(*weights.shape[:-1], num_samples).astype(np.int64))

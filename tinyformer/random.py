@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["generator", "get_rng_state", "manual_seed", "set_rng_state"]
+__all__ = ["categorical", "generator", "get_rng_state", "manual_seed", "set_rng_state"]
 
 _generator: np.random.Generator | None = None
 
@@ -42,3 +42,20 @@ def get_rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     generator().bit_generator.state = state
+
+
+def categorical(
+    weights: np.ndarray, num_samples: int, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """`num_samples` category indices per row of `weights` (rows, categories), drawn with
+    replacement, each with probability weight / row sum (the weights must be >= 0, with a
+    positive sum). Inverse CDF: uniform u, then the first category whose cumulative share
+    exceeds u. The CDF is divided by its own last entry, so that it ends at exactly 1 and a
+    u < 1 always lands in a category of positive weight (clipping a u past a CDF that rounding
+    left at 0.9999999 could pick a last category of weight 0)."""
+    rng = generator() if rng is None else rng
+    cdf = np.cumsum(weights, axis=-1, dtype=np.float64)
+    cdf /= cdf[:, -1:]
+    u = rng.random((weights.shape[0], num_samples))
+    # side="right": the count of cumulative shares <= u, i.e. the category whose share holds u
+    return np.stack([np.searchsorted(row, draws, side="right") for row, draws in zip(cdf, u)])

@@ -2,6 +2,7 @@
 
 The array lives in `.data` (a NumPy array; CuPy later). Every method that computes something
 forwards to a function in `tinyformer.ops`, so each op is written once, in its own file.
+PyTorch's spellings (`dim=`, `x.size()`, `x.float()`, ...) come from `torch_names.py`.
 Python data becomes float32 by default (as in PyTorch); NumPy arrays keep their dtype.
 """
 
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+
+from tinyformer.torch_names import ElementCount, TorchSpellings, max_names, torch_names
 
 __all__ = ["Tensor"]
 
@@ -31,7 +34,7 @@ def _as_array(data: Any, dtype: Any = None) -> np.ndarray:
     return array
 
 
-class Tensor:
+class Tensor(TorchSpellings):
     """An array that can record the ops applied to it and differentiate through them.
 
     Args:
@@ -120,8 +123,9 @@ class Tensor:
         return self.data.dtype
 
     @property
-    def size(self) -> int:
-        return self.data.size
+    def size(self) -> ElementCount:
+        """The element count, an int (NumPy's `x.size`); `x.size()` is the shape (PyTorch's)."""
+        return ElementCount(self.data.shape)
 
     def numpy(self) -> np.ndarray:
         """The underlying array (shared, not copied)."""
@@ -266,32 +270,44 @@ class Tensor:
     def clip(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
         return _ops.clip(self, min, max)
 
+    @torch_names
     def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         return _ops.sum(self, axis, keepdims)
 
+    @torch_names
     def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         return _ops.mean(self, axis, keepdims)
 
+    @max_names
     def max(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         return _ops.max(self, axis, keepdims)
 
+    @max_names
     def min(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         return _ops.min(self, axis, keepdims)
 
+    @torch_names
     def var(self, axis: Any = None, keepdims: bool = False, correction: int = 1) -> Tensor:
         return _ops.var(self, axis, keepdims, correction=correction)
 
+    @torch_names
     def std(self, axis: Any = None, keepdims: bool = False, correction: int = 1) -> Tensor:
         return _ops.std(self, axis, keepdims, correction=correction)
 
+    @torch_names
     def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         return _ops.logsumexp(self, axis, keepdims)
 
+    @torch_names
     def softmax(self, axis: int = -1) -> Tensor:
         return _ops.softmax(self, axis)
 
+    @torch_names
     def log_softmax(self, axis: int = -1) -> Tensor:
         return _ops.log_softmax(self, axis)
+
+    def pow(self, exponent: Any) -> Tensor:
+        return _ops.pow(self, exponent)
 
     def matmul(self, other: Any) -> Tensor:
         return _ops.matmul(self, other)
@@ -315,15 +331,19 @@ class Tensor:
     def expand(self, *shape: Any) -> Tensor:
         return _ops.expand(self, *shape)
 
+    @torch_names
     def squeeze(self, axis: Any = None) -> Tensor:
         return _ops.squeeze(self, axis)
 
+    @torch_names
     def unsqueeze(self, axis: int) -> Tensor:
         return _ops.unsqueeze(self, axis)
 
+    @torch_names
     def split(self, split_size_or_sections: Any, axis: int = 0) -> list[Tensor]:
         return _ops.split(self, split_size_or_sections, axis)
 
+    @torch_names
     def chunk(self, chunks: int, axis: int = 0) -> list[Tensor]:
         return _ops.chunk(self, chunks, axis)
 
@@ -336,20 +356,7 @@ class Tensor:
     def triu(self, diagonal: int = 0) -> Tensor:
         return _ops.triu(self, diagonal)
 
-    # -- PyTorch's conveniences -------------------------------------------------------------------
-
-    def numel(self) -> int:
-        """The element count (also `x.size`, NumPy's name)."""
-        return self.data.size
-
-    def tolist(self) -> Any:
-        """The values as nested Python lists (a number for a 0-d tensor)."""
-        return self.data.tolist()
-
-    def contiguous(self) -> Tensor:
-        """`self`: ops that need contiguous memory make it themselves (`reshape` copies when a
-        view cannot be had), so there is nothing to do here; kept for PyTorch code."""
-        return self
+    # -- ops under PyTorch's names (the rest of its spellings: torch_names.TorchSpellings) -----
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return _ops.flatten(self, start_dim, end_dim)
@@ -360,27 +367,11 @@ class Tensor:
     def astype(self, dtype: Any) -> Tensor:
         return _ops.astype(self, dtype)
 
-    def to(self, dtype: Any) -> Tensor:
-        """`x.to(dtype)`: the values as `dtype` (differentiable). There are no devices (tensors
-        hold NumPy arrays), so `x.to("cpu")` and `x.to(device)` are errors, as `Module.to`'s."""
-        if isinstance(dtype, str) and dtype.split(":")[0] in ("cpu", "cuda", "mps"):
-            raise TypeError(
-                f"Tensor.to: takes a dtype such as 'float64', got {dtype!r}; there are no devices "
-                "to move to (tensors hold NumPy arrays), so a PyTorch .to(device) can go"
-            )
-        return _ops.astype(self, dtype)
-
-    def float(self) -> Tensor:
-        """`x` as float32 (`x.to("float32")`)."""
-        return _ops.astype(self, np.float32)
-
-    def double(self) -> Tensor:
-        """`x` as float64."""
-        return _ops.astype(self, np.float64)
-
+    @torch_names
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         return _ops.argmax(self, axis, keepdims)
 
+    @torch_names
     def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         return _ops.argmin(self, axis, keepdims)
 

@@ -184,5 +184,4 @@ def _sample(
         np.put_along_axis(keep, order, before < top_p, axis=-1)
         probs = np.where(keep, probs, 0.0)
         probs /= probs.sum(axis=-1, keepdims=True)
-    u = rng.random((probs.shape[0], 1))
-    return (probs.cumsum(axis=-1) < u).sum(axis=-1).clip(max=probs.shape[-1] - 1)
+    return random.categorical(probs, 1, rng)[:, 0]

@@ -1,7 +1,7 @@
 """Neural-network building blocks with PyTorch's names: `Module`, `Parameter`, layers,
 containers and transformer blocks; `tinyformer.nn.functional` holds the functional ops."""
 
-from tinyformer.nn import functional, init
+from tinyformer.nn import functional, init, utils
 from tinyformer.nn.conv import (
     AvgPool2d,
     Conv2d,
@@ -18,6 +18,7 @@ from tinyformer.nn.layers import (
     Identity,
     LayerNorm,
     Linear,
+    LogSoftmax,
     ModuleDict,
     ModuleList,
     ReLU,
@@ -32,8 +33,8 @@ from tinyformer.nn.transformer import MLP, Block, MultiheadAttention
 
 __all__ = [
     "AvgPool2d", "Block", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout",
-    "Embedding", "Flatten", "GELU", "Identity", "LayerNorm", "Linear", "MLP", "MSELoss",
-    "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention",
-    "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax", "StateDictError", "Tanh",
-    "Upsample", "functional", "init",
+    "Embedding", "Flatten", "GELU", "Identity", "LayerNorm", "Linear", "LogSoftmax", "MLP",
+    "MSELoss", "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict", "ModuleList",
+    "MultiheadAttention", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax",
+    "StateDictError", "Tanh", "Upsample", "functional", "init", "utils",
 ]  # fmt: skip

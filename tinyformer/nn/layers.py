@@ -12,6 +12,7 @@ import tinyformer.nn.functional as F
 from tinyformer.nn import init
 from tinyformer.nn.module import Module, Parameter
 from tinyformer.tensor import Tensor
+from tinyformer.torch_names import torch_names
 
 __all__ = [
     "GELU",
@@ -20,6 +21,7 @@ __all__ = [
     "Identity",
     "LayerNorm",
     "Linear",
+    "LogSoftmax",
     "ModuleDict",
     "ModuleList",
     "ReLU",
@@ -163,8 +165,9 @@ class Sigmoid(Module):
 
 
 class Softmax(Module):
-    """`F.softmax(x, axis)`; the axis is named `axis`, as everywhere in tinyformer."""
+    """`F.softmax(x, axis)`; PyTorch's `nn.Softmax(dim=-1)` works too."""
 
+    @torch_names
     def __init__(self, axis: int = -1) -> None:
         super().__init__()
         self.axis = axis
@@ -174,6 +177,13 @@ class Softmax(Module):
 
     def extra_repr(self) -> str:
         return f"axis={self.axis}"
+
+
+class LogSoftmax(Softmax):
+    """`F.log_softmax(x, axis)`: log-probabilities; `nn.LogSoftmax(dim=-1)` works too."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.log_softmax(x, self.axis)
 
 
 class Identity(Module):

@@ -9,7 +9,7 @@ from tinyformer.ops.astype import astype
 from tinyformer.ops.attention import scaled_dot_product_attention
 from tinyformer.ops.avg_pool2d import avg_pool2d
 from tinyformer.ops.cat import cat, concatenate, stack
-from tinyformer.ops.clip import clip
+from tinyformer.ops.clip import clamp, clip
 from tinyformer.ops.clone import clone
 from tinyformer.ops.conv2d import conv2d
 from tinyformer.ops.conv_transpose2d import conv_transpose2d
@@ -56,12 +56,12 @@ from tinyformer.ops.var import std, var
 from tinyformer.ops.where import where
 
 __all__ = [
-    "abs", "add", "argmax", "argmin", "astype", "avg_pool2d", "cat", "chunk", "clip", "clone",
-    "concatenate", "conv2d", "conv_transpose2d", "cross_entropy", "div", "dropout", "embedding",
-    "exp", "expand", "flatten", "gelu", "getitem", "interpolate", "layer_norm", "linear", "log",
-    "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d", "max_unpool2d",
-    "maximum", "mean", "min", "minimum", "mse_loss", "mul", "neg", "one_hot", "pad", "permute",
-    "pow", "relu", "reshape", "scaled_dot_product_attention", "sigmoid", "softmax", "split",
-    "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "transpose", "tril", "triu",
+    "abs", "add", "argmax", "argmin", "astype", "avg_pool2d", "cat", "chunk", "clamp", "clip",
+    "clone", "concatenate", "conv2d", "conv_transpose2d", "cross_entropy", "div", "dropout",
+    "embedding", "exp", "expand", "flatten", "gelu", "getitem", "interpolate", "layer_norm",
+    "linear", "log", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
+    "max_unpool2d", "maximum", "mean", "min", "minimum", "mse_loss", "mul", "neg", "one_hot", "pad",
+    "permute", "pow", "relu", "reshape", "scaled_dot_product_attention", "sigmoid", "softmax",
+    "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "transpose", "tril", "triu",
     "unsqueeze", "var", "where",
 ]  # fmt: skip

@@ -18,6 +18,7 @@ from tinyformer.ops._util import normalize_axes
 from tinyformer.ops.squeeze import unsqueeze
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
+from tinyformer.torch_names import torch_names
 
 
 class Cat(Function):
@@ -42,6 +43,7 @@ class Cat(Function):
         return tuple(np.split(gy, ctx.offsets, axis=ctx.axis))
 
 
+@torch_names
 def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Concatenate along an existing axis (`torch.cat`, `numpy.concatenate`)."""
     if len(tensors) == 0:
@@ -52,6 +54,7 @@ def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 concatenate = cat
 
 
+@torch_names
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join along a new axis; all tensors must have the same shape."""
     if len(tensors) == 0:

@@ -40,6 +40,9 @@ def clip(x: Tensor, min: float | None = None, max: float | None = None) -> Tenso
     return Clip.apply(x, low=min, high=max)
 
 
+clamp = clip  # PyTorch's name
+
+
 def _sample(draw) -> Sample:
     low, high = draw.choice([(-1.0, 1.0), (None, 0.5), (-0.5, None)])
     avoid = [b for b in (low, high) if b is not None]

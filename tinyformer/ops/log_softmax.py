@@ -15,6 +15,7 @@ from tinyformer.autograd import Function
 from tinyformer.ops.softmax import axis_sample, check_axis
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec
+from tinyformer.torch_names import torch_names
 
 
 @registry.reference("log_softmax.forward")
@@ -43,6 +44,7 @@ class LogSoftmax(Function):
         return np.moveaxis(registry.call("log_softmax.backward", *last), -1, ctx.axis)
 
 
+@torch_names
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """log(softmax(x)) along `axis`, computed stably."""
     return LogSoftmax.apply(x, axis=check_axis("log_softmax", axis, x.ndim))

@@ -16,6 +16,7 @@ from tinyformer.autograd import Function
 from tinyformer.ops._util import expand_reduced, normalize_axes
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, floats, reduction_sample
+from tinyformer.torch_names import torch_names
 
 
 def _logsumexp(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
@@ -40,6 +41,7 @@ class LogSumExp(Function):
         return g * np.exp(x - y)
 
 
+@torch_names
 def logsumexp(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
     """`log(sum(exp(x)))` over `axis`, stable for large inputs."""
     return LogSumExp.apply(x, axis=normalize_axes(axis, x.ndim, "logsumexp"), keepdims=keepdims)

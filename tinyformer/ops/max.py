@@ -20,6 +20,7 @@ from tinyformer.ops._util import expand_reduced, normalize_axes
 from tinyformer.ops.neg import neg
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, distinct, reduction_sample
+from tinyformer.torch_names import max_names, torch_names
 
 
 class Max(Function):
@@ -41,11 +42,13 @@ class Max(Function):
         return (g * is_max / count).astype(gy.dtype, copy=False)
 
 
+@max_names
 def max(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Largest element over `axis`; ties share the gradient evenly."""
     return Max.apply(x, axis=normalize_axes(axis, x.ndim, "max"), keepdims=keepdims)
 
 
+@max_names
 def min(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Smallest element over `axis`, as `-max(-x)`."""
     return neg(max(neg(x), axis, keepdims))
@@ -60,12 +63,14 @@ def _arg(op: str, x: Tensor, axis: int | None, keepdims: bool) -> Tensor:
     return Tensor(pick(x.data, axis=axis, keepdims=keepdims).astype(np.int64, copy=False))
 
 
+@torch_names
 def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index of the largest element (of the flattened tensor, or along `axis`), int64; the
     first one at ties."""
     return _arg("argmax", x, axis, keepdims)
 
 
+@torch_names
 def argmin(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index of the smallest element (of the flattened tensor, or along `axis`), int64."""
     return _arg("argmin", x, axis, keepdims)

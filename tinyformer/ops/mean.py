@@ -14,6 +14,7 @@ from tinyformer.autograd import Function
 from tinyformer.ops._util import expand_reduced, normalize_axes
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, reduction_sample
+from tinyformer.torch_names import torch_names
 
 
 class Mean(Function):
@@ -28,6 +29,7 @@ class Mean(Function):
         return expand_reduced(gy / ctx.n, ctx.x_shape, ctx.axes, ctx.keepdims)
 
 
+@torch_names
 def mean(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Mean over `axis` (an int, a tuple, or None for all)."""
     return Mean.apply(x, axis=normalize_axes(axis, x.ndim, "mean"), keepdims=keepdims)

@@ -17,6 +17,7 @@ from tinyformer import registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
+from tinyformer.torch_names import torch_names
 
 
 @registry.reference("softmax.forward")
@@ -51,6 +52,7 @@ class Softmax(Function):
         return np.moveaxis(registry.call("softmax.backward", *last), -1, ctx.axis)
 
 
+@torch_names
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """exp(x) normalised to sum to 1 along `axis`."""
     return Softmax.apply(x, axis=check_axis("softmax", axis, x.ndim))

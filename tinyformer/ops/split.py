@@ -24,6 +24,7 @@ from tinyformer.ops.cat import cat
 from tinyformer.ops.reshape import reshape
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
+from tinyformer.torch_names import torch_names
 
 
 class Split(Function):
@@ -64,6 +65,7 @@ def _side_by_side(gys, axis: int, shape: tuple[int, ...]) -> np.ndarray | None:
     return whole
 
 
+@torch_names
 def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """Pieces of `split_size` along `axis` (the last may be smaller), or of the given sizes,
     as `torch.split`."""
@@ -84,6 +86,7 @@ def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0)
     return list(Split.apply(x, sizes=tuple(sizes), axis=axis % x.ndim))
 
 
+@torch_names
 def chunk(x: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
     """At most `chunks` pieces of equal size (the last may be smaller), as `torch.chunk`."""
     if chunks <= 0:

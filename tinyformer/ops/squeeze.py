@@ -13,8 +13,10 @@ from tinyformer.ops._util import normalize_axes
 from tinyformer.ops.reshape import Reshape
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
+from tinyformer.torch_names import torch_names
 
 
+@torch_names
 def squeeze(x: Tensor, axis: Any = None) -> Tensor:
     """Remove size-1 axes (all of them, or those in `axis`)."""
     if axis is None:
@@ -28,6 +30,7 @@ def squeeze(x: Tensor, axis: Any = None) -> Tensor:
     return Reshape.apply(x, shape=shape)
 
 
+@torch_names
 def unsqueeze(x: Tensor, axis: int) -> Tensor:
     """Insert a size-1 axis at position `axis` (negative counts from the new end)."""
     ndim = x.ndim + 1

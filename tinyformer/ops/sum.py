@@ -13,6 +13,7 @@ from tinyformer.autograd import Function
 from tinyformer.ops._util import expand_reduced, normalize_axes
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, reduction_sample
+from tinyformer.torch_names import torch_names
 
 
 class Sum(Function):
@@ -26,6 +27,7 @@ class Sum(Function):
         return expand_reduced(gy, ctx.x_shape, ctx.axes, ctx.keepdims)
 
 
+@torch_names
 def sum(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Sum over `axis` (an int, a tuple, or None for all)."""
     return Sum.apply(x, axis=normalize_axes(axis, x.ndim, "sum"), keepdims=keepdims)

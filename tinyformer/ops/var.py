@@ -16,6 +16,7 @@ from tinyformer.ops._util import expand_reduced, normalize_axes
 from tinyformer.ops.sqrt import sqrt
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
+from tinyformer.torch_names import torch_names
 
 
 class Var(Function):
@@ -39,12 +40,14 @@ class Var(Function):
         return g * xc * (2.0 / ctx.dof)
 
 
+@torch_names
 def var(x: Tensor, axis: Any = None, keepdims: bool = False, *, correction: int = 1) -> Tensor:
     """Variance over `axis`, dividing by `n - correction`."""
     axes = normalize_axes(axis, x.ndim, "var")
     return Var.apply(x, axis=axes, keepdims=keepdims, correction=correction)
 
 
+@torch_names
 def std(x: Tensor, axis: Any = None, keepdims: bool = False, *, correction: int = 1) -> Tensor:
     """Standard deviation over `axis`, as `sqrt(var)`."""
     return sqrt(var(x, axis, keepdims, correction=correction))

@@ -1,0 +1,64 @@
+"""Optional oracle: PyTorch code run as written, once with `torch` and once with `tinyformer`
+passed in as the library, on the same float64 inputs: the outputs and the gradients agree.
+Skipped when torch is not installed; `.ci/run` installs it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tinyformer
+import tinyformer.nn.functional as tf_functional
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+LIBRARIES = {"torch": (torch, torch.nn.functional), "tinyformer": (tinyformer, tf_functional)}
+
+
+def causal_self_attention(lib, F, x, w_qkv, w_out, n_head):
+    """nanoGPT's CausalSelfAttention.forward (its manual path), the linear layers as products."""
+    B, T, C = x.size()
+    q, k, v = (x @ w_qkv).split(C, dim=2)
+    k = k.view(B, T, n_head, C // n_head).transpose(1, 2)  # (B, nh, T, hs)
+    q = q.view(B, T, n_head, C // n_head).transpose(1, 2)  # (B, nh, T, hs)
+    v = v.view(B, T, n_head, C // n_head).transpose(1, 2)  # (B, nh, T, hs)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+    bias = lib.tril(lib.ones(T, T)).view(1, 1, T, T)
+    att = att.masked_fill(bias[:, :, :T, :T] == 0, float("-inf"))
+    att = F.softmax(att, dim=-1)
+    y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
+    y = y.transpose(1, 2).contiguous().view(B, T, C)
+    return y @ w_out
+
+
+def reductions_by_dim(lib, F, x, w_qkv, w_out, n_head):
+    """The reductions and joins PyTorch code writes with dim= and keepdim=."""
+    x = x @ w_out + (x @ w_qkv).mean(dim=-1, keepdim=True)
+    normed = (x - x.mean(dim=-1, keepdim=True)) / (
+        x.var(dim=-1, keepdim=True, correction=0) + 1e-5
+    ).sqrt()
+    left, right = normed.chunk(2, dim=-1)
+    joined = lib.cat((right, left), dim=-1) + lib.stack([x, normed], dim=1).sum(dim=1)
+    scores = (
+        joined.log_softmax(dim=-1) + F.log_softmax(x, dim=1) - joined.logsumexp(dim=0, keepdim=True)
+    )
+    return scores.unsqueeze(dim=1).squeeze(dim=1) * x.std(dim=(0, 1), keepdim=True)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "code", [causal_self_attention, reductions_by_dim], ids=lambda f: f.__name__
+)
+def test_pytorch_code_runs_as_written_and_agrees(code):
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(shape) for shape in [(2, 5, 8), (8, 24), (8, 8)]]
+    results = {}
+    for name, (lib, F) in LIBRARIES.items():
+        leaves = [lib.tensor(a, requires_grad=True) for a in arrays]
+        y = code(lib, F, *leaves, n_head=2)
+        (y * y).sum().backward()
+        results[name] = [np.asarray(y.detach())] + [np.asarray(t.grad) for t in leaves]
+    for ours, theirs in zip(results["tinyformer"], results["torch"]):
+        assert ours.dtype == np.float64 and np.allclose(ours, theirs, rtol=1e-10, atol=1e-10)
