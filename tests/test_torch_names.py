@@ -203,3 +203,26 @@ def test_categorical_never_draws_a_weight_of_zero_at_the_top_of_the_cdf():
     assert shares.cumsum()[-1] < 1 - 2.0**-53  # the trap is there
     assert random.categorical(shares, 1, _LastDraw())[0, 0] == 6
     assert random.categorical(weights, 1, _LastDraw())[0, 0] == 6
+
+
+def test_topk_values_indices_and_gradient():
+    x = tf.tensor([[3.0, 1.0, 3.0, 2.0], [0.0, 5.0, -1.0, 4.0]], requires_grad=True)
+    values, indices = tf.topk(x, 2)  # unpacks as torch.topk's result
+    assert values.tolist() == [[3.0, 3.0], [5.0, 4.0]] and indices.tolist() == [[0, 2], [1, 3]]
+    assert indices.dtype == np.int64 and not indices.requires_grad  # ties: earlier first
+    (values * tf.tensor([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+    assert x.grad.tolist() == [[1.0, 0.0, 2.0, 0.0], [0.0, 3.0, 0.0, 4.0]]
+    smallest = x.topk(1, dim=0, largest=False)
+    assert smallest.values.tolist() == [[0.0, 1.0, -1.0, 2.0]] and smallest.indices.shape == (1, 4)
+    with pytest.raises(tf.OpError, match=r"topk: k must be an integer in \[0, 4\] .* got 5"):
+        tf.topk(x, 5)
+    with pytest.raises(tf.OpError, match=r"topk: axis 2 is out of range .* \(2, 4\)"):
+        tf.topk(x, 1, axis=2)
+
+
+def test_nanogpt_top_k_filter_without_item_assignment():
+    logits = tf.tensor([[0.5, 2.0, -1.0, 1.0]])
+    v, _ = tf.topk(logits, min(2, logits.size(-1)))
+    # nanoGPT writes logits[logits < v[:, [-1]]] = -inf; tinyformer tensors take no assignment
+    logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
+    assert F.softmax(logits, dim=-1).numpy()[0, [0, 2]].tolist() == [0.0, 0.0]

@@ -42,6 +42,10 @@ def _sdpa(q, k, v, attn_mask=None, is_causal=False):
     return TF.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
+def _weighted_topk(result):
+    return result.values * (result.indices + 1)  # as the topk spec weighs them
+
+
 TORCH = {
     "abs": lambda x: torch.abs(x),
     "add": lambda a, b: a + b,
@@ -90,6 +94,7 @@ TORCH = {
     "masked_fill": lambda x, mask, value: x.masked_fill(mask, value),
     "clone": torch.clone,
     "astype": lambda x: x.to(x.dtype),
+    "topk": lambda x, k, axis, largest: _weighted_topk(torch.topk(x, k, dim=axis, largest=largest)),
     "tril": lambda x, diagonal: torch.tril(x, diagonal),
     "triu": lambda x, diagonal: torch.triu(x, diagonal),
     "mse_loss": lambda x, t, reduction: TF.mse_loss(x, t, reduction=reduction),

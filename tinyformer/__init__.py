@@ -74,6 +74,7 @@ from tinyformer.ops import (
     sub,
     sum,
     tanh,
+    topk,
     transpose,
     tril,
     triu,
@@ -92,14 +93,13 @@ long = int64  # PyTorch's name: tf.zeros(n, dtype=tf.long)
 __version__ = "0.1.0"
 
 __all__ = [
-    "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "arange", "argmax",
-    "argmin", "cat", "chunk", "clamp", "clip", "clone", "concatenate", "detect_anomaly", "div",
+    "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "arange", "argmax", "argmin",
+    "cat", "chunk", "clamp", "clip", "clone", "concatenate", "detect_anomaly", "div",
     "enable_grad", "exp", "expand", "flatten", "float32", "float64", "from_numpy", "full",
     "get_rng_state", "grad", "gradcheck", "int64", "is_grad_enabled", "log", "logsumexp", "long",
     "manual_seed", "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mul",
-    "multinomial",
-    "neg", "nn", "no_grad", "ones", "ones_like", "optim", "permute", "pow", "rand", "randint",
-    "randn", "registry", "relu", "reshape", "set_rng_state", "sigmoid", "split", "sqrt",
-    "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor", "transpose", "tril", "triu",
+    "multinomial", "neg", "nn", "no_grad", "ones", "ones_like", "optim", "permute", "pow", "rand",
+    "randint", "randn", "registry", "relu", "reshape", "set_rng_state", "sigmoid", "split", "sqrt",
+    "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor", "topk", "transpose", "tril", "triu",
     "unsqueeze", "var", "where", "zeros", "zeros_like",
 ]  # fmt: skip

@@ -350,6 +350,10 @@ class Tensor(TorchSpellings):
     def masked_fill(self, mask: Any, value: float) -> Tensor:
         return _ops.masked_fill(self, mask, value)
 
+    @torch_names
+    def topk(self, k: int, axis: int = -1, largest: bool = True, sorted: bool = True) -> Any:  # noqa: A002
+        return _ops.topk(self, k, axis, largest, sorted)
+
     def tril(self, diagonal: int = 0) -> Tensor:
         return _ops.tril(self, diagonal)
 

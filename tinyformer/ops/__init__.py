@@ -51,6 +51,7 @@ from tinyformer.ops.squeeze import squeeze, unsqueeze
 from tinyformer.ops.sub import sub
 from tinyformer.ops.sum import sum
 from tinyformer.ops.tanh import tanh
+from tinyformer.ops.topk import topk
 from tinyformer.ops.tril import tril, triu
 from tinyformer.ops.var import std, var
 from tinyformer.ops.where import where
@@ -60,8 +61,8 @@ __all__ = [
     "clone", "concatenate", "conv2d", "conv_transpose2d", "cross_entropy", "div", "dropout",
     "embedding", "exp", "expand", "flatten", "gelu", "getitem", "interpolate", "layer_norm",
     "linear", "log", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
-    "max_unpool2d", "maximum", "mean", "min", "minimum", "mse_loss", "mul", "neg", "one_hot", "pad",
-    "permute", "pow", "relu", "reshape", "scaled_dot_product_attention", "sigmoid", "softmax",
-    "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "transpose", "tril", "triu",
-    "unsqueeze", "var", "where",
+    "max_unpool2d", "maximum", "mean", "min", "minimum", "mse_loss", "mul", "neg", "one_hot",
+    "pad", "permute", "pow", "relu", "reshape", "scaled_dot_product_attention", "sigmoid",
+    "softmax", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
+    "transpose", "tril", "triu", "unsqueeze", "var", "where",
 ]  # fmt: skip
