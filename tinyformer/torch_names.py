@@ -29,12 +29,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ElementCount", "TorchSpellings", "max_names", "torch_names"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+Fn = TypeVar("Fn", bound=Callable[..., Any])
 
 _ALIASES = {"dim": "axis", "keepdim": "keepdims"}  # PyTorch's name -> tinyformer's
 
 
-def torch_names(fn: F) -> F:
+def torch_names(fn: Fn) -> Fn:
     """`fn`, also taking `dim=` for its `axis` and `keepdim=` for its `keepdims` argument."""
     names = inspect.signature(fn).parameters
     aliases = {torch: ours for torch, ours in _ALIASES.items() if ours in names}
@@ -56,7 +56,7 @@ def torch_names(fn: F) -> F:
     return with_torch_names  # type: ignore[return-value]
 
 
-def max_names(fn: F) -> F:
+def max_names(fn: Fn) -> Fn:
     """`fn` (max or min), refusing PyTorch's `dim=` and `keepdim=` with the reason."""
     op = fn.__name__
 
