@@ -45,7 +45,7 @@ class TopK(Function):
 @torch_names
 def topk(
     x: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool = True
-) -> TopKResult:  # noqa: A002
+) -> TopKResult:
     """The k largest elements along `axis` (the k smallest with `largest=False`) and their int64
     positions, as `torch.topk`; `values` is differentiable. They always come sorted, largest
     (or smallest) first: `sorted=False` allows any order, and this is one."""
