@@ -55,6 +55,57 @@ def test_conv2d_kernel_matches_reference_over_several_runs(
     _compare_forward_and_backward("conv2d", x, w, b, args)
 
 
+# On small images, with one group and BLAS on one thread (as in training), the conv2d kernel runs
+# BLAS products one image at a time instead (_conv2d_images.py): padding wider than the kernel's
+# reach, dilation, 1xk and 5x5 kernels, one input channel, a batch that splits unevenly over the
+# workers, no bias, and an input that is a strided view.
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "channels, w_shape, padding, dilation, bias",
+    [
+        (16, (32, 16, 3, 3), (1, 1), (1, 1), True),
+        (1, (5, 1, 3, 3), (1, 1), (1, 1), False),
+        (3, (4, 3, 3, 2), (2, 0), (1, 2), True),
+        (2, (3, 2, 1, 2), (2, 3), (1, 2), True),
+        (3, (4, 3, 5, 5), (2, 2), (1, 1), False),
+    ],
+)
+def test_conv2d_per_image_products_match_reference(
+    dtype, channels, w_shape, padding, dilation, bias
+):
+    from tinyformer.kernels.numba._blas import blas_one_thread
+    from tinyformer.kernels.numba._conv2d_images import per_image
+
+    blas_one_thread()  # loads the BLAS Numba calls, so that the limit below reaches it too
+    rng = np.random.default_rng(sum(w_shape))
+    batch = numba.get_num_threads() + 1
+    x = rng.standard_normal((batch, channels, 14, 9)).astype(dtype)[:, :, ::2, :7]  # 7x7 images
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype) if bias else None
+    args = ((1, 1), padding, dilation, 1)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert per_image(x, w, padding, dilation, 1)
+        assert not per_image(x[:1], w, padding, dilation, 1) or numba.get_num_threads() == 1
+        got = _compare_forward_and_backward("conv2d", x, w, b, args, tol)
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert not per_image(x, w, padding, dilation, 1)  # BLAS's own threads: the grid loops
+    assert all(a.dtype == dtype for a in got if a is not None)
+
+
+def test_conv2d_per_image_products_only_on_small_images_and_one_group():
+    from tinyformer.kernels.numba._blas import blas_one_thread
+    from tinyformer.kernels.numba._conv2d_images import per_image
+
+    blas_one_thread()
+    x, w = np.zeros((8, 4, 20, 20), np.float32), np.zeros((4, 4, 3, 3), np.float32)
+    same = ((1, 1), (1, 1))
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert per_image(x, w, *same, 1)  # 20 rows of 21 grid positions
+        assert not per_image(np.zeros((8, 4, 24, 24), np.float32), w, *same, 1)
+        assert not per_image(x, w[:, :2], *same, 2)
+
+
 def test_conv2d_kernel_is_chosen_for_stride_one_only():
     x, w = np.zeros((1, 2, 8, 8), np.float32), np.zeros((4, 2, 3, 3), np.float32)
     rest = ((0, 0), (1, 1), 1)

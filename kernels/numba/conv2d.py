@@ -2,7 +2,9 @@
 
 Why not im2col: the reference copies the kh kw shifted views of the input into one
 (C kh kw, N Ho Wo) matrix, 9 times the input for a 3x3 kernel, and hands it to BLAS. At the
-sizes here, building and reading that matrix costs more than the arithmetic.
+sizes here, building and reading that matrix costs more than the arithmetic. (One small image's
+matrix at a time, which stays in the core's cache, is another matter: with BLAS on one thread,
+images of up to 480 grid positions go to `_conv2d_images.py`'s per-image products.)
 
 The padded-grid trick. Lay every channel out flat, image after image, each image in a slot of
 rows of length Wp = W + pw: pw zero columns before each row, ph zero rows above each image (the
@@ -37,6 +39,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from tinyformer.kernels.numba._conv2d_images import images_backward, images_forward, per_image
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, element_strides, read_only, span
 from tinyformer.kernels.numba._tasks import claim, new_counter
 from tinyformer.ops.conv2d import conv2d_backward as reference_backward
@@ -47,12 +50,14 @@ RUN = 512  # positions per task: 4 output rows of RUN values stay in L1 beside 4
 
 
 def stride_one(x, w, b, stride, *args) -> bool:
-    """the stride is 1 (strided convolutions run the reference's im2col)"""
+    """the stride is 1 (strided convolutions run the reference's im2col; on small images, with
+    one group and BLAS on one thread, one BLAS product per image)"""
     return tuple(stride) == (1, 1)
 
 
 def stride_one_backward(gy, x, w, stride, *args) -> bool:
-    """the stride is 1 (strided convolutions run the reference's im2col)"""
+    """the stride is 1 (strided convolutions run the reference's im2col; on small images, with
+    one group and BLAS on one thread, two BLAS products per image)"""
     return tuple(stride) == (1, 1)
 
 
@@ -316,6 +321,8 @@ def _input_grid(x, kh, kw, padding, dilation):
 def conv2d_forward(x, w, b, stride, padding, dilation, groups):
     if tuple(stride) != (1, 1):
         return reference_forward(x, w, b, stride, padding, dilation, groups)
+    if per_image(x, w, padding, dilation, groups):
+        return images_forward(x, w, b, padding, dilation)
     n = x.shape[0]
     o, per, kh, kw = w.shape
     (ph, pw), (dh, dw) = padding, dilation
@@ -337,6 +344,8 @@ def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
     """-> gx, gw, gb."""
     if tuple(stride) != (1, 1):
         return reference_backward(gy, x, w, stride, padding, dilation, groups)
+    if per_image(x, w, padding, dilation, groups):
+        return images_backward(gy, x, w, padding, dilation)
     n, c, h, width = x.shape
     o, per, kh, kw = w.shape
     (ph, pw), (dh, dw) = padding, dilation
