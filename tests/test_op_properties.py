@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tinyformer as tf
+import tinyformer.nn as nn
 import tinyformer.nn.functional as F
 from tinyformer.ops.gelu import erfc
 
@@ -213,6 +214,42 @@ def test_cross_entropy_accepts_class_axis_one_like_pytorch():
     a = F.cross_entropy(t64(logits), target).item()
     b = F.cross_entropy(t64(logits.transpose(0, 2, 1).reshape(6, 5)), target.reshape(6)).item()
     np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+# nll_loss after log_softmax over the classes is cross_entropy: values and gradients, for every
+# reduction, classes on axis 1 of a (N, C, T) input, and an ignored row.
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_of_log_softmax_is_cross_entropy(reduction):
+    rng = np.random.default_rng(3)
+    logits, target = rng.standard_normal((3, 5, 4)), rng.integers(0, 5, (3, 4))
+    target[1, 2] = -100
+    results = []
+    for two_step in (True, False):
+        z = t64(logits)
+        if two_step:
+            loss = F.nll_loss(F.log_softmax(z, axis=1), target, reduction=reduction)
+        else:
+            loss = F.cross_entropy(z, target, reduction=reduction)
+        loss.sum().backward()
+        results.append((loss.data, z.grad))
+    (a, ga), (b, gb) = results
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ga, gb, rtol=1e-10, atol=1e-15)
+
+
+def test_nll_loss_reads_one_entry_a_row_and_names_itself_in_errors():
+    lp = t64(np.log(np.array([[0.5, 0.25, 0.25], [0.1, 0.1, 0.8]])))
+    loss = nn.NLLLoss()(lp, np.array([1, 2]))
+    np.testing.assert_allclose(loss.item(), -(np.log(0.25) + np.log(0.8)) / 2, rtol=1e-12)
+    loss.backward()
+    np.testing.assert_allclose(lp.grad, [[0, -0.5, 0], [0, 0, -0.5]])
+    assert repr(nn.NLLLoss(reduction="sum")) == "NLLLoss(ignore_index=-100, reduction='sum')"
+    with pytest.raises(tf.OpError, match=r"nll_loss: target 3 at position \(1,\) is out of range"):
+        F.nll_loss(lp, np.array([0, 3]))
+    with pytest.raises(tf.OpError, match=r"nll_loss: target of shape \(3,\) does not fit input"):
+        F.nll_loss(lp, np.array([0, 1, 2]))
+    with pytest.raises(tf.OpError, match="nll_loss: target must hold integer class indices"):
+        F.nll_loss(lp, np.array([0.0, 1.0]))
 
 
 def test_layer_norm_normalises_each_row():

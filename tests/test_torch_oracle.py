@@ -102,6 +102,7 @@ TORCH = {
     "softmax": lambda x, axis: torch.softmax(x, dim=axis),
     "log_softmax": lambda x, axis: torch.log_softmax(x, dim=axis),
     "cross_entropy": lambda x, t, **kw: TF.cross_entropy(x, t, **kw),
+    "nll_loss": lambda x, t, **kw: TF.nll_loss(x, t, **kw),
     "layer_norm": lambda x, w, b, normalized_shape: TF.layer_norm(x, normalized_shape, w, b),
     "embedding": lambda idx, w: TF.embedding(idx, w),
     "scaled_dot_product_attention": _sdpa,

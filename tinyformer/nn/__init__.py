@@ -27,7 +27,7 @@ from tinyformer.nn.layers import (
     Softmax,
     Tanh,
 )
-from tinyformer.nn.losses import CrossEntropyLoss, MSELoss
+from tinyformer.nn.losses import CrossEntropyLoss, MSELoss, NLLLoss
 from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.transformer import MLP, Block, MultiheadAttention
 
@@ -35,6 +35,6 @@ __all__ = [
     "AvgPool2d", "Block", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout",
     "Embedding", "Flatten", "GELU", "Identity", "LayerNorm", "Linear", "LogSoftmax", "MLP",
     "MSELoss", "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict", "ModuleList",
-    "MultiheadAttention", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax",
+    "MultiheadAttention", "NLLLoss", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax",
     "StateDictError", "Tanh", "Upsample", "functional", "init", "utils",
 ]  # fmt: skip

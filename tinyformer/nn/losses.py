@@ -9,7 +9,7 @@ import tinyformer.nn.functional as F
 from tinyformer.nn.module import Module
 from tinyformer.tensor import Tensor
 
-__all__ = ["CrossEntropyLoss", "MSELoss"]
+__all__ = ["CrossEntropyLoss", "MSELoss", "NLLLoss"]
 
 
 class CrossEntropyLoss(Module):
@@ -50,3 +50,19 @@ class MSELoss(Module):
 
     def extra_repr(self) -> str:
         return f"reduction={self.reduction!r}"
+
+
+class NLLLoss(Module):
+    """`F.nll_loss(input, target, ...)`: log-probabilities (N, C, ...) against class indices
+    (N, ...); after `nn.LogSoftmax(dim=1)` it is `CrossEntropyLoss`."""
+
+    def __init__(self, *, ignore_index: int = -100, reduction: str = "mean") -> None:
+        # keywords only: PyTorch's first argument is `weight` (class weights), not taken here
+        super().__init__()
+        self.ignore_index, self.reduction = ignore_index, reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+        return F.nll_loss(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+
+    def extra_repr(self) -> str:
+        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"

@@ -37,6 +37,7 @@ from tinyformer.ops.mean import mean
 from tinyformer.ops.mse_loss import mse_loss
 from tinyformer.ops.mul import mul
 from tinyformer.ops.neg import neg
+from tinyformer.ops.nll_loss import nll_loss
 from tinyformer.ops.one_hot import one_hot
 from tinyformer.ops.pad import pad
 from tinyformer.ops.permute import permute, transpose
@@ -61,7 +62,8 @@ __all__ = [
     "clone", "concatenate", "conv2d", "conv_transpose2d", "cross_entropy", "div", "dropout",
     "embedding", "exp", "expand", "flatten", "gelu", "getitem", "interpolate", "layer_norm",
     "linear", "log", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
-    "max_unpool2d", "maximum", "mean", "min", "minimum", "mse_loss", "mul", "neg", "one_hot",
+    "max_unpool2d", "maximum", "mean", "min", "minimum", "mse_loss", "mul", "neg", "nll_loss",
+    "one_hot",
     "pad", "permute", "pow", "relu", "reshape", "scaled_dot_product_attention", "sigmoid",
     "softmax", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
     "transpose", "tril", "triu", "unsqueeze", "var", "where",

@@ -78,24 +78,61 @@ class CrossEntropy(Function):
         return glogits, None
 
 
-def _check_target(logits_shape: tuple[int, ...], target: np.ndarray, ignore_index: int) -> None:
+def _check_target(
+    op: str, logits_shape: tuple[int, ...], target: np.ndarray, ignore_index: int
+) -> None:
     expected = logits_shape[:1] + logits_shape[2:]
     if target.shape != expected:
         raise OpError(
-            f"cross_entropy: target of shape {target.shape} does not fit logits of shape "
+            f"{op}: target of shape {target.shape} does not fit input of shape "
             f"{logits_shape}; expected {expected} (classes are on axis 1)"
         )
     if target.dtype.kind not in "iu":
-        raise OpError(f"cross_entropy: target must hold integer class indices, got {target.dtype}")
+        raise OpError(f"{op}: target must hold integer class indices, got {target.dtype}")
     n_classes = logits_shape[1]
     bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
     if bad.any():
         position = tuple(int(i) for i in np.argwhere(bad)[0])
         raise OpError(
-            f"cross_entropy: target {int(target[position])} at position {position} is out of "
+            f"{op}: target {int(target[position])} at position {position} is out of "
             f"range for {n_classes} classes (valid: 0..{n_classes - 1}, or ignore_index="
             f"{ignore_index})"
         )
+
+
+def class_rows(
+    op: str,
+    input: Tensor,
+    target: Any,
+    ignore_index: int,
+    reduction: str,  # noqa: A002
+) -> tuple[Tensor, np.ndarray]:
+    """Check scores `input` (N, C, ...) against class indices `target` (N, ...), as PyTorch
+    shapes them, and return the scores as rows (R, C) with the target (N, ...) (for a single
+    example, (C,) and a scalar: (1, C) and (1,))."""
+    target = np.asarray(data_of(target))
+    if input.ndim == 1:  # one unbatched example: (C,) and a scalar target
+        input, target = reshape(input, 1, -1), target.reshape(1)
+    if input.ndim < 2:
+        raise OpError(f"{op}: input needs shape (N, C, ...), got {input.shape}")
+    if reduction not in ("mean", "sum", "none"):
+        raise OpError(f"{op}: reduction must be mean, sum or none, got {reduction!r}")
+    _check_target(op, input.shape, target, ignore_index)
+    n_classes = input.shape[1]
+    if input.ndim > 2:  # (N, C, d...) -> (N, d..., C) -> (R, C)
+        input = permute(input, 0, *range(2, input.ndim), 1)
+    return reshape(input, -1, n_classes), target
+
+
+def reduce_rows(rows: Tensor, target: np.ndarray, ignore_index: int, reduction: str) -> Tensor:
+    """Per-row losses (R,) reduced as PyTorch does: "mean" over the rows whose target is not
+    ignore_index (NaN if none is), "sum", or "none" (in the target's shape)."""
+    if reduction == "none":
+        return reshape(rows, target.shape)
+    if reduction == "sum":
+        return rows.sum()
+    kept = int((target != ignore_index).sum())
+    return rows.sum() / kept if kept else rows.sum() * float("nan")
 
 
 def cross_entropy(
@@ -107,31 +144,13 @@ def cross_entropy(
     label_smoothing: float = 0.0,
 ) -> Tensor:
     """Cross-entropy between logits `input` (N, C, ...) and class indices `target` (N, ...)."""
-    target = np.asarray(data_of(target))
-    if input.ndim == 1:  # one unbatched example: (C,) and a scalar target
-        input, target = reshape(input, 1, -1), target.reshape(1)
-    if input.ndim < 2:
-        raise OpError(f"cross_entropy: logits need shape (N, C, ...), got {input.shape}")
-    if reduction not in ("mean", "sum", "none"):
-        raise OpError(f"cross_entropy: reduction must be mean, sum or none, got {reduction!r}")
+    scores, target = class_rows("cross_entropy", input, target, ignore_index, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise OpError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    _check_target(input.shape, target, ignore_index)
-    n_classes = input.shape[1]
-    if input.ndim > 2:  # (N, C, d...) -> (N, d..., C) -> (R, C)
-        input = permute(input, 0, *range(2, input.ndim), 1)
     rows = CrossEntropy.apply(
-        reshape(input, -1, n_classes),
-        target.reshape(-1),
-        ignore_index=ignore_index,
-        label_smoothing=label_smoothing,
+        scores, target.reshape(-1), ignore_index=ignore_index, label_smoothing=label_smoothing
     )
-    if reduction == "none":
-        return reshape(rows, target.shape)
-    if reduction == "sum":
-        return rows.sum()
-    kept = int((target != ignore_index).sum())
-    return rows.sum() / kept if kept else rows.sum() * float("nan")
+    return reduce_rows(rows, target, ignore_index, reduction)
 
 
 def _sample(draw) -> Sample:
