@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from tinyformer.autograd import Function
+from tinyformer.ops.cross_entropy import _sample as cross_entropy_sample
 from tinyformer.ops.cross_entropy import class_rows, reduce_rows
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
+from tinyformer.testing import OpSpec, Sample
 
 
 class NLLLoss(Function):
@@ -53,14 +54,9 @@ def nll_loss(
 
 
 def _sample(draw) -> Sample:
-    n, c = draw.integers(1, 5), draw.integers(2, 5)
-    extra = draw.shape(min_dims=0, max_dims=1, max_side=3)
-    target = draw.rng.integers(0, c, size=(n, *extra))
-    ignore = draw.choice([-100, 0])
-    if ignore == 0:
-        target[0] = 1  # keep at least one row that counts
-    kwargs = {"ignore_index": ignore, "reduction": draw.choice(["mean", "sum", "none"])}
-    return Sample([floats(draw, (n, c, *extra), -3, 3), target], kwargs)
+    sample = cross_entropy_sample(draw)  # the same shapes, targets and ignore_index
+    del sample.kwargs["label_smoothing"]
+    return sample
 
 
 SPECS = [OpSpec("nll_loss", nll_loss, _sample, functions=(NLLLoss,))]
