@@ -42,8 +42,9 @@ from tinyformer.kernels.numba._tasks import claim, new_counter
 POSITIONS = 480
 
 
-def _width(w: int, kw: int, pw: int, dw: int) -> int:
-    """wp, the grid's row length: room for the output row (Wo) and for pw zeros between rows."""
+def grid_width(w: int, kw: int, pw: int, dw: int) -> int:
+    """wp, the padded grid's row length (conv2d.py's too): room for the output row (Wo) and
+    for pw zeros between rows."""
     return w + max(pw, 2 * pw - dw * (kw - 1))
 
 
@@ -52,7 +53,7 @@ def per_image(x, w, padding, dilation, groups) -> bool:
     every worker, and BLAS on one thread"""
     (ph, pw), (dh, dw) = padding, dilation
     ho = x.shape[2] + 2 * ph - dh * (w.shape[2] - 1)
-    positions = ho * _width(x.shape[3], w.shape[3], pw, dw)
+    positions = ho * grid_width(x.shape[3], w.shape[3], pw, dw)
     workers = numba.get_num_threads()
     return groups == 1 and positions <= POSITIONS and x.shape[0] >= workers and blas_one_thread()
 
@@ -162,7 +163,7 @@ def images_forward(x, w, b, padding, dilation):
     wm = read_only(np.ascontiguousarray(w, x.dtype).reshape(co, c * kh * kw))
     bias = read_only(np.zeros(co, x.dtype) if b is None else np.array(b, x.dtype))
     y = np.empty((n, co, ho, wo), x.dtype)
-    args = (kh, kw, ph, pw, dh, dw, _width(width, kw, pw, dw), numba.get_num_threads(), y)
+    args = (kh, kw, ph, pw, dh, dw, grid_width(width, kw, pw, dw), numba.get_num_threads(), y)
     _forward(read_only(np.ascontiguousarray(x)), wm, bias, *args)
     return y
 
@@ -178,6 +179,6 @@ def images_backward(gy, x, w, padding, dilation):
     gx, parts = np.empty(x.shape, x.dtype), np.empty((workers, c * kh * kw, co), x.dtype)
     sums = np.empty((n, co), x.dtype)
     gy, x = (read_only(np.ascontiguousarray(a, x.dtype)) for a in (gy, x))
-    wp = _width(width, kw, pw, dw)
+    wp = grid_width(width, kw, pw, dw)
     _backward(gy, x, w2, kh, kw, ph, pw, dh, dw, wp, workers, gx, parts, sums)
     return gx, parts.sum(axis=0).T.reshape(w.shape), sums.sum(axis=0)

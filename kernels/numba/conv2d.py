@@ -39,7 +39,12 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from tinyformer.kernels.numba._conv2d_images import images_backward, images_forward, per_image
+from tinyformer.kernels.numba._conv2d_images import (
+    grid_width,
+    images_backward,
+    images_forward,
+    per_image,
+)
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, element_strides, read_only, span
 from tinyformer.kernels.numba._tasks import claim, new_counter
 from tinyformer.ops.conv2d import conv2d_backward as reference_backward
@@ -311,7 +316,7 @@ def _input_grid(x, kh, kw, padding, dilation):
     or columns only when the output is larger than that (padding > dilation (k - 1))."""
     (ph, pw), (dh, dw), (n, _, h, width) = padding, dilation, x.shape
     slot = h + max(ph, 2 * ph - dh * (kh - 1))
-    wp = width + max(pw, 2 * pw - dw * (kw - 1))
+    wp = grid_width(width, kw, pw, dw)
     length = (n - 1) * slot * wp + (h + 2 * ph) * wp + dw * (kw - 1)  # the last tap's last read
     xp, _ = _grid(x, 0, ph, pw, slot, wp, length)  # >= n slot wp, as slot <= h + 2 ph
     return xp, slot, wp

@@ -63,8 +63,7 @@ __all__ = [
     "embedding", "exp", "expand", "flatten", "gelu", "getitem", "interpolate", "layer_norm",
     "linear", "log", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
     "max_unpool2d", "maximum", "mean", "min", "minimum", "mse_loss", "mul", "neg", "nll_loss",
-    "one_hot",
-    "pad", "permute", "pow", "relu", "reshape", "scaled_dot_product_attention", "sigmoid",
-    "softmax", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
+    "one_hot", "pad", "permute", "pow", "relu", "reshape", "scaled_dot_product_attention",
+    "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
     "transpose", "tril", "triu", "unsqueeze", "var", "where",
 ]  # fmt: skip

@@ -101,27 +101,23 @@ def _check_target(
 
 
 def class_rows(
-    op: str,
-    input: Tensor,
-    target: Any,
-    ignore_index: int,
-    reduction: str,  # noqa: A002
+    op: str, scores: Tensor, target: Any, ignore_index: int, reduction: str
 ) -> tuple[Tensor, np.ndarray]:
-    """Check scores `input` (N, C, ...) against class indices `target` (N, ...), as PyTorch
-    shapes them, and return the scores as rows (R, C) with the target (N, ...) (for a single
-    example, (C,) and a scalar: (1, C) and (1,))."""
+    """Check `scores` (N, C, ...) against class indices `target` (N, ...), as PyTorch shapes
+    them, and return the scores as rows (R, C) with the target (N, ...) (for a single example,
+    (C,) and a scalar: (1, C) and (1,))."""
     target = np.asarray(data_of(target))
-    if input.ndim == 1:  # one unbatched example: (C,) and a scalar target
-        input, target = reshape(input, 1, -1), target.reshape(1)
-    if input.ndim < 2:
-        raise OpError(f"{op}: input needs shape (N, C, ...), got {input.shape}")
+    if scores.ndim == 1:  # one unbatched example: (C,) and a scalar target
+        scores, target = reshape(scores, 1, -1), target.reshape(1)
+    if scores.ndim < 2:
+        raise OpError(f"{op}: input needs shape (N, C, ...), got {scores.shape}")
     if reduction not in ("mean", "sum", "none"):
         raise OpError(f"{op}: reduction must be mean, sum or none, got {reduction!r}")
-    _check_target(op, input.shape, target, ignore_index)
-    n_classes = input.shape[1]
-    if input.ndim > 2:  # (N, C, d...) -> (N, d..., C) -> (R, C)
-        input = permute(input, 0, *range(2, input.ndim), 1)
-    return reshape(input, -1, n_classes), target
+    _check_target(op, scores.shape, target, ignore_index)
+    n_classes = scores.shape[1]
+    if scores.ndim > 2:  # (N, C, d...) -> (N, d..., C) -> (R, C)
+        scores = permute(scores, 0, *range(2, scores.ndim), 1)
+    return reshape(scores, -1, n_classes), target
 
 
 def reduce_rows(rows: Tensor, target: np.ndarray, ignore_index: int, reduction: str) -> Tensor:
