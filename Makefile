@@ -31,8 +31,15 @@ unit:
 tutorials/%.ipynb: tutorials/%.py
 	$(PYTHON) -m jupytext --to ipynb --set-kernel python3 -o $@ $<
 
+# They run with a TMPDIR of their own, which must be empty when they finish: a notebook that
+# leaves its runs behind fills the user's /tmp a little more every time it is run.
 notebooks: $(NOTEBOOKS)
-	MPLBACKEND=Agg TINYFORMER_SMALL=1 $(PYTHON) -m pytest --nbmake $(NOTEBOOKS)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	echo "TMPDIR=$$tmp MPLBACKEND=Agg TINYFORMER_SMALL=1 $(PYTHON) -m pytest --nbmake $(NOTEBOOKS)" && \
+	TMPDIR="$$tmp" MPLBACKEND=Agg TINYFORMER_SMALL=1 $(PYTHON) -m pytest --nbmake $(NOTEBOOKS) && \
+	if [ -n "$$(ls -A "$$tmp")" ]; then \
+		echo "The notebooks left files in their TMPDIR ($$tmp):"; ls -A "$$tmp"; exit 1; \
+	fi
 
 lint:
 	$(PYTHON) -m ruff check .

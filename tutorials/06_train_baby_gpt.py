@@ -31,7 +31,10 @@ import tinyformer as tf
 from tinyformer.train import TrainGPTConfig, load_model, sample, train_gpt
 
 SMALL = bool(os.environ.get("TINYFORMER_SMALL"))
-out_dir = tempfile.mkdtemp(prefix="baby-gpt-")
+# The run (checkpoint, log, loss plot) goes into a temporary directory that is removed when
+# this notebook's kernel stops. Pass a path of your own to keep it.
+workdir = tempfile.TemporaryDirectory(prefix="baby-gpt-")
+out_dir = workdir.name
 config = TrainGPTConfig(
     iters=40 if SMALL else 2000,
     eval_interval=20 if SMALL else 250,

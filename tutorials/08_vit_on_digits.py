@@ -34,9 +34,11 @@ from tinyformer.train.vision import (
 )
 
 SMALL = bool(os.environ.get("TINYFORMER_SMALL"))
+# Each run goes into a temporary directory, removed when this kernel stops.
+workdir = tempfile.TemporaryDirectory()
 runs = {}
 for model, iters in (("vit", 1500), ("cnn", 600)):
-    out = tempfile.mkdtemp(prefix=f"{model}-")
+    out = os.path.join(workdir.name, model)
     cfg = TrainVisionConfig(
         model=model,
         iters=30 if SMALL else iters,

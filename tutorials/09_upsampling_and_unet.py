@@ -102,7 +102,9 @@ for ax in axes.ravel():
     ax.axis("off")
 plt.show()
 
-out = tempfile.mkdtemp(prefix="unet-")
+# The run goes into a temporary directory, removed when this kernel stops.
+workdir = tempfile.TemporaryDirectory(prefix="unet-")
+out = workdir.name
 cfg = TrainVisionConfig(
     model="unet",
     iters=20 if SMALL else 600,

@@ -37,12 +37,14 @@ from tinyformer.data.mlm import mask_tokens
 from tinyformer.train.bert import TrainBertConfig, finetune, prepare, pretrain
 
 SMALL = bool(os.environ.get("TINYFORMER_SMALL"))
+# The run goes into a temporary directory, removed when this kernel stops.
+workdir = tempfile.TemporaryDirectory(prefix="tiny-bert-")
 cfg = TrainBertConfig(
     pretrain_iters=30 if SMALL else 2000,
     finetune_iters=20 if SMALL else 300,
     eval_interval=15 if SMALL else 250,
     batch_size=8 if SMALL else 32,
-    out_dir=tempfile.mkdtemp(prefix="tiny-bert-"),
+    out_dir=workdir.name,
     progress=False,
 )
 corpus = prepare(cfg)

@@ -36,6 +36,8 @@ from tinyformer.train.seq2seq import TrainSeq2SeqConfig, exact_match, train_seq2
 from tinyformer.train.seq2seq_plots import cross_attention
 
 SMALL = bool(os.environ.get("TINYFORMER_SMALL"))
+# The run goes into a temporary directory, removed when this kernel stops.
+workdir = tempfile.TemporaryDirectory(prefix="seq2seq-")
 task = DateTask(seed=1337, test_dates=1000)
 src, tgt_in, tgt_out, sources, targets = task.examples(task.train_days[:4], task.formats[:4])
 for s, t in zip(sources, targets):
@@ -64,7 +66,7 @@ cfg = TrainSeq2SeqConfig(
     iters=60 if SMALL else 2000,
     eval_interval=30 if SMALL else 250,
     test_dates=100 if SMALL else 1000,
-    out_dir=tempfile.mkdtemp(prefix="seq2seq-"),
+    out_dir=workdir.name,
     progress=False,
 )
 log = train_seq2seq(cfg)

@@ -85,7 +85,9 @@ if not REAL:
         for ln in ("attention.output.LayerNorm", "output.LayerNorm"):
             tensors[p + ln + ".weight"] = np.ones(C, np.float32)
             tensors[p + ln + ".bias"] = np.zeros(C, np.float32)
-    checkpoint = tempfile.mkdtemp(prefix="tiny-bert-ckpt-")
+    # A temporary directory, removed when this kernel stops.
+    workdir = tempfile.TemporaryDirectory(prefix="tiny-bert-ckpt-")
+    checkpoint = workdir.name
     save_file(tensors, Path(checkpoint, "model.safetensors"))
     Path(checkpoint, "vocab.txt").write_text("\n".join(vocab) + "\n")
     Path(checkpoint, "config.json").write_text(json.dumps({
