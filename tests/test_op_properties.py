@@ -282,3 +282,77 @@ def test_dropout_gradient_uses_the_same_mask():
     y = F.dropout(x, p=0.5, seed=7)
     y.sum().backward()
     np.testing.assert_array_equal(x.grad, y.data)
+
+
+def test_rms_norm_is_layer_norm_on_rows_of_mean_zero():
+    # With the mean already 0, layer_norm's variance is rms_norm's mean square: same values,
+    # and the same gradients along directions that keep the mean 0.
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 8))
+    x -= x.mean(axis=1, keepdims=True)
+    w, gy = rng.uniform(0.5, 1.5, 8), rng.standard_normal((5, 8))
+    gy -= gy.mean(axis=1, keepdims=True)
+    results = []
+    for norm in (F.rms_norm, F.layer_norm):
+        xt, wt = t64(x), t64(w)
+        y = norm(xt, 8, wt, eps=1e-6)
+        (y * tf.Tensor(gy)).sum().backward()
+        results.append((y.data, xt.grad - xt.grad.mean(axis=1, keepdims=True), wt.grad))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    y = nn.RMSNorm(8, elementwise_affine=False, dtype=np.float64)(tf.Tensor(x * 7)).data
+    np.testing.assert_allclose(np.mean(y * y, axis=1), 1.0, rtol=1e-10)  # eps = float64's
+
+
+def test_rms_norm_checks_shapes():
+    assert list(nn.RMSNorm((2, 3)).state_dict()) == ["weight"]
+    assert list(nn.RMSNorm(3, elementwise_affine=False).state_dict()) == []
+    with pytest.raises(tf.OpError, match=r"rms_norm: input of shape \(4, 5\) does not end in"):
+        F.rms_norm(tf.zeros(4, 5), 6)
+    with pytest.raises(tf.OpError, match=r"rms_norm: weight has shape \(4,\), expected \(5,\)"):
+        F.rms_norm(tf.zeros(4, 5), 5, tf.ones(4))
+
+
+def test_silu_is_x_times_its_sigmoid():
+    x = np.linspace(-30, 30, 61)
+    a, b = t64(x), t64(x)
+    F.silu(a).sum().backward()
+    (b * F.sigmoid(b)).sum().backward()
+    np.testing.assert_allclose(F.silu(a).data, (b * F.sigmoid(b)).data, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(a.grad, b.grad, rtol=1e-12, atol=1e-300)
+    np.testing.assert_array_equal(nn.SiLU()(a).data, F.silu(a).data)
+
+
+def test_bce_with_logits_is_two_class_cross_entropy():
+    # sigmoid(x) is softmax([0, x])[1]: binary cross-entropy of 0/1 labels under logits x is
+    # cross-entropy over the two logits [0, x], in values and gradients.
+    rng = np.random.default_rng(5)
+    x, t = rng.standard_normal(6) * 3, rng.integers(0, 2, 6)
+    a, b = t64(x), t64(x)
+    F.binary_cross_entropy_with_logits(a, t).backward()
+    F.cross_entropy(tf.stack([tf.zeros(6, dtype=np.float64), b], axis=1), t).backward()
+    np.testing.assert_allclose(a.grad, b.grad, rtol=1e-12)
+    loss = F.binary_cross_entropy_with_logits(t64(x), t, reduction="none").data
+    np.testing.assert_allclose(loss, -np.log(np.where(t, 1, -1) / (1 + np.exp(-x)) + (1 - t)))
+
+
+def test_bce_with_logits_stays_finite_and_weighs_positives():
+    x = t64([-1e4, -30.0, 0.0, 30.0, 1e4])
+    loss = F.binary_cross_entropy_with_logits(x, [1, 1, 1, 0, 0], reduction="none")
+    loss.sum().backward()
+    np.testing.assert_allclose(loss.data, [1e4, 30.0, math.log(2), 30.0, 1e4], rtol=1e-12)
+    np.testing.assert_allclose(x.grad, [-1, -1, -0.5, 1, 1], atol=1e-12)
+    logits, labels = t64([[0.3, -1.2]]), [[1, 0]]
+    plain = F.binary_cross_entropy_with_logits(logits, labels, reduction="none").data
+    weighed = nn.BCEWithLogitsLoss(reduction="none", pos_weight=[4.0, 4.0])(logits, labels).data
+    np.testing.assert_allclose(weighed, plain * [[4, 1]], rtol=1e-12)  # positives count 4 times
+
+
+def test_bce_with_logits_names_itself_in_errors():
+    x = tf.zeros(4, 3)
+    with pytest.raises(tf.OpError, match=r"with_logits: input \(4, 3\) and target \(4,\) must"):
+        F.binary_cross_entropy_with_logits(x, np.zeros(4))
+    with pytest.raises(tf.OpError, match=r"with_logits: pos_weight of shape \(4,\) does not"):
+        F.binary_cross_entropy_with_logits(x, np.zeros((4, 3)), pos_weight=np.ones(4))
+    with pytest.raises(tf.OpError, match="with_logits: reduction must be mean, sum or none"):
+        F.binary_cross_entropy_with_logits(x, np.zeros((4, 3)), reduction="avg")

@@ -48,8 +48,20 @@ def reductions_by_dim(lib, F, x, w_qkv, w_out, n_head):
     return scores.unsqueeze(dim=1).squeeze(dim=1) * x.std(dim=(0, 1), keepdim=True)  # fmt: skip
 
 
+def llama_feed_forward(lib, F, x, w_qkv, w_out, n_head):
+    """A LLaMA-style feed-forward sublayer: RMS norm, a SwiGLU MLP, the residual; then a
+    multi-label loss on its output, per element so that the test can square it."""
+    h = F.rms_norm(x, (x.size(-1),), eps=1e-6)
+    gate, up, _ = (h @ w_qkv).chunk(3, dim=-1)
+    y = x + (F.silu(gate) * up) @ w_out
+    labels = (x > 0).double()
+    return F.binary_cross_entropy_with_logits(y, labels, reduction="none") + y
+
+
 @pytest.mark.parametrize(
-    "code", [causal_self_attention, reductions_by_dim], ids=lambda f: f.__name__
+    "code",
+    [causal_self_attention, reductions_by_dim, llama_feed_forward],
+    ids=lambda f: f.__name__,
 )
 def test_pytorch_code_runs_as_written_and_agrees(code):
     rng = np.random.default_rng(0)

@@ -42,6 +42,13 @@ def _sdpa(q, k, v, attn_mask=None, is_causal=False):
     return TF.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
+def _bce_with_logits(x, t, weight, pos_weight, reduction):
+    weight, pos_weight = (None if a is None else torch.from_numpy(a) for a in (weight, pos_weight))
+    return TF.binary_cross_entropy_with_logits(
+        x, t, weight, reduction=reduction, pos_weight=pos_weight
+    )
+
+
 def _weighted_topk(result):
     return result.values * (result.indices + 1)  # as the topk spec weighs them
 
@@ -61,6 +68,7 @@ TORCH = {
     "tanh": torch.tanh,
     "sigmoid": torch.sigmoid,
     "relu": torch.relu,
+    "silu": TF.silu,
     "gelu": lambda x, approximate: TF.gelu(x, approximate=approximate),
     "clip": lambda x, min, max: torch.clamp(x, min, max),
     "maximum": torch.maximum,
@@ -103,7 +111,9 @@ TORCH = {
     "log_softmax": lambda x, axis: torch.log_softmax(x, dim=axis),
     "cross_entropy": lambda x, t, **kw: TF.cross_entropy(x, t, **kw),
     "nll_loss": lambda x, t, **kw: TF.nll_loss(x, t, **kw),
+    "binary_cross_entropy_with_logits": _bce_with_logits,
     "layer_norm": lambda x, w, b, normalized_shape: TF.layer_norm(x, normalized_shape, w, b),
+    "rms_norm": lambda x, w, normalized_shape: TF.rms_norm(x, normalized_shape, w),
     "embedding": lambda idx, w: TF.embedding(idx, w),
     "scaled_dot_product_attention": _sdpa,
     "conv2d": lambda x, w, b, **kw: TF.conv2d(x, w, b, **kw),

@@ -22,19 +22,21 @@ from tinyformer.nn.layers import (
     ModuleDict,
     ModuleList,
     ReLU,
+    RMSNorm,
     Sequential,
     Sigmoid,
+    SiLU,
     Softmax,
     Tanh,
 )
-from tinyformer.nn.losses import CrossEntropyLoss, MSELoss, NLLLoss
+from tinyformer.nn.losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.transformer import MLP, Block, MultiheadAttention
 
 __all__ = [
-    "AvgPool2d", "Block", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout",
-    "Embedding", "Flatten", "GELU", "Identity", "LayerNorm", "Linear", "LogSoftmax", "MLP",
-    "MSELoss", "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict", "ModuleList",
-    "MultiheadAttention", "NLLLoss", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax",
-    "StateDictError", "Tanh", "Upsample", "functional", "init", "utils",
+    "AvgPool2d", "BCEWithLogitsLoss", "Block", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss",
+    "Dropout", "Embedding", "Flatten", "GELU", "Identity", "LayerNorm", "Linear", "LogSoftmax",
+    "MLP", "MSELoss", "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict", "ModuleList",
+    "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "Sequential", "SiLU",
+    "Sigmoid", "Softmax", "StateDictError", "Tanh", "Upsample", "functional", "init", "utils",
 ]  # fmt: skip

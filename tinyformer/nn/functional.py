@@ -3,6 +3,7 @@ as F`). Each is defined, with its backward, in `tinyformer/ops/<name>.py`."""
 
 from tinyformer.ops import (
     avg_pool2d,
+    binary_cross_entropy_with_logits,
     conv2d,
     conv_transpose2d,
     cross_entropy,
@@ -20,14 +21,17 @@ from tinyformer.ops import (
     one_hot,
     pad,
     relu,
+    rms_norm,
     scaled_dot_product_attention,
     sigmoid,
+    silu,
     softmax,
     tanh,
 )
 
 __all__ = [
     "avg_pool2d",
+    "binary_cross_entropy_with_logits",
     "conv2d",
     "conv_transpose2d",
     "cross_entropy",
@@ -45,8 +49,10 @@ __all__ = [
     "one_hot",
     "pad",
     "relu",
+    "rms_norm",
     "scaled_dot_product_attention",
     "sigmoid",
+    "silu",
     "softmax",
     "tanh",
 ]

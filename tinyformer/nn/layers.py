@@ -24,8 +24,10 @@ __all__ = [
     "LogSoftmax",
     "ModuleDict",
     "ModuleList",
+    "RMSNorm",
     "ReLU",
     "Sequential",
+    "SiLU",
     "Sigmoid",
     "Softmax",
     "Tanh",
@@ -121,6 +123,30 @@ class LayerNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
+class RMSNorm(Module):
+    """Divide by the root mean square over the last axes, then scale (LLaMA's norm: no mean is
+    subtracted, no bias). `eps=None` is the machine epsilon of the input's dtype, as in PyTorch."""
+
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...],
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        dtype: Any = np.float32,
+    ) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape, self.eps = tuple(shape), eps
+        weight = Parameter(np.ones(self.normalized_shape, dtype)) if elementwise_affine else None
+        self.register_parameter("weight", weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
 class Dropout(Module):
     """Zero each element with probability p in training mode; the identity in eval mode."""
 
@@ -152,6 +178,11 @@ class GELU(Module):
 class ReLU(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x)
+
+
+class SiLU(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x)
 
 
 class Tanh(Module):

@@ -9,7 +9,24 @@ import tinyformer.nn.functional as F
 from tinyformer.nn.module import Module
 from tinyformer.tensor import Tensor
 
-__all__ = ["CrossEntropyLoss", "MSELoss", "NLLLoss"]
+__all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "MSELoss", "NLLLoss"]
+
+
+class BCEWithLogitsLoss(Module):
+    """`F.binary_cross_entropy_with_logits(input, target, ...)`: logits against probabilities
+    (0/1 labels or soft ones) of the same shape; `weight` and `pos_weight` are data."""
+
+    def __init__(self, weight: Any = None, reduction: str = "mean", pos_weight: Any = None) -> None:
+        super().__init__()
+        self.weight, self.reduction, self.pos_weight = weight, reduction, pos_weight
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+        return F.binary_cross_entropy_with_logits(
+            input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}"
 
 
 class CrossEntropyLoss(Module):

@@ -8,6 +8,7 @@ from tinyformer.ops.add import add
 from tinyformer.ops.astype import astype
 from tinyformer.ops.attention import scaled_dot_product_attention
 from tinyformer.ops.avg_pool2d import avg_pool2d
+from tinyformer.ops.binary_cross_entropy_with_logits import binary_cross_entropy_with_logits
 from tinyformer.ops.cat import cat, concatenate, stack
 from tinyformer.ops.clip import clamp, clip
 from tinyformer.ops.clone import clone
@@ -44,7 +45,9 @@ from tinyformer.ops.permute import permute, transpose
 from tinyformer.ops.pow import pow
 from tinyformer.ops.relu import relu
 from tinyformer.ops.reshape import flatten, reshape
+from tinyformer.ops.rms_norm import rms_norm
 from tinyformer.ops.sigmoid import sigmoid
+from tinyformer.ops.silu import silu
 from tinyformer.ops.softmax import softmax
 from tinyformer.ops.split import chunk, split
 from tinyformer.ops.sqrt import sqrt
@@ -58,12 +61,13 @@ from tinyformer.ops.var import std, var
 from tinyformer.ops.where import where
 
 __all__ = [
-    "abs", "add", "argmax", "argmin", "astype", "avg_pool2d", "cat", "chunk", "clamp", "clip",
-    "clone", "concatenate", "conv2d", "conv_transpose2d", "cross_entropy", "div", "dropout",
-    "embedding", "exp", "expand", "flatten", "gelu", "getitem", "interpolate", "layer_norm",
-    "linear", "log", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
-    "max_unpool2d", "maximum", "mean", "min", "minimum", "mse_loss", "mul", "neg", "nll_loss",
-    "one_hot", "pad", "permute", "pow", "relu", "reshape", "scaled_dot_product_attention",
-    "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
-    "transpose", "tril", "triu", "unsqueeze", "var", "where",
+    "abs", "add", "argmax", "argmin", "astype", "avg_pool2d", "binary_cross_entropy_with_logits",
+    "cat", "chunk", "clamp", "clip", "clone", "concatenate", "conv2d", "conv_transpose2d",
+    "cross_entropy", "div", "dropout", "embedding", "exp", "expand", "flatten", "gelu", "getitem",
+    "interpolate", "layer_norm", "linear", "log", "log_softmax", "logsumexp", "masked_fill",
+    "matmul", "max", "max_pool2d", "max_unpool2d", "maximum", "mean", "min", "minimum", "mse_loss",
+    "mul", "neg", "nll_loss", "one_hot", "pad", "permute", "pow", "relu", "reshape", "rms_norm",
+    "scaled_dot_product_attention", "sigmoid", "silu", "softmax", "split", "sqrt", "squeeze",
+    "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril", "triu", "unsqueeze", "var",
+    "where",
 ]  # fmt: skip

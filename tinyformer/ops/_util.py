@@ -75,3 +75,24 @@ def shape_arg(shape: tuple) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])
     return tuple(shape)
+
+
+def same_shape_target(op: str, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+    """A loss's target of input's shape: a tensor that needs a gradient stays one (its dtype
+    must then be input's); anything else (labels as integers or booleans, probabilities) is
+    data, converted to input's dtype."""
+    if isinstance(target, Tensor) and target.requires_grad:
+        if target.dtype != input.dtype:
+            raise OpError(
+                f"{op}: input is {input.dtype} and target {target.dtype}; both need "
+                "gradients, so convert one (target.to(input.dtype))"
+            )
+        t = target
+    else:
+        t = Tensor(np.asarray(data_of(target), input.dtype))
+    if t.shape != input.shape:
+        raise OpError(
+            f"{op}: input {input.shape} and target {t.shape} must have the same shape (reshape "
+            "one of them; broadcasting them would compare every pair)"
+        )
+    return t

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._util import data_of
+from tinyformer.ops._util import same_shape_target
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
@@ -46,20 +46,7 @@ def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # 
     """
     if reduction not in ("mean", "sum", "none"):
         raise OpError(f"mse_loss: reduction must be mean, sum or none, got {reduction!r}")
-    if isinstance(target, Tensor) and target.requires_grad:
-        if target.dtype != input.dtype:
-            raise OpError(
-                f"mse_loss: input is {input.dtype} and target {target.dtype}; both need "
-                "gradients, so convert one (target.to(input.dtype))"
-            )
-        t = target
-    else:  # a target that is data (labels, an integer or float64 array): in input's dtype
-        t = Tensor(np.asarray(data_of(target), input.dtype))
-    if t.shape != input.shape:
-        raise OpError(
-            f"mse_loss: input {input.shape} and target {t.shape} must have the same shape "
-            "(reshape one of them; broadcasting them would compare every pair)"
-        )
+    t = same_shape_target("mse_loss", input, target)
     return MSELoss.apply(input, t, reduction=reduction)
 
 

@@ -15,11 +15,17 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
 
 
+def stable_sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + e^-x) on an array, through e^-|x| so that no exp overflows (silu and
+    binary_cross_entropy_with_logits use it too)."""
+    z = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + z), z / (1 + z))
+
+
 class Sigmoid(Function):
     @staticmethod
     def forward(ctx, x):
-        z = np.exp(-np.abs(x))
-        y = np.where(x >= 0, 1 / (1 + z), z / (1 + z))
+        y = stable_sigmoid(x)
         ctx.save_for_backward(y)
         return y
 
