@@ -58,9 +58,19 @@ def llama_feed_forward(lib, F, x, w_qkv, w_out, n_head):
     return F.binary_cross_entropy_with_logits(y, labels, reduction="none") + y
 
 
+def tensor_methods(lib, F, x, w_qkv, w_out, n_head):
+    """Tensor methods PyTorch code calls by name, each differentiable where PyTorch's is."""
+    first, second = x.unbind(dim=0)  # (5, 8) each
+    m = first.t() @ second.flip(0)  # (8, 8)
+    tiled = m.repeat(2, 1) + w_out[0].expand_as(m.repeat(2, 1))  # (16, 8)
+    keep = tiled.gt(0).type_as(tiled) + tiled.le(-1).type_as(tiled) * (w_out.ne(0)).all()
+    base = tiled.new_zeros(16, 8) + tiled.new_ones((1, 8))
+    return base + tiled * keep @ w_qkv[:, :8].flip((0, 1)) + tiled.eq(tiled.max()).double()
+
+
 @pytest.mark.parametrize(
     "code",
-    [causal_self_attention, reductions_by_dim, llama_feed_forward],
+    [causal_self_attention, reductions_by_dim, llama_feed_forward, tensor_methods],
     ids=lambda f: f.__name__,
 )
 def test_pytorch_code_runs_as_written_and_agrees(code):

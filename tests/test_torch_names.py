@@ -226,3 +226,24 @@ def test_nanogpt_top_k_filter_without_item_assignment():
     # nanoGPT writes logits[logits < v[:, [-1]]] = -inf; tinyformer tensors take no assignment
     logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
     assert F.softmax(logits, dim=-1).numpy()[0, [0, 2]].tolist() == [0.0, 0.0]
+
+
+def test_tensor_methods_by_pytorchs_names_compute_what_numpy_would():
+    a = np.arange(6.0).reshape(2, 3)
+    x = tf.tensor(a, requires_grad=True)
+    tiled = x.repeat(2, 1, 2)  # an extra leading axis, as in PyTorch
+    np.testing.assert_array_equal(tiled.data, np.tile(a, (2, 1, 2)))
+    (tiled * tiled).sum().backward()
+    np.testing.assert_array_equal(x.grad, 2 * a * 4)  # four copies of each element
+    assert [u.data.tolist() for u in x.unbind(dim=1)] == [[0, 3], [1, 4], [2, 5]]
+    np.testing.assert_array_equal(x.flip(0, 1).data, a[::-1, ::-1])
+    np.testing.assert_array_equal(x.t().data, a.T)
+    assert x.new_zeros(4, 1).shape == (4, 1) and x.new_ones((2,), dtype=np.int64).dtype == np.int64
+    assert x.gt(2).data.tolist() == [[False, False, False], [True, True, True]]
+    assert x.ge(2).any(dim=1).data.tolist() == [True, True] and not x.le(4).all().item()
+    with pytest.raises(ValueError, match=r"repeat: needs a size for each of the 2 axes"):
+        x.repeat(2)
+    with pytest.raises(ValueError, match=r"t: expects a tensor of at most 2 axes"):
+        tf.zeros(2, 2, 2).t()
+    with pytest.raises(IndexError, match=r"unbind: dim 2 is out of range for shape \(2, 3\)"):
+        x.unbind(2)

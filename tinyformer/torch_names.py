@@ -7,7 +7,7 @@
   `ElementCount` is both: an int that returns the shape when called.
 - Tensor methods PyTorch code calls and NumPy has under other names or not at all
   (`TorchSpellings`: `x.dim()`, `x.numel()`, `x.float()`, `x.long()`, `x.clamp()`,
-  `x.to(dtype)`, ...).
+  `x.to(dtype)`, `x.repeat()`, `x.unbind()`, `x.flip()`, `x.new_zeros()`, `x.gt()`, ...).
 
 `max` and `min` refuse `dim=` and `keepdim=` with an explanation instead of accepting them:
 PyTorch's `x.max(dim=1)` returns (values, indices), tinyformer's the values only (as
@@ -139,3 +139,95 @@ class TorchSpellings:
     def double(self) -> Tensor:
         """`x` as float64."""
         return self.astype(np.float64)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """`x` in `other`'s dtype."""
+        return self.astype(other.dtype)
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        """`x` broadcast to `other`'s shape (a view; its gradient sums the copies)."""
+        return self.expand(*other.shape)
+
+    def t(self) -> Tensor:
+        """The transpose of a matrix (a 0-d or 1-d tensor is returned as it is, as in PyTorch)."""
+        if self.ndim > 2:
+            raise ValueError(f"t: expects a tensor of at most 2 axes, got shape {self.shape}")
+        return self if self.ndim < 2 else self.transpose(0, 1)
+
+    def repeat(self, *sizes: Any) -> Tensor:
+        """Tile `x`: axis i repeated sizes[i] times (`x.repeat(2, 1)` stacks two copies of a
+        matrix). Extra leading sizes add axes. Built from unsqueeze, expand and reshape, so its
+        gradient sums the copies."""
+        if len(sizes) == 1 and isinstance(sizes[0], tuple | list):
+            sizes = tuple(sizes[0])
+        if len(sizes) < self.ndim:
+            raise ValueError(
+                f"repeat: needs a size for each of the {self.ndim} axes of shape {self.shape}, "
+                f"got {sizes}"
+            )
+        shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
+        # (d0, d1, ...) -> (1, d0, 1, d1, ...) -> (s0, d0, s1, d1, ...) -> (s0 d0, s1 d1, ...)
+        gaps = tuple(n for d in shape for n in (1, d))
+        tiled = tuple(n for s, d in zip(sizes, shape) for n in (s, d))
+        out = self.reshape(*gaps).expand(*tiled)
+        return out.reshape(*(s * d for s, d in zip(sizes, shape)))
+
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        """The slices along `dim`, that axis removed: one split (one graph node), not one
+        indexing op per slice, each of whose backward would allocate a gradient of x's size."""
+        if not -self.ndim <= dim < self.ndim:
+            raise IndexError(f"unbind: dim {dim} is out of range for shape {self.shape}")
+        return tuple(piece.squeeze(dim) for piece in self.split(1, dim))
+
+    def flip(self, *dims: Any) -> Tensor:
+        """`x` reversed along `dims` (an int or a tuple of them)."""
+        if len(dims) == 1 and isinstance(dims[0], tuple | list):
+            dims = tuple(dims[0])
+        index = [slice(None)] * self.ndim
+        for d in dims:
+            if not -self.ndim <= d < self.ndim:
+                raise IndexError(f"flip: dim {d} is out of range for shape {self.shape}")
+            index[d] = slice(None, None, -1)
+        return self[tuple(index)]
+
+    def new_zeros(self, *size: Any, dtype: Any = None) -> Tensor:
+        """A tensor of zeros of `size`, in x's dtype unless `dtype` is given."""
+        return self._new(np.zeros, size, dtype)
+
+    def new_ones(self, *size: Any, dtype: Any = None) -> Tensor:
+        """A tensor of ones of `size`, in x's dtype unless `dtype` is given."""
+        return self._new(np.ones, size, dtype)
+
+    def _new(self, make: Callable, size: tuple, dtype: Any) -> Tensor:
+        if len(size) == 1 and isinstance(size[0], tuple | list):
+            size = tuple(size[0])
+        return type(self)(make(size, self.dtype if dtype is None else dtype))
+
+    # Comparisons by name (the operators give the same boolean tensors, with no gradient).
+    def eq(self, other: Any) -> Tensor:
+        return self == other
+
+    def ne(self, other: Any) -> Tensor:
+        return self != other
+
+    def lt(self, other: Any) -> Tensor:
+        return self < other
+
+    def le(self, other: Any) -> Tensor:
+        return self <= other
+
+    def gt(self, other: Any) -> Tensor:
+        return self > other
+
+    def ge(self, other: Any) -> Tensor:
+        return self >= other
+
+    @torch_names
+    def all(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        """Whether every element (along `axis`) is nonzero: a boolean tensor, no gradient."""
+        return type(self)(np.all(self.data, axis=axis, keepdims=keepdims))
+
+    @torch_names
+    def any(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        """Whether any element (along `axis`) is nonzero: a boolean tensor, no gradient."""
+        return type(self)(np.any(self.data, axis=axis, keepdims=keepdims))
