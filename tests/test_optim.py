@@ -183,3 +183,54 @@ def test_cosine_annealing_follows_pytorch():
         theirs.step()
         their_sched.step()
         ours.step()
+
+
+def _two_groups(lr):
+    return optim.SGD([{"params": _params()[:1]}, {"params": _params()[1:], "lr": 2 * lr}], lr=lr)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        ("LambdaLR", {"lr_lambda": lambda step: 1 / (1 + step) ** 0.5}),
+        ("LambdaLR", {"lr_lambda": [lambda step: 0.9**step, lambda step: min(1, (step + 1) / 4)]}),
+        ("LinearLR", {}),
+        ("LinearLR", {"start_factor": 1.0, "end_factor": 0.1, "total_iters": 6}),
+        ("ExponentialLR", {"gamma": 0.8}),
+    ],
+    ids=["lambda", "lambda-per-group", "linear-warmup", "linear-decay", "exponential"],
+)
+def test_schedules_follow_pytorch(name, kwargs):
+    torch = pytest.importorskip("torch")
+    params = [torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))]
+    theirs = torch.optim.SGD([{"params": params[:1]}, {"params": params[1:], "lr": 1.0}], lr=0.5)
+    their_sched = getattr(torch.optim.lr_scheduler, name)(theirs, **kwargs)
+    ours = getattr(optim, name)(_two_groups(0.5), **kwargs)
+    for _ in range(12):
+        np.testing.assert_allclose(ours.get_last_lr(), their_sched.get_last_lr(), rtol=1e-12)
+        theirs.step()
+        their_sched.step()
+        ours.step()
+
+
+def test_linear_and_lambda_schedules_without_pytorch():
+    sched = optim.LinearLR(optim.SGD(_params(), lr=0.9), start_factor=0.1, total_iters=3)
+    got = []
+    for _ in range(5):
+        got.append(sched.get_last_lr()[0])
+        sched.step()
+    np.testing.assert_allclose(got, [0.09, 0.36, 0.63, 0.9, 0.9])
+    warmup = optim.LambdaLR(_two_groups(0.1), lambda step: min(1.0, (step + 1) / 10))
+    for _ in range(4):
+        warmup.step()
+    np.testing.assert_allclose(warmup.get_last_lr(), [0.05, 0.1])
+    again = optim.LambdaLR(_two_groups(0.1), lambda step: min(1.0, (step + 1) / 10))
+    again.load_state_dict(warmup.state_dict())
+    assert again.get_last_lr() == warmup.get_last_lr()
+    with pytest.raises(ValueError, match="LambdaLR: got 1 functions for 2 param groups"):
+        optim.LambdaLR(_two_groups(0.1), [lambda step: 1.0])
+    with pytest.raises(ValueError, match="LinearLR: needs 0 < start_factor <= 1"):
+        optim.LinearLR(optim.SGD(_params(), lr=0.1), start_factor=0)
+    with pytest.raises(ValueError, match="ExponentialLR: gamma must be > 0, got 0"):
+        optim.ExponentialLR(optim.SGD(_params(), lr=0.1), gamma=0)

@@ -5,6 +5,9 @@ from tinyformer.optim.clip import clip_grad_norm_
 from tinyformer.optim.groups import weight_decay_groups
 from tinyformer.optim.lr_scheduler import (
     CosineAnnealingLR,
+    ExponentialLR,
+    LambdaLR,
+    LinearLR,
     LRScheduler,
     StepLR,
     WarmupCosineLR,
@@ -14,6 +17,7 @@ from tinyformer.optim.optimizer import Optimizer
 from tinyformer.optim.sgd import SGD
 
 __all__ = [
-    "SGD", "Adam", "AdamW", "CosineAnnealingLR", "LRScheduler", "Optimizer", "StepLR",
-    "WarmupCosineLR", "clip_grad_norm_", "warmup_cosine", "weight_decay_groups",
+    "SGD", "Adam", "AdamW", "CosineAnnealingLR", "ExponentialLR", "LRScheduler", "LambdaLR",
+    "LinearLR", "Optimizer", "StepLR", "WarmupCosineLR", "clip_grad_norm_", "warmup_cosine",
+    "weight_decay_groups",
 ]  # fmt: skip

@@ -5,11 +5,21 @@ small scheduler class that writes it into the optimizer's groups, PyTorch style:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tinyformer.optim.optimizer import Optimizer
 
-__all__ = ["CosineAnnealingLR", "LRScheduler", "StepLR", "WarmupCosineLR", "warmup_cosine"]
+__all__ = [
+    "CosineAnnealingLR",
+    "ExponentialLR",
+    "LRScheduler",
+    "LambdaLR",
+    "LinearLR",
+    "StepLR",
+    "WarmupCosineLR",
+    "warmup_cosine",
+]
 
 
 def warmup_cosine(step: int, base_lr: float, warmup: int, total: int, min_lr: float) -> float:
@@ -98,3 +108,72 @@ class CosineAnnealingLR(LRScheduler):
     def lr_at(self, step: int, base_lr: float) -> float:
         cosine = 0.5 * (1.0 + math.cos(math.pi * step / self.T_max))
         return self.eta_min + (base_lr - self.eta_min) * cosine
+
+
+class LambdaLR(LRScheduler):
+    """lr = base_lr * lr_lambda(step): any schedule as a function of the step, e.g. a linear
+    warm-up, `LambdaLR(opt, lambda step: min(1.0, (step + 1) / 100))`. One function for every
+    group, or a list of one per group. As in PyTorch, state_dict does not save the functions."""
+
+    def __init__(
+        self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | Sequence[Callable]
+    ) -> None:
+        groups = len(optimizer.param_groups)
+        if callable(lr_lambda):
+            self.lr_lambdas = [lr_lambda] * groups
+        else:
+            self.lr_lambdas = list(lr_lambda)
+            if len(self.lr_lambdas) != groups:
+                raise ValueError(
+                    f"LambdaLR: got {len(self.lr_lambdas)} functions for {groups} param groups"
+                )
+        super().__init__(optimizer)
+
+    def _apply(self) -> None:  # one function per group, so the group's index is needed
+        for i, (group, base) in enumerate(zip(self.optimizer.param_groups, self.base_lrs)):
+            group["lr"] = base * self.lr_lambdas[i](self.last_step)
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        return base_lr * self.lr_lambdas[0](step)
+
+
+class LinearLR(LRScheduler):
+    """The factor goes linearly from `start_factor` to `end_factor` over `total_iters` steps,
+    then stays: lr = base_lr * (start + (end - start) * min(step, total_iters) / total_iters).
+    With end_factor 1 it is a linear warm-up (PyTorch's defaults: 1/3 to 1 over 5 steps)."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+    ) -> None:
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError(
+                "LinearLR: needs 0 < start_factor <= 1 and 0 <= end_factor <= 1, got "
+                f"{start_factor} and {end_factor}"
+            )
+        if isinstance(total_iters, bool) or not isinstance(total_iters, int) or total_iters < 1:
+            raise ValueError(
+                f"LinearLR: total_iters must be a whole number >= 1, got {total_iters!r}"
+            )
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer)
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        done = min(step, self.total_iters) / self.total_iters
+        return base_lr * (self.start_factor + (self.end_factor - self.start_factor) * done)
+
+
+class ExponentialLR(LRScheduler):
+    """lr = base_lr * gamma ** step: multiply by gamma every step."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float) -> None:
+        if not gamma > 0:
+            raise ValueError(f"ExponentialLR: gamma must be > 0, got {gamma}")
+        self.gamma = gamma
+        super().__init__(optimizer)
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        return base_lr * self.gamma**step
