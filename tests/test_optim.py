@@ -173,18 +173,6 @@ def test_cosine_annealing_matches_pytorchs_closed_form_and_checks_t_max():
             optim.CosineAnnealingLR(optim.SGD(_params(), lr=1.0), T_max=bad)
 
 
-def test_cosine_annealing_follows_pytorch():
-    torch = pytest.importorskip("torch")
-    theirs = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5)
-    their_sched = torch.optim.lr_scheduler.CosineAnnealingLR(theirs, T_max=7, eta_min=0.01)
-    ours = optim.CosineAnnealingLR(optim.SGD(_params(), lr=0.5), T_max=7, eta_min=0.01)
-    for _ in range(16):
-        assert ours.get_last_lr()[0] == pytest.approx(their_sched.get_last_lr()[0], rel=1e-9)
-        theirs.step()
-        their_sched.step()
-        ours.step()
-
-
 def _two_groups(lr):
     return optim.SGD([{"params": _params()[:1]}, {"params": _params()[1:], "lr": 2 * lr}], lr=lr)
 
@@ -198,8 +186,9 @@ def _two_groups(lr):
         ("LinearLR", {}),
         ("LinearLR", {"start_factor": 1.0, "end_factor": 0.1, "total_iters": 6}),
         ("ExponentialLR", {"gamma": 0.8}),
+        ("CosineAnnealingLR", {"T_max": 7, "eta_min": 0.01}),  # past T_max too
     ],
-    ids=["lambda", "lambda-per-group", "linear-warmup", "linear-decay", "exponential"],
+    ids=["lambda", "lambda-per-group", "linear-warmup", "linear-decay", "exponential", "cosine"],
 )
 def test_schedules_follow_pytorch(name, kwargs):
     torch = pytest.importorskip("torch")
@@ -207,7 +196,7 @@ def test_schedules_follow_pytorch(name, kwargs):
     theirs = torch.optim.SGD([{"params": params[:1]}, {"params": params[1:], "lr": 1.0}], lr=0.5)
     their_sched = getattr(torch.optim.lr_scheduler, name)(theirs, **kwargs)
     ours = getattr(optim, name)(_two_groups(0.5), **kwargs)
-    for _ in range(12):
+    for _ in range(16):
         np.testing.assert_allclose(ours.get_last_lr(), their_sched.get_last_lr(), rtol=1e-12)
         theirs.step()
         their_sched.step()
