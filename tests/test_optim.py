@@ -15,6 +15,15 @@ def _params(seed=0, dtype=np.float64):
     return [nn.Parameter(rng.standard_normal(s).astype(dtype)) for s in [(3, 4), (4,)]]
 
 
+def _first_lrs(sched, steps):
+    """The first group's lr at steps 0 .. steps - 1 (stepping the scheduler between them)."""
+    lrs = []
+    for _ in range(steps):
+        lrs.append(sched.get_last_lr()[0])
+        sched.step()
+    return lrs
+
+
 def _grads(step, params):
     rng = np.random.default_rng(100 + step)
     for p in params:
@@ -115,10 +124,7 @@ def test_warmup_cosine_schedule():
         seen.append(sched.get_last_lr()[0])
     np.testing.assert_allclose(seen, [2 * lr for lr in lrs[:31]])
     step = optim.StepLR(optim.SGD(_params(), lr=1.0), step_size=3, gamma=0.5)
-    got = []
-    for _ in range(7):
-        got.append(step.get_last_lr()[0])
-        step.step()
+    got = _first_lrs(step, 7)
     assert got == [1, 1, 1, 0.5, 0.5, 0.5, 0.25]
 
 
@@ -160,10 +166,7 @@ def test_optimizers_match_pytorch(name, kwargs):
 
 def test_cosine_annealing_matches_pytorchs_closed_form_and_checks_t_max():
     sched = optim.CosineAnnealingLR(optim.SGD(_params(), lr=1.0), T_max=10, eta_min=0.1)
-    got = []
-    for _ in range(21):
-        got.append(sched.get_last_lr()[0])
-        sched.step()
+    got = _first_lrs(sched, 21)
     expected = [0.1 + 0.45 * (1 + math.cos(math.pi * s / 10)) for s in range(21)]
     np.testing.assert_allclose(got, expected)
     assert got[0] == pytest.approx(1.0) and got[10] == pytest.approx(0.1)
@@ -205,10 +208,7 @@ def test_schedules_follow_pytorch(name, kwargs):
 
 def test_linear_and_lambda_schedules_without_pytorch():
     sched = optim.LinearLR(optim.SGD(_params(), lr=0.9), start_factor=0.1, total_iters=3)
-    got = []
-    for _ in range(5):
-        got.append(sched.get_last_lr()[0])
-        sched.step()
+    got = _first_lrs(sched, 5)
     np.testing.assert_allclose(got, [0.09, 0.36, 0.63, 0.9, 0.9])
     warmup = optim.LambdaLR(_two_groups(0.1), lambda step: min(1.0, (step + 1) / 10))
     for _ in range(4):

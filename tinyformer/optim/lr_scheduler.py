@@ -129,12 +129,11 @@ class LambdaLR(LRScheduler):
                 )
         super().__init__(optimizer)
 
-    def _apply(self) -> None:  # one function per group, so the group's index is needed
+    def _apply(self) -> None:
+        # In place of lr_at(step, base_lr): each group has its own function, so the rate
+        # depends on the group's index too.
         for i, (group, base) in enumerate(zip(self.optimizer.param_groups, self.base_lrs)):
             group["lr"] = base * self.lr_lambdas[i](self.last_step)
-
-    def lr_at(self, step: int, base_lr: float) -> float:
-        return base_lr * self.lr_lambdas[0](step)
 
 
 class LinearLR(LRScheduler):
