@@ -27,11 +27,18 @@ import numpy as np
 if TYPE_CHECKING:
     from tinyformer.tensor import Tensor
 
-__all__ = ["ElementCount", "TorchSpellings", "max_names", "torch_names"]
+__all__ = ["ElementCount", "TorchSpellings", "max_names", "shape_arg", "torch_names"]
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])
 
 _ALIASES = {"dim": "axis", "keepdim": "keepdims"}  # PyTorch's name -> tinyformer's
+
+
+def shape_arg(shape: tuple) -> tuple[int, ...]:
+    """Accept `f(x, 2, 3)` and `f(x, (2, 3))` alike, as PyTorch (and NumPy's reshape) do."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
 
 
 def torch_names(fn: Fn) -> Fn:
@@ -158,8 +165,7 @@ class TorchSpellings:
         """Tile `x`: axis i repeated sizes[i] times (`x.repeat(2, 1)` stacks two copies of a
         matrix). Extra leading sizes add axes. Built from unsqueeze, expand and reshape, so its
         gradient sums the copies."""
-        if len(sizes) == 1 and isinstance(sizes[0], tuple | list):
-            sizes = tuple(sizes[0])
+        sizes = shape_arg(sizes)
         if len(sizes) < self.ndim:
             raise ValueError(
                 f"repeat: needs a size for each of the {self.ndim} axes of shape {self.shape}, "
@@ -181,8 +187,7 @@ class TorchSpellings:
 
     def flip(self, *dims: Any) -> Tensor:
         """`x` reversed along `dims` (an int or a tuple of them)."""
-        if len(dims) == 1 and isinstance(dims[0], tuple | list):
-            dims = tuple(dims[0])
+        dims = shape_arg(dims)
         index = [slice(None)] * self.ndim
         for d in dims:
             if not -self.ndim <= d < self.ndim:
@@ -199,9 +204,7 @@ class TorchSpellings:
         return self._new(np.ones, size, dtype)
 
     def _new(self, make: Callable, size: tuple, dtype: Any) -> Tensor:
-        if len(size) == 1 and isinstance(size[0], tuple | list):
-            size = tuple(size[0])
-        return type(self)(make(size, self.dtype if dtype is None else dtype))
+        return type(self)(make(shape_arg(size), self.dtype if dtype is None else dtype))
 
     # Comparisons by name (the operators give the same boolean tensors, with no gradient).
     def eq(self, other: Any) -> Tensor:

@@ -70,13 +70,6 @@ def data_of(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x
 
 
-def shape_arg(shape: tuple) -> tuple[int, ...]:
-    """Accept `f(x, 2, 3)` and `f(x, (2, 3))` alike."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return tuple(shape)
-
-
 def same_shape_target(op: str, input: Tensor, target: Any) -> Tensor:  # noqa: A002
     """A loss's target of input's shape: a tensor that needs a gradient stays one (its dtype
     must then be input's); anything else (labels as integers or booleans, probabilities) is

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._util import shape_arg, unbroadcast
+from tinyformer.ops._util import unbroadcast
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, broadcastable, floats
+from tinyformer.torch_names import shape_arg
 
 
 class Expand(Function):

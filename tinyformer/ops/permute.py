@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._util import normalize_axes, shape_arg
+from tinyformer.ops._util import normalize_axes
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
+from tinyformer.torch_names import shape_arg
 
 
 class Permute(Function):

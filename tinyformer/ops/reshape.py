@@ -11,9 +11,9 @@ import math
 from typing import Any
 
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._util import shape_arg
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
+from tinyformer.torch_names import shape_arg
 
 
 class Reshape(Function):
