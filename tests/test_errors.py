@@ -21,6 +21,15 @@ import tinyformer.nn.functional as F
             r"matmul: batch .*\(2, 3, 4\).*\(5, 4, 2\)",
         ),
         (lambda: tf.zeros(2, 3) + tf.zeros(4), r"Add: .*\(2, 3\), \(4,\)"),
+        (
+            lambda: tf.einsum("ij,jk", tf.zeros(2, 3), tf.zeros(4, 2)),
+            r"einsum: 'ij,jk': axis 'j' has lengths 3 and 4 .*\(2, 3\), \(4, 2\)",
+        ),
+        (lambda: tf.einsum("ij", tf.zeros(3)), r"einsum: operand 0 has subscripts 'ij' for 1 dim"),
+        (lambda: tf.einsum("i,j", tf.zeros(3)), r"einsum: 'i,j' has 2 operand\(s\), got 1"),
+        (lambda: tf.einsum("ii->i", tf.zeros(2, 2)), r"einsum: 'ii->i': a letter repeated in 'ii'"),
+        (lambda: tf.einsum("ij->ik", tf.zeros(2, 2)), r"einsum: 'ij->ik': output letter.*'k'"),
+        (lambda: tf.einsum("i.j", tf.zeros(2, 2)), r"einsum: 'i.j': subscripts are letters"),
         # axes out of range: were an IndexError (transpose) and NumPy's AxisError (permute,
         # whose check took 5 % 2 == 1 for axis 1)
         (lambda: tf.zeros(2, 3).transpose(0, 5), r"transpose: axis 5 is out of range .* 2 dim"),

@@ -68,9 +68,27 @@ def tensor_methods(lib, F, x, w_qkv, w_out, n_head):
     return base + tiled * keep @ w_qkv[:, :8].flip((0, 1)) + tiled.eq(tiled.max()).double()
 
 
+def einsum_attention(lib, F, x, w_qkv, w_out, n_head):
+    """Attention written with einsum, as much research code is: heads split by a view, scores
+    and the weighted sum of values as named-axis products, the output projection as one too."""
+    B, T, C = x.shape
+    qkv = lib.einsum("btc,cd->btd", x, w_qkv).view(B, T, 3, n_head, C // n_head)
+    q, k, v = qkv.unbind(dim=2)  # (B, T, nh, hs) each
+    scores = lib.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(C // n_head)
+    att = F.softmax(scores, dim=-1)
+    y = lib.einsum("bhqk,bkhd->bqhd", att, v).reshape(B, T, C)
+    return lib.einsum("...c,dc", y, w_out) + lib.einsum("btc,btc->b", x, x)[:, None, None]
+
+
 @pytest.mark.parametrize(
     "code",
-    [causal_self_attention, reductions_by_dim, llama_feed_forward, tensor_methods],
+    [
+        causal_self_attention,
+        reductions_by_dim,
+        llama_feed_forward,
+        tensor_methods,
+        einsum_attention,
+    ],
     ids=lambda f: f.__name__,
 )
 def test_pytorch_code_runs_as_written_and_agrees(code):

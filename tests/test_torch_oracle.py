@@ -86,6 +86,7 @@ TORCH = {
     ),
     "logsumexp": lambda x, axis, keepdims: torch.logsumexp(x, dim=_dims(x, axis), keepdim=keepdims),
     "matmul": torch.matmul,
+    "einsum": lambda *xs, equation: torch.einsum(equation, *xs),
     "linear": lambda x, w, b: TF.linear(x, w, b),
     "reshape": lambda x, shape: x.reshape(shape),
     "flatten": lambda x, start_dim, end_dim: torch.flatten(x, start_dim, end_dim),

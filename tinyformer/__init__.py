@@ -47,6 +47,7 @@ from tinyformer.ops import (
     clone,
     concatenate,
     div,
+    einsum,
     exp,
     expand,
     flatten,
@@ -95,7 +96,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "arange", "argmax", "argmin",
     "cat", "chunk", "clamp", "clip", "clone", "concatenate", "detect_anomaly", "div",
-    "enable_grad", "exp", "expand", "flatten", "float32", "float64", "from_numpy", "full",
+    "einsum", "enable_grad", "exp", "expand", "flatten", "float32", "float64", "from_numpy", "full",
     "get_rng_state", "grad", "gradcheck", "int64", "is_grad_enabled", "log", "logsumexp", "long",
     "manual_seed", "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mul",
     "multinomial", "neg", "nn", "no_grad", "ones", "ones_like", "optim", "permute", "pow", "rand",
