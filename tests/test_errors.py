@@ -30,6 +30,16 @@ import tinyformer.nn.functional as F
         (lambda: tf.einsum("ii->i", tf.zeros(2, 2)), r"einsum: 'ii->i': a letter repeated in 'ii'"),
         (lambda: tf.einsum("ij->ik", tf.zeros(2, 2)), r"einsum: 'ij->ik': output letter.*'k'"),
         (lambda: tf.einsum("i.j", tf.zeros(2, 2)), r"einsum: 'i.j': subscripts are letters"),
+        (
+            lambda: tf.zeros(3, 4).gather(1, np.array([[4]])),
+            r"gather: index 4 is out of range for axis 1 of length 4",
+        ),
+        (
+            lambda: tf.zeros(3, 4).gather(0, np.zeros((1, 5), int)),
+            r"gather: index \(1, 5\) is longer than x \(3, 4\) along an axis other than 0",
+        ),
+        (lambda: tf.zeros(3, 4).gather(1, np.zeros(2, int)), r"gather: index must be .* 2 axes"),
+        (lambda: tf.zeros(3, 4).cumsum(2), r"cumsum: axis 2 is out of range .*\(3, 4\)"),
         # axes out of range: were an IndexError (transpose) and NumPy's AxisError (permute,
         # whose check took 5 % 2 == 1 for axis 1)
         (lambda: tf.zeros(2, 3).transpose(0, 5), r"transpose: axis 5 is out of range .* 2 dim"),

@@ -80,6 +80,17 @@ def einsum_attention(lib, F, x, w_qkv, w_out, n_head):
     return lib.einsum("...c,dc", y, w_out) + lib.einsum("btc,btc->b", x, x)[:, None, None]
 
 
+def target_log_probs(lib, F, x, w_qkv, w_out, n_head):
+    """Each position's log-probability of its target, picked with gather (the cross-entropy
+    by hand), and running sums of log-probabilities along the sequence and the vocabulary."""
+    logits = x @ w_qkv[:, :8]  # (B, T, V)
+    logp = F.log_softmax(logits + x @ w_out, dim=-1)
+    target = logits.argmax(dim=-1, keepdim=True)  # (B, T, 1) integers, no gradient
+    picked = logp.gather(-1, target)  # (B, T, 1)
+    repeats = lib.gather(x, 2, target.expand(2, 5, 8))  # (B, T, C): one feature, 8 times
+    return picked.cumsum(dim=1) + lib.cumsum(logp, dim=-1) + repeats
+
+
 @pytest.mark.parametrize(
     "code",
     [
@@ -88,6 +99,7 @@ def einsum_attention(lib, F, x, w_qkv, w_out, n_head):
         llama_feed_forward,
         tensor_methods,
         einsum_attention,
+        target_log_probs,
     ],
     ids=lambda f: f.__name__,
 )

@@ -104,6 +104,8 @@ TORCH = {
     "clone": torch.clone,
     "astype": lambda x: x.to(x.dtype),
     "topk": lambda x, k, axis, largest: _weighted_topk(torch.topk(x, k, dim=axis, largest=largest)),
+    "gather": lambda x, axis, index: torch.gather(x, axis, torch.from_numpy(index)),
+    "cumsum": lambda x, axis: torch.cumsum(x, axis),
     "tril": lambda x, diagonal: torch.tril(x, diagonal),
     "triu": lambda x, diagonal: torch.triu(x, diagonal),
     "mse_loss": lambda x, t, reduction: TF.mse_loss(x, t, reduction=reduction),

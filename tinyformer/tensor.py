@@ -354,6 +354,14 @@ class Tensor(TorchSpellings):
     def topk(self, k: int, axis: int = -1, largest: bool = True, sorted: bool = True) -> Any:  # noqa: A002
         return _ops.topk(self, k, axis, largest, sorted)
 
+    @torch_names
+    def gather(self, axis: int, index: Any) -> Tensor:
+        return _ops.gather(self, axis, index)
+
+    @torch_names
+    def cumsum(self, axis: int) -> Tensor:
+        return _ops.cumsum(self, axis)
+
     def tril(self, diagonal: int = 0) -> Tensor:
         return _ops.tril(self, diagonal)
 

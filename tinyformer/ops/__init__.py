@@ -15,12 +15,14 @@ from tinyformer.ops.clone import clone
 from tinyformer.ops.conv2d import conv2d
 from tinyformer.ops.conv_transpose2d import conv_transpose2d
 from tinyformer.ops.cross_entropy import cross_entropy
+from tinyformer.ops.cumsum import cumsum
 from tinyformer.ops.div import div
 from tinyformer.ops.dropout import dropout
 from tinyformer.ops.einsum import einsum
 from tinyformer.ops.embedding import embedding
 from tinyformer.ops.exp import exp
 from tinyformer.ops.expand import expand
+from tinyformer.ops.gather import gather
 from tinyformer.ops.gelu import gelu
 from tinyformer.ops.getitem import getitem
 from tinyformer.ops.interpolate import interpolate
@@ -64,11 +66,11 @@ from tinyformer.ops.where import where
 __all__ = [
     "abs", "add", "argmax", "argmin", "astype", "avg_pool2d", "binary_cross_entropy_with_logits",
     "cat", "chunk", "clamp", "clip", "clone", "concatenate", "conv2d", "conv_transpose2d",
-    "cross_entropy", "div", "dropout", "einsum", "embedding", "exp", "expand", "flatten", "gelu",
-    "getitem", "interpolate", "layer_norm", "linear", "log", "log_softmax", "logsumexp",
-    "masked_fill", "matmul", "max", "max_pool2d", "max_unpool2d", "maximum", "mean", "min",
-    "minimum", "mse_loss", "mul", "neg", "nll_loss", "one_hot", "pad", "permute", "pow", "relu",
-    "reshape", "rms_norm", "scaled_dot_product_attention", "sigmoid", "silu", "softmax", "split",
-    "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril", "triu",
-    "unsqueeze", "var", "where",
+    "cross_entropy", "cumsum", "div", "dropout", "einsum", "embedding", "exp", "expand", "flatten",
+    "gather", "gelu", "getitem", "interpolate", "layer_norm", "linear", "log", "log_softmax",
+    "logsumexp", "masked_fill", "matmul", "max", "max_pool2d", "max_unpool2d", "maximum", "mean",
+    "min", "minimum", "mse_loss", "mul", "neg", "nll_loss", "one_hot", "pad", "permute", "pow",
+    "relu", "reshape", "rms_norm", "scaled_dot_product_attention", "sigmoid", "silu", "softmax",
+    "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril",
+    "triu", "unsqueeze", "var", "where",
 ]  # fmt: skip
