@@ -11,6 +11,7 @@ import numpy as np
 import tinyformer.nn.functional as F
 from tinyformer.nn import init
 from tinyformer.nn.module import Module, Parameter
+from tinyformer.ops._util import normalized_shape_tuple
 from tinyformer.tensor import Tensor
 from tinyformer.torch_names import torch_names
 
@@ -111,10 +112,11 @@ class LayerNorm(Module):
         dtype: Any = np.float32,
     ) -> None:
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-        self.normalized_shape, self.eps = tuple(shape), eps
+        self.normalized_shape, self.eps = normalized_shape_tuple(normalized_shape), eps
         self.weight = Parameter(np.ones(self.normalized_shape, dtype))
-        self.register_parameter("bias", Parameter(np.zeros(shape, dtype)) if bias else None)
+        self.register_parameter(
+            "bias", Parameter(np.zeros(self.normalized_shape, dtype)) if bias else None
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -135,8 +137,7 @@ class RMSNorm(Module):
         dtype: Any = np.float32,
     ) -> None:
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-        self.normalized_shape, self.eps = tuple(shape), eps
+        self.normalized_shape, self.eps = normalized_shape_tuple(normalized_shape), eps
         weight = Parameter(np.ones(self.normalized_shape, dtype)) if elementwise_affine else None
         self.register_parameter("weight", weight)
 

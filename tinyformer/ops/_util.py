@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,14 @@ def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
     if len(set(out)) != len(out):
         raise OpError(f"{op}: repeated axis in {axis}")
     return tuple(sorted(out))
+
+
+def normalized_shape_tuple(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
+    """The norms' `normalized_shape` (an int for the last axis, or the trailing axes' sizes) as
+    a tuple: layer_norm, rms_norm and their layers."""
+    if isinstance(normalized_shape, int):
+        return (normalized_shape,)
+    return tuple(normalized_shape)
 
 
 def expand_reduced(g: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool):

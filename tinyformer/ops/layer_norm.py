@@ -20,6 +20,7 @@ import numpy as np
 
 from tinyformer import registry
 from tinyformer.autograd import Function, OpError
+from tinyformer.ops._util import normalized_shape_tuple
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
@@ -83,7 +84,7 @@ def layer_norm(
     eps: float = 1e-5,
 ) -> Tensor:
     """Layer normalisation over the trailing `normalized_shape` axes, as in PyTorch."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = normalized_shape_tuple(normalized_shape)
     if tuple(x.shape[len(x.shape) - len(shape) :]) != shape or len(shape) > x.ndim:
         raise OpError(f"layer_norm: input of shape {x.shape} does not end in {shape}")
     for name, p in (("weight", weight), ("bias", bias)):

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tinyformer.autograd import Function, OpError
+from tinyformer.ops._util import normalized_shape_tuple
 from tinyformer.ops.layer_norm import _sample as layer_norm_sample
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample
@@ -59,7 +60,7 @@ def rms_norm(
 ) -> Tensor:
     """RMS normalisation over the trailing `normalized_shape` axes, as in PyTorch's
     `F.rms_norm`: `eps=None` means the machine epsilon of x's dtype, PyTorch's default."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = normalized_shape_tuple(normalized_shape)
     if len(shape) > x.ndim or tuple(x.shape[x.ndim - len(shape) :]) != shape:
         raise OpError(f"rms_norm: input of shape {x.shape} does not end in {shape}")
     if weight is not None and tuple(weight.shape) != shape:
