@@ -304,6 +304,17 @@ def test_rms_norm_is_layer_norm_on_rows_of_mean_zero():
     np.testing.assert_allclose(np.mean(y * y, axis=1), 1.0, rtol=1e-10)  # eps = float64's
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rms_norm_default_eps_is_the_dtype_epsilon(dtype):
+    # As in PyTorch. A row of small mean square, where eps shows: float32's epsilon moves it
+    # by ~4e-4 relative to float64's.
+    x = tf.Tensor(np.array([[0.01, -0.012, 0.02]], dtype))
+    ours = F.rms_norm(x, 3).data
+    assert ours.dtype == dtype
+    np.testing.assert_array_equal(ours, F.rms_norm(x, 3, eps=float(np.finfo(dtype).eps)).data)
+    assert not np.array_equal(ours, F.rms_norm(x, 3, eps=1e-6).data)
+
+
 def test_rms_norm_checks_shapes():
     assert list(nn.RMSNorm((2, 3)).state_dict()) == ["weight"]
     assert list(nn.RMSNorm(3, elementwise_affine=False).state_dict()) == []

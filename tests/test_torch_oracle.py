@@ -116,7 +116,7 @@ TORCH = {
     "nll_loss": lambda x, t, **kw: TF.nll_loss(x, t, **kw),
     "binary_cross_entropy_with_logits": _bce_with_logits,
     "layer_norm": lambda x, w, b, normalized_shape: TF.layer_norm(x, normalized_shape, w, b),
-    "rms_norm": lambda x, w, normalized_shape: TF.rms_norm(x, normalized_shape, w),
+    "rms_norm": lambda x, w, normalized_shape: TF.rms_norm(x, normalized_shape, w, eps=1e-6),
     "embedding": lambda idx, w: TF.embedding(idx, w),
     "scaled_dot_product_attention": _sdpa,
     "conv2d": lambda x, w, b, **kw: TF.conv2d(x, w, b, **kw),

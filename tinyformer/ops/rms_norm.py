@@ -82,7 +82,10 @@ def _sample(draw) -> Sample:
 SPECS = [
     OpSpec(
         "rms_norm",
-        lambda x, w, normalized_shape: rms_norm(x, normalized_shape, w),
+        # A fixed eps: the default (None) is each dtype's own epsilon, so float32 and float64
+        # would compute different functions, far apart on rows of small mean square (3.8e-4
+        # for a row of rms 0.015). The default has its own test (test_op_properties.py).
+        lambda x, w, normalized_shape: rms_norm(x, normalized_shape, w, eps=1e-6),
         _sample,
         functions=(RMSNorm,),
     )
