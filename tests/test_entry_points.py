@@ -92,6 +92,13 @@ def test_bench_quick_writes_json_and_png(tmp_path, capsys):
     kernels = results["kernels_quick"]["rows"]
     assert {row["primitive"] for row in kernels} >= {"attention.backward", "adamw.step"}
     assert all(row["numpy_ms"] > 0 for row in kernels)
+    # The ceiling is the speedup at the GEMM rate: ceiling / speedup = GEMM rate / kernel rate.
+    assert results["gemm_GFLOPs"] > 0
+    ceilings = [row for row in kernels if "ceiling" in row]
+    assert {row["primitive"] for row in ceilings} == {"attention.forward", "attention.backward"}
+    for row in (row for row in ceilings if "speedup" in row):  # with numba
+        rate = row["GFLOP/s"] * row["ceiling"] / row["speedup"]
+        assert rate == pytest.approx(results["gemm_GFLOPs"], rel=1e-9)
     assert [row["T"] for row in results["attention_memory"]] == [64, 128]
     if importlib.util.find_spec("numba") is not None:
         for pulse in results["pulse"].values():  # before and after the tables

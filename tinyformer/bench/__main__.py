@@ -21,7 +21,7 @@ from tinyformer.bench import (
 )
 from tinyformer.bench.cases import BABY, engine_overhead, op_timings
 from tinyformer.bench.kernels import attention_memory, geometric_mean, kernel_timings, time_cases
-from tinyformer.bench.pulse import describe, pulse
+from tinyformer.bench.pulse import describe, gemm_rate, pulse
 from tinyformer.bench.vision import vision_cases
 from tinyformer.fileio import check_writable
 from tinyformer.runtime import BENCH_ENV, restart_with_runtime_env
@@ -49,10 +49,11 @@ class Report:
 def _kernels(
     name: str, shapes: dict | None, repeats: int, out: Path, results: dict, report: Report
 ) -> None:
+    gemm = results["gemm_GFLOPs"]
     rows = (
-        time_cases(vision_cases(quick="quick" in name), repeats)
+        time_cases(vision_cases(quick="quick" in name), repeats, gemm)
         if shapes is None
-        else (kernel_timings(shapes, repeats))
+        else kernel_timings(shapes, repeats, gemm)
     )
     speedups = [r["speedup"] for r in rows if "speedup" in r]
     columns = [
@@ -64,6 +65,7 @@ def _kernels(
         "speedup",
         "GB/s",
         "GFLOP/s",
+        "ceiling",
     ]
     if any("torch_ms" in r for r in rows):
         columns.append("torch_ms")
@@ -107,8 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"cannot write to --out {args.out}: {err}")
     repeats = 3 if args.quick else 15
     results: dict = {"machine": machine(), "pulse": {"before": pulse()}}
+    results["gemm_GFLOPs"] = gemm_rate(256 if args.quick else 1024)
     report = Report()
     report.line(f"machine pulse before: {describe(results['pulse']['before'])}")
+    report.line(
+        f"float32 GEMM ({'256' if args.quick else '1024'}^3, BLAS on all its threads): "
+        f"{results['gemm_GFLOPs']:.0f} GFLOP/s; a row's ceiling is the speedup its flops would "
+        "show at that rate"
+    )
 
     if "engine" in only:
         engine = engine_overhead(

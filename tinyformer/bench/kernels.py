@@ -5,7 +5,10 @@ For each primitive the table gives the backend that default dispatch runs at tha
 reference and of the kernel (forced with `prefer`), the speedup, and the kernel's throughput:
 GB/s for memory-bound primitives (bytes read and written once, the least any implementation must
 move) or GFLOP/s for attention (2 flops per multiply-add; causal attention counts only the
-unmasked half). With torch installed, a column
+unmasked half). Rows with a flop count also get a "ceiling": the speedup a kernel would show if
+it did those flops at `gemm_rate` (a large float32 BLAS product on all the cores), which no
+kernel can beat; a row whose ceiling is near or below a target cannot meet it on this machine,
+however its kernel is written. With torch installed, a column
 shows PyTorch CPU on the same inputs (forward primitives only; torch's backward runs through its
 autograd and is not comparable primitive by primitive). A kernel that calls BLAS from each of
 its workers (the transposed conv's) is timed with BLAS on one thread, as training runs it; its
@@ -150,13 +153,19 @@ def _on_one_blas_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
     return run
 
 
-def kernel_timings(shapes: dict[str, int], repeats: int = 15) -> list[dict[str, Any]]:
-    return time_cases(_cases(shapes), repeats)
+def kernel_timings(
+    shapes: dict[str, int], repeats: int = 15, gemm_gflops: float | None = None
+) -> list[dict[str, Any]]:
+    return time_cases(_cases(shapes), repeats, gemm_gflops)
 
 
-def time_cases(cases: list[Case], repeats: int = 15) -> list[dict[str, Any]]:
+def time_cases(
+    cases: list[Case], repeats: int = 15, gemm_gflops: float | None = None
+) -> list[dict[str, Any]]:
     """One row per case: reference time, every other backend's time and speedup, GB/s or
-    GFLOP/s, and PyTorch's time where the case has a PyTorch twin and torch is installed."""
+    GFLOP/s, and PyTorch's time where the case has a PyTorch twin and torch is installed. Given
+    the machine's GEMM rate (`pulse.gemm_rate`), rows with a flop count also get their
+    "ceiling": reference time / (flops / rate), the most speedup the flops allow."""
     rows = []
     for case in cases:
         name = _primitive_name(case)
@@ -182,6 +191,8 @@ def time_cases(cases: list[Case], repeats: int = 15) -> list[dict[str, Any]]:
                 row["GFLOP/s"] = case.flops / t / 1e9
             else:
                 row["GB/s"] = case.bytes / t / 1e9
+        if case.flops and gemm_gflops:
+            row["ceiling"] = times[registry.REFERENCE] * gemm_gflops * 1e9 / case.flops
         rows.append(row)
     # PyTorch last, in its own pass: its OpenMP workers spin after each call and would slow
     # whatever is timed next.

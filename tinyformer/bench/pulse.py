@@ -12,6 +12,11 @@ sat idle for IDLE seconds. On that machine the second is 20-50 times the first (
 60-150 microseconds): an idle virtual core is handed back to the host and must be woken. The
 kernel tables time each kernel right after its reference, so every Numba kernel there starts
 with idle workers; docs/kernels.md, "A woken core starts late and cold", says what it costs.
+
+`gemm_rate` is the other yardstick: how fast this process's BLAS multiplies two large float32
+matrices, as close to the machine's peak as a library gets. A kernel's work divided by it is the
+least time any implementation could take, so it bounds the speedup a row can show (the tables'
+"ceiling" column).
 """
 
 from __future__ import annotations
@@ -96,6 +101,21 @@ def pulse(repeats: int = 5) -> dict[str, Any]:
         "region_us": statistics.median(warm) * 1e6,
         "region_after_idle_us": statistics.median(woken) * 1e6,
     }
+
+
+def gemm_rate(size: int = 1024, repeats: int = 5) -> float:
+    """GFLOP/s of a float32 (size x size) @ (size x size) product on this process's BLAS
+    threads (all the cores, in the bench), the best of `repeats` after one warm-up: the rate a
+    tuned library reaches on a product large enough to keep every core busy."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((size, size), dtype=np.float32) for _ in range(2))
+    a @ b  # warm-up: BLAS starts its threads
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * size**3 / best / 1e9
 
 
 def describe(result: dict[str, Any]) -> str:
