@@ -213,6 +213,15 @@ def test_loss_modules_and_softmax_are_their_functional_ops():
         repr(criterion)
         == "CrossEntropyLoss(ignore_index=-100, reduction='mean', label_smoothing=0.1)"
     )
+    # Class weights: PyTorch's first argument, kept as a buffer (so state_dict saves them).
+    w = np.array([1.0, 2.0, 0.5, 1.5], np.float32)
+    weighted = nn.CrossEntropyLoss(w, label_smoothing=0.1)
+    expected = F.cross_entropy(logits, target, w, label_smoothing=0.1)
+    assert weighted(logits, target).item() == expected.item() != criterion(logits, target).item()
+    np.testing.assert_array_equal(weighted.state_dict()["weight"], w)
+    assert "weight" not in criterion.state_dict()
+    lp = F.log_softmax(logits, axis=1)
+    assert nn.NLLLoss(w)(lp, target).item() == F.nll_loss(lp, target, w).item()
     pred, goal = tf.randn(3, 2, requires_grad=True), tf.randn(3, 2)
     loss = nn.MSELoss()(pred, goal)
     assert loss.item() == pytest.approx(float(((pred.data - goal.data) ** 2).mean()))

@@ -109,11 +109,9 @@ def test_attention_takes_pytorchs_arguments_in_pytorchs_order():
 
 
 def test_arguments_pytorch_has_in_other_places_are_keywords_only():
-    # PyTorch's cross_entropy(x, t, weight), max_pool2d(x, k, s, p, d, ceil_mode) and
-    # avg_pool2d(x, k, s, p, ceil_mode): positionally, each landed on another argument here
-    x, target, image = t64(np.ones((2, 3))), np.array([0, 1]), t64(np.ones((1, 1, 4, 4)))
-    with pytest.raises(TypeError):
-        F.cross_entropy(x, target, np.ones(3))
+    # PyTorch's max_pool2d(x, k, s, p, d, ceil_mode) and avg_pool2d(x, k, s, p, ceil_mode):
+    # positionally, each landed on another argument here
+    image = t64(np.ones((1, 1, 4, 4)))
     with pytest.raises(TypeError):
         F.max_pool2d(image, 2, 2, 0, 1, False)
     with pytest.raises(TypeError):
@@ -235,6 +233,43 @@ def test_nll_loss_of_log_softmax_is_cross_entropy(reduction):
     (a, ga), (b, gb) = results
     np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(ga, gb, rtol=1e-10, atol=1e-15)
+
+
+def test_class_weights_are_pytorchs_third_argument_and_weigh_each_rows_class():
+    rng = np.random.default_rng(3)
+    logits, target = rng.standard_normal((6, 4)), np.array([0, 3, 3, 1, 2, -100])
+    w = np.array([0.5, 2.0, 1.0, 3.0])
+    per_row = F.cross_entropy(t64(logits), target, reduction="none").data
+    kept = target != -100
+    w_rows = np.where(kept, w[np.where(kept, target, 0)], 0.0)
+    weighted = F.cross_entropy(t64(logits), target, w)  # positional, as in PyTorch
+    assert weighted.item() == pytest.approx((w_rows * per_row).sum() / w_rows.sum(), rel=1e-12)
+    lp = F.log_softmax(t64(logits), axis=1)
+    assert F.nll_loss(lp, target, w).item() == pytest.approx(weighted.item(), rel=1e-12)
+    # Weights of 1 change nothing, label smoothing included, gradients included.
+    for eps in (0.0, 0.2):
+        grads = []
+        for weight in (None, np.ones(4)):
+            z = t64(logits)
+            z.requires_grad = True
+            loss = F.cross_entropy(z, target, weight, label_smoothing=eps)
+            loss.backward()
+            grads.append((loss.item(), z.grad.copy()))
+        assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-12)
+        np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-10, atol=1e-15)
+    # All kept rows weighted 0: mean of nothing, NaN (as PyTorch).
+    assert math.isnan(F.cross_entropy(t64(logits), np.array([1] * 6), w * [1, 0, 1, 1]).item())
+
+
+def test_class_weights_of_the_wrong_shape_are_refused_with_the_shapes():
+    x, target = t64(np.ones((2, 3))), np.array([0, 1])
+    with pytest.raises(tf.OpError, match=r"cross_entropy: weight must hold one number per class, "
+                       r"shape \(3,\), got \(4,\)"):  # fmt: skip
+        F.cross_entropy(x, target, np.ones(4))
+    with pytest.raises(tf.OpError, match=r"nll_loss: weight must hold one number per class"):
+        F.nll_loss(x, target, np.ones((3, 1)))
+    with pytest.raises(tf.OpError, match=r"nll_loss: weight must be real numbers, got bool"):
+        F.nll_loss(x, target, np.ones(3, bool))
 
 
 def test_nll_loss_reads_one_entry_a_row_and_names_itself_in_errors():

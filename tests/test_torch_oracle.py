@@ -49,6 +49,11 @@ def _bce_with_logits(x, t, weight, pos_weight, reduction):
     )
 
 
+def _class_weight(kwargs):
+    weight = kwargs["weight"]
+    return {**kwargs, "weight": None if weight is None else torch.from_numpy(weight)}
+
+
 def _weighted_topk(result):
     return result.values * (result.indices + 1)  # as the topk spec weighs them
 
@@ -112,8 +117,8 @@ TORCH = {
     "pad": lambda x, pad, value: TF.pad(x, pad, value=value),
     "softmax": lambda x, axis: torch.softmax(x, dim=axis),
     "log_softmax": lambda x, axis: torch.log_softmax(x, dim=axis),
-    "cross_entropy": lambda x, t, **kw: TF.cross_entropy(x, t, **kw),
-    "nll_loss": lambda x, t, **kw: TF.nll_loss(x, t, **kw),
+    "cross_entropy": lambda x, t, **kw: TF.cross_entropy(x, t, **_class_weight(kw)),
+    "nll_loss": lambda x, t, **kw: TF.nll_loss(x, t, **_class_weight(kw)),
     "binary_cross_entropy_with_logits": _bce_with_logits,
     "layer_norm": lambda x, w, b, normalized_shape: TF.layer_norm(x, normalized_shape, w, b),
     "rms_norm": lambda x, w, normalized_shape: TF.rms_norm(x, normalized_shape, w, eps=1e-6),

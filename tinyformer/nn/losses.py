@@ -33,10 +33,15 @@ class CrossEntropyLoss(Module):
     """`F.cross_entropy(input, target, ...)`: logits (N, C, ...) against class indices (N, ...)."""
 
     def __init__(
-        self, *, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0
+        self,
+        weight: Any = None,
+        *,  # keywords only: PyTorch's next ones are size_average and reduce, long deprecated
+        ignore_index: int = -100,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
     ) -> None:
-        # keywords only: PyTorch's first argument is `weight` (class weights), not taken here
         super().__init__()
+        self.register_buffer("weight", weight)  # class weights (C,): saved, as in PyTorch
         self.ignore_index, self.reduction = ignore_index, reduction
         self.label_smoothing = label_smoothing
 
@@ -44,6 +49,7 @@ class CrossEntropyLoss(Module):
         return F.cross_entropy(
             input,
             target,
+            self.weight,
             ignore_index=self.ignore_index,
             reduction=self.reduction,
             label_smoothing=self.label_smoothing,
@@ -73,13 +79,17 @@ class NLLLoss(Module):
     """`F.nll_loss(input, target, ...)`: log-probabilities (N, C, ...) against class indices
     (N, ...); after `nn.LogSoftmax(dim=1)` it is `CrossEntropyLoss`."""
 
-    def __init__(self, *, ignore_index: int = -100, reduction: str = "mean") -> None:
-        # keywords only: PyTorch's first argument is `weight` (class weights), not taken here
+    def __init__(
+        self, weight: Any = None, *, ignore_index: int = -100, reduction: str = "mean"
+    ) -> None:
         super().__init__()
+        self.register_buffer("weight", weight)  # class weights (C,): saved, as in PyTorch
         self.ignore_index, self.reduction = ignore_index, reduction
 
     def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
-        return F.nll_loss(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+        return F.nll_loss(
+            input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction
+        )
 
     def extra_repr(self) -> str:
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"

@@ -10,6 +10,13 @@ Forward   lse = logsumexp(logits row),  log p_c = logits_c - lse
 Backward  glogits = g_row * (p - (1 - eps) * onehot(target) - eps / C),   p = exp(logits - lse)
           0 for ignored rows. No one-hot matrix is formed: 1 - eps is subtracted in place.
 Saved     logits, target and lse (one number a row): p is recomputed in backward.
+
+Class weights w (C,), as PyTorch's `weight`: each term of the loss is weighed by its class,
+          loss_row = (1 - eps) * w[target] * (-log p_target) + eps / C * sum_c w_c (-log p_c)
+          and "mean" divides by the kept rows' sum of w[target] instead of their count. This
+          path is composed of log_softmax, nll_loss and elementwise ops, whose backwards give
+          the gradient; the fused primitives above serve the unweighted loss that models train
+          with.
 """
 
 from __future__ import annotations
@@ -20,11 +27,17 @@ import numpy as np
 
 from tinyformer import registry
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._util import data_of
-from tinyformer.ops.permute import permute
-from tinyformer.ops.reshape import reshape
+from tinyformer.ops._classes import (
+    class_rows,
+    class_sample,
+    class_weights,
+    reduce_rows,
+    target_weights,
+)
+from tinyformer.ops.log_softmax import log_softmax
+from tinyformer.ops.nll_loss import NLLLoss
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
+from tinyformer.testing import OpSpec, Sample
 
 
 @registry.reference("cross_entropy.forward")
@@ -78,90 +91,49 @@ class CrossEntropy(Function):
         return glogits, None
 
 
-def _check_target(
-    op: str, logits_shape: tuple[int, ...], target: np.ndarray, ignore_index: int
-) -> None:
-    expected = logits_shape[:1] + logits_shape[2:]
-    if target.shape != expected:
-        raise OpError(
-            f"{op}: target of shape {target.shape} does not fit input of shape "
-            f"{logits_shape}; expected {expected} (classes are on axis 1)"
-        )
-    if target.dtype.kind not in "iu":
-        raise OpError(f"{op}: target must hold integer class indices, got {target.dtype}")
-    n_classes = logits_shape[1]
-    bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
-    if bad.any():
-        position = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise OpError(
-            f"{op}: target {int(target[position])} at position {position} is out of "
-            f"range for {n_classes} classes (valid: 0..{n_classes - 1}, or ignore_index="
-            f"{ignore_index})"
-        )
-
-
-def class_rows(
-    op: str, scores: Tensor, target: Any, ignore_index: int, reduction: str
-) -> tuple[Tensor, np.ndarray]:
-    """Check `scores` (N, C, ...) against class indices `target` (N, ...), as PyTorch shapes
-    them, and return the scores as rows (R, C) with the target (N, ...) (for a single example,
-    (C,) and a scalar: (1, C) and (1,))."""
-    target = np.asarray(data_of(target))
-    if scores.ndim == 1:  # one unbatched example: (C,) and a scalar target
-        scores, target = reshape(scores, 1, -1), target.reshape(1)
-    if scores.ndim < 2:
-        raise OpError(f"{op}: input needs shape (N, C, ...), got {scores.shape}")
-    if reduction not in ("mean", "sum", "none"):
-        raise OpError(f"{op}: reduction must be mean, sum or none, got {reduction!r}")
-    _check_target(op, scores.shape, target, ignore_index)
-    n_classes = scores.shape[1]
-    if scores.ndim > 2:  # (N, C, d...) -> (N, d..., C) -> (R, C)
-        scores = permute(scores, 0, *range(2, scores.ndim), 1)
-    return reshape(scores, -1, n_classes), target
-
-
-def reduce_rows(rows: Tensor, target: np.ndarray, ignore_index: int, reduction: str) -> Tensor:
-    """Per-row losses (R,) reduced as PyTorch does: "mean" over the rows whose target is not
-    ignore_index (NaN if none is), "sum", or "none" (in the target's shape)."""
-    if reduction == "none":
-        return reshape(rows, target.shape)
-    if reduction == "sum":
-        return rows.sum()
-    kept = int((target != ignore_index).sum())
-    return rows.sum() / kept if kept else rows.sum() * float("nan")
+def _weighted_rows(scores: Tensor, target: np.ndarray, w: np.ndarray, ignore_index: int, eps):
+    """The per-row losses with class weights w (module docstring), from log_softmax and
+    nll_loss: (R, C) scores and (R,) targets -> (R,)."""
+    lp = log_softmax(scores, axis=1)
+    rows = NLLLoss.apply(lp, target, ignore_index=ignore_index) * target_weights(
+        w, target, ignore_index
+    )
+    if not eps:
+        return rows
+    kept = (target != ignore_index).astype(w.dtype)
+    smooth = -(lp * w).sum(axis=1) * kept  # sum_c w_c (-log p_c), 0 for ignored rows
+    return rows * (1 - eps) + smooth * (eps / scores.shape[1])
 
 
 def cross_entropy(
     input: Tensor,  # noqa: A002 (named as in PyTorch)
     target: Any,
-    *,  # keywords only: PyTorch's third argument is `weight`, which this one does not take
+    weight: Any = None,
+    *,  # keywords only: PyTorch's next ones are size_average and reduce, long deprecated
     ignore_index: int = -100,
     reduction: str = "mean",
     label_smoothing: float = 0.0,
 ) -> Tensor:
-    """Cross-entropy between logits `input` (N, C, ...) and class indices `target` (N, ...)."""
+    """Cross-entropy between logits `input` (N, C, ...) and class indices `target` (N, ...);
+    `weight` (C,) weighs each class (data: it gets no gradient)."""
     scores, target = class_rows("cross_entropy", input, target, ignore_index, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise OpError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    rows = CrossEntropy.apply(
-        scores, target.reshape(-1), ignore_index=ignore_index, label_smoothing=label_smoothing
-    )
-    return reduce_rows(rows, target, ignore_index, reduction)
+    w = class_weights("cross_entropy", weight, scores)
+    flat = target.reshape(-1)
+    if w is None:
+        rows = CrossEntropy.apply(
+            scores, flat, ignore_index=ignore_index, label_smoothing=label_smoothing
+        )
+    else:
+        rows = _weighted_rows(scores, flat, w, ignore_index, label_smoothing)
+    return reduce_rows(rows, target, ignore_index, reduction, w)
 
 
 def _sample(draw) -> Sample:
-    n, c = draw.integers(1, 5), draw.integers(2, 5)
-    extra = draw.shape(min_dims=0, max_dims=1, max_side=3)
-    target = draw.rng.integers(0, c, size=(n, *extra))
-    ignore = draw.choice([-100, 0])
-    if ignore == 0:
-        target[0] = 1  # keep at least one row that counts
-    kwargs = {
-        "ignore_index": ignore,
-        "reduction": draw.choice(["mean", "sum", "none"]),
-        "label_smoothing": draw.choice([0.0, 0.1]),
-    }
-    return Sample([floats(draw, (n, c, *extra), -3, 3), target], kwargs)
+    sample = class_sample(draw)  # shapes, targets, ignore_index, reduction, weights
+    sample.kwargs["label_smoothing"] = draw.choice([0.0, 0.1])
+    return sample
 
 
 SPECS = [

@@ -5,7 +5,10 @@ cross_entropy(z, t) == nll_loss(log_softmax(z, axis=1), t).
 Shapes    input (N, C) or (N, C, d1, ...) of log-probabilities, classes on axis 1; target (N,)
           or (N, d1, ...) of integer class indices. The Function sees rows: lp (R, C), t (R,).
 Forward   loss_r = -lp[r, t_r], 0 for rows whose target is `ignore_index`.
-          reduction: "mean" (over kept rows; NaN if none is kept, as in PyTorch), "sum", "none".
+          With class weights w (C,): loss_r = -w[t_r] lp[r, t_r] (a product with the constant
+          w[t_r], so its gradient is w[t_r] times the one below).
+          reduction: "mean" (over kept rows; with weights, divided by the kept rows' sum of
+          w[t_r] instead of their count; NaN if that is 0, as in PyTorch), "sum", "none".
 Backward  glp[r, t_r] = -g_r, 0 everywhere else: the loss reads one entry of each row, so only
           that entry has a gradient (g_r is 0 for ignored rows).
 Saved     the targets (made safe to index) and the kept-row mask; no values of lp are needed.
@@ -18,10 +21,15 @@ from typing import Any
 import numpy as np
 
 from tinyformer.autograd import Function
-from tinyformer.ops.cross_entropy import _sample as cross_entropy_sample
-from tinyformer.ops.cross_entropy import class_rows, reduce_rows
+from tinyformer.ops._classes import (
+    class_rows,
+    class_sample,
+    class_weights,
+    reduce_rows,
+    target_weights,
+)
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample
+from tinyformer.testing import OpSpec
 
 
 class NLLLoss(Function):
@@ -42,21 +50,20 @@ class NLLLoss(Function):
 def nll_loss(
     input: Tensor,  # noqa: A002 (named as in PyTorch)
     target: Any,
-    *,  # keywords only: PyTorch's third argument is `weight`, which this one does not take
+    weight: Any = None,
+    *,  # keywords only: PyTorch's next ones are size_average and reduce, long deprecated
     ignore_index: int = -100,
     reduction: str = "mean",
 ) -> Tensor:
     """Negative log-likelihood of class indices `target` (N, ...) under log-probabilities
-    `input` (N, C, ...), e.g. the output of `log_softmax(logits, axis=1)`."""
+    `input` (N, C, ...), e.g. the output of `log_softmax(logits, axis=1)`; `weight` (C,) weighs
+    each class (data: it gets no gradient)."""
     scores, target = class_rows("nll_loss", input, target, ignore_index, reduction)
+    w = class_weights("nll_loss", weight, scores)
     rows = NLLLoss.apply(scores, target.reshape(-1), ignore_index=ignore_index)
-    return reduce_rows(rows, target, ignore_index, reduction)
+    if w is not None:
+        rows = rows * target_weights(w, target.reshape(-1), ignore_index)
+    return reduce_rows(rows, target, ignore_index, reduction, w)
 
 
-def _sample(draw) -> Sample:
-    sample = cross_entropy_sample(draw)  # the same shapes, targets and ignore_index
-    del sample.kwargs["label_smoothing"]
-    return sample
-
-
-SPECS = [OpSpec("nll_loss", nll_loss, _sample, functions=(NLLLoss,))]
+SPECS = [OpSpec("nll_loss", nll_loss, class_sample, functions=(NLLLoss,))]

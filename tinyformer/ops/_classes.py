@@ -1,0 +1,120 @@
+"""What cross_entropy and nll_loss share: class-index targets checked and laid out as rows, class
+weights, and PyTorch's reductions over the rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinyformer.autograd import OpError
+from tinyformer.ops._util import data_of
+from tinyformer.ops.permute import permute
+from tinyformer.ops.reshape import reshape
+from tinyformer.tensor import Tensor
+from tinyformer.testing import Sample, floats
+
+
+def _check_target(
+    op: str, logits_shape: tuple[int, ...], target: np.ndarray, ignore_index: int
+) -> None:
+    expected = logits_shape[:1] + logits_shape[2:]
+    if target.shape != expected:
+        raise OpError(
+            f"{op}: target of shape {target.shape} does not fit input of shape "
+            f"{logits_shape}; expected {expected} (classes are on axis 1)"
+        )
+    if target.dtype.kind not in "iu":
+        raise OpError(f"{op}: target must hold integer class indices, got {target.dtype}")
+    n_classes = logits_shape[1]
+    bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
+    if bad.any():
+        position = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise OpError(
+            f"{op}: target {int(target[position])} at position {position} is out of "
+            f"range for {n_classes} classes (valid: 0..{n_classes - 1}, or ignore_index="
+            f"{ignore_index})"
+        )
+
+
+def class_rows(
+    op: str, scores: Tensor, target: Any, ignore_index: int, reduction: str
+) -> tuple[Tensor, np.ndarray]:
+    """Check `scores` (N, C, ...) against class indices `target` (N, ...), as PyTorch shapes
+    them, and return the scores as rows (R, C) with the target (N, ...) (for a single example,
+    (C,) and a scalar: (1, C) and (1,))."""
+    target = np.asarray(data_of(target))
+    if scores.ndim == 1:  # one unbatched example: (C,) and a scalar target
+        scores, target = reshape(scores, 1, -1), target.reshape(1)
+    if scores.ndim < 2:
+        raise OpError(f"{op}: input needs shape (N, C, ...), got {scores.shape}")
+    if reduction not in ("mean", "sum", "none"):
+        raise OpError(f"{op}: reduction must be mean, sum or none, got {reduction!r}")
+    _check_target(op, scores.shape, target, ignore_index)
+    n_classes = scores.shape[1]
+    if scores.ndim > 2:  # (N, C, d...) -> (N, d..., C) -> (R, C)
+        scores = permute(scores, 0, *range(2, scores.ndim), 1)
+    return reshape(scores, -1, n_classes), target
+
+
+def class_weights(op: str, weight: Any, rows: Tensor) -> np.ndarray | None:
+    """`weight` (C,), one weight per class as in PyTorch, as an array of the rows' dtype; None
+    stays None. Weights are data: they get no gradient (PyTorch's losses do not train them)."""
+    if weight is None:
+        return None
+    w = np.asarray(data_of(weight))
+    n_classes = rows.shape[1]
+    if w.shape != (n_classes,):
+        raise OpError(
+            f"{op}: weight must hold one number per class, shape ({n_classes},), got {w.shape}"
+        )
+    if w.dtype.kind not in "fiu":
+        raise OpError(f"{op}: weight must be real numbers, got {w.dtype}")
+    return w.astype(rows.dtype, copy=False)
+
+
+def target_weights(weight: np.ndarray, target: np.ndarray, ignore_index: int) -> np.ndarray:
+    """weight[target] for each row (R,), 0 where the target is ignore_index."""
+    keep = target != ignore_index
+    return np.where(keep, weight[np.where(keep, target, 0)], np.zeros((), weight.dtype))
+
+
+def reduce_rows(
+    rows: Tensor,
+    target: np.ndarray,
+    ignore_index: int,
+    reduction: str,
+    weight: np.ndarray | None = None,
+) -> Tensor:
+    """Per-row losses (R,) reduced as PyTorch does: "sum", "none" (in the target's shape), or
+    "mean": the sum divided by the number of rows whose target is not ignore_index or, with
+    class weights, by the sum of those rows' weights weight[target] (NaN if that is 0)."""
+    if reduction == "none":
+        return reshape(rows, target.shape)
+    if reduction == "sum":
+        return rows.sum()
+    flat = target.reshape(-1)
+    if weight is None:
+        total = float((flat != ignore_index).sum())
+    else:
+        total = float(target_weights(weight, flat, ignore_index).sum())
+    return rows.sum() / total if total else rows.sum() * float("nan")
+
+
+def class_sample(draw) -> Sample:
+    """Scores (N, C) or (N, C, d), class targets, ignore_index, reduction and, a third of the
+    time, class weights (the other draws keep cross_entropy's fused primitives, which only
+    unweighted losses reach, compared with their kernels): what both losses' specs share."""
+    n, c = draw.integers(1, 5), draw.integers(2, 5)
+    extra = draw.shape(min_dims=0, max_dims=1, max_side=3)
+    target = draw.rng.integers(0, c, size=(n, *extra))
+    ignore = draw.choice([-100, 0])
+    if ignore == 0:
+        target[0] = 1  # keep at least one row that counts
+    weighted = draw.choice([False, False, True])
+    kwargs = {
+        "weight": draw.rng.uniform(0.2, 2.0, c) if weighted else None,
+        "ignore_index": ignore,
+        "reduction": draw.choice(["mean", "sum", "none"]),
+    }
+    return Sample([floats(draw, (n, c, *extra), -3, 3), target], kwargs)
