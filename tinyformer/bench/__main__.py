@@ -109,11 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"cannot write to --out {args.out}: {err}")
     repeats = 3 if args.quick else 15
     results: dict = {"machine": machine(), "pulse": {"before": pulse()}}
-    results["gemm_GFLOPs"] = gemm_rate(256 if args.quick else 1024)
+    gemm_size = 256 if args.quick else 1024
+    results["gemm_GFLOPs"] = gemm_rate(gemm_size)
     report = Report()
     report.line(f"machine pulse before: {describe(results['pulse']['before'])}")
     report.line(
-        f"float32 GEMM ({'256' if args.quick else '1024'}^3, BLAS on all its threads): "
+        f"float32 GEMM ({gemm_size}^3, BLAS on all its threads): "
         f"{results['gemm_GFLOPs']:.0f} GFLOP/s; a row's ceiling is the speedup its flops would "
         "show at that rate"
     )

@@ -84,20 +84,19 @@ def reduce_rows(
     target: np.ndarray,
     ignore_index: int,
     reduction: str,
-    weight: np.ndarray | None = None,
+    row_weights: np.ndarray | None = None,
 ) -> Tensor:
     """Per-row losses (R,) reduced as PyTorch does: "sum", "none" (in the target's shape), or
     "mean": the sum divided by the number of rows whose target is not ignore_index or, with
-    class weights, by the sum of those rows' weights weight[target] (NaN if that is 0)."""
+    class weights, by the sum of the rows' weights (`target_weights`; NaN if that is 0)."""
     if reduction == "none":
         return reshape(rows, target.shape)
     if reduction == "sum":
         return rows.sum()
-    flat = target.reshape(-1)
-    if weight is None:
-        total = float((flat != ignore_index).sum())
+    if row_weights is None:
+        total = float((target != ignore_index).sum())
     else:
-        total = float(target_weights(weight, flat, ignore_index).sum())
+        total = float(row_weights.sum())
     return rows.sum() / total if total else rows.sum() * float("nan")
 
 

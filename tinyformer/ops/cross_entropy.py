@@ -91,13 +91,11 @@ class CrossEntropy(Function):
         return glogits, None
 
 
-def _weighted_rows(scores: Tensor, target: np.ndarray, w: np.ndarray, ignore_index: int, eps):
-    """The per-row losses with class weights w (module docstring), from log_softmax and
-    nll_loss: (R, C) scores and (R,) targets -> (R,)."""
+def _weighted_rows(scores: Tensor, target: np.ndarray, ignore_index: int, w, w_rows, eps):
+    """The per-row losses with class weights w (C,) and each row's w[target] (R,), as in the
+    module docstring, from log_softmax and nll_loss: (R, C) scores, (R,) targets -> (R,)."""
     lp = log_softmax(scores, axis=1)
-    rows = NLLLoss.apply(lp, target, ignore_index=ignore_index) * target_weights(
-        w, target, ignore_index
-    )
+    rows = NLLLoss.apply(lp, target, ignore_index=ignore_index) * w_rows
     if not eps:
         return rows
     kept = (target != ignore_index).astype(w.dtype)
@@ -125,9 +123,10 @@ def cross_entropy(
         rows = CrossEntropy.apply(
             scores, flat, ignore_index=ignore_index, label_smoothing=label_smoothing
         )
-    else:
-        rows = _weighted_rows(scores, flat, w, ignore_index, label_smoothing)
-    return reduce_rows(rows, target, ignore_index, reduction, w)
+        return reduce_rows(rows, target, ignore_index, reduction)
+    w_rows = target_weights(w, flat, ignore_index)
+    rows = _weighted_rows(scores, flat, ignore_index, w, w_rows, label_smoothing)
+    return reduce_rows(rows, target, ignore_index, reduction, w_rows)
 
 
 def _sample(draw) -> Sample:

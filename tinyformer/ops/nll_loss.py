@@ -61,9 +61,10 @@ def nll_loss(
     scores, target = class_rows("nll_loss", input, target, ignore_index, reduction)
     w = class_weights("nll_loss", weight, scores)
     rows = NLLLoss.apply(scores, target.reshape(-1), ignore_index=ignore_index)
-    if w is not None:
-        rows = rows * target_weights(w, target.reshape(-1), ignore_index)
-    return reduce_rows(rows, target, ignore_index, reduction, w)
+    if w is None:
+        return reduce_rows(rows, target, ignore_index, reduction)
+    w_rows = target_weights(w, target.reshape(-1), ignore_index)
+    return reduce_rows(rows * w_rows, target, ignore_index, reduction, w_rows)
 
 
 SPECS = [OpSpec("nll_loss", nll_loss, class_sample, functions=(NLLLoss,))]
