@@ -1,6 +1,6 @@
 """Kernel-specific checks beyond the generic comparison: the vectorised exp and GELU's erfc,
-the row maximum, the workers' task counter, the registry's fallback rules, linear's kernel and
-the bench's BLAS threads.
+the row maximum, the workers' task counter, the transposed copy, the registry's fallback rules,
+linear's kernel and the bench's BLAS threads.
 Attention's kernels: test_attention_kernel.py; the conv family's and pooling's:
 test_vision_kernels.py."""
 
@@ -125,6 +125,33 @@ def test_claimed_tasks_are_handed_out_once_each_while_workers_race():
     assert np.array_equal(taken_by.sum(axis=0), np.ones(n))
     counter = new_counter()  # the plain-Python stand-in (NUMBA_DISABLE_JIT=1) counts the same
     assert [claim(counter) for _ in range(3)] == [0, 1, 2] and counter[0] == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_transposed_copy_moves_every_element_once_and_nothing_else(dtype):
+    # Attention's kernels copy K and V transposed through 8 x 8 blocks of vector shuffles
+    # (kernels/numba/_transpose.py). Every shape here has full blocks, edge rows, edge columns
+    # or both; the source rows are strided (step > cols), as in a fused QKV projection; the
+    # scratch starts at -1, so a stray store or a missed element shows.
+    from tinyformer.kernels.numba._transpose import copy_transposed
+
+    rng = np.random.default_rng(0)
+    for rows, cols, step, start in [(64, 32, 96, 0), (17, 13, 20, 5), (8, 8, 8, 0), (7, 9, 11, 3),
+                                    (3, 1, 1, 0), (24, 16, 16, 1), (0, 4, 4, 0)]:  # fmt: skip
+        src = rng.standard_normal(start + max(rows, 1) * step).astype(dtype)
+        dst_row = rows + 3
+        want = np.full(cols * dst_row, -1, dtype)
+        rows_of_src = np.lib.stride_tricks.as_strided(
+            src[start:], (rows, cols), (step * src.itemsize, src.itemsize)
+        )
+        want.reshape(cols, dst_row)[:, :rows] = rows_of_src.T
+        for copy in (
+            copy_transposed,
+            copy_transposed.py_func,
+        ):  # compiled, and as NUMBA_DISABLE_JIT runs it
+            got = np.full_like(want, -1)
+            copy(src, start, step, rows, cols, got, dst_row)
+            assert np.array_equal(got, want), (copy, rows, cols, step, start)
 
 
 def test_missing_numba_falls_back_to_the_reference_silently(monkeypatch):

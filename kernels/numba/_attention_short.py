@@ -52,6 +52,7 @@ from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max
 from tinyformer.kernels.numba._rows import FASTMATH, U
 from tinyformer.kernels.numba._tasks import claim, new_counter
+from tinyformer.kernels.numba._transpose import copy_transposed
 
 # Key loops run to a multiple of this. 16 (one 512-bit vector) wastes more keys on causal
 # blocks and measured no faster on the AMD machine's AVX-512: backward 0.49 ms either way.
@@ -114,21 +115,17 @@ def _offset(steps, which, b0, b1):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _copy(buf, start, step, rows, cols, dst, dst_row, transpose, factor):
+def _copy(buf, start, step, rows, cols, dst, dst_row, factor):
     """Rows of buf (row i at start + i * step, cols long) into flat scratch rows dst_row apart:
-    row i to dst[i * dst_row:] * factor, or transposed, element t to dst[t * dst_row + i].
-    Unsigned indices, not row views: two views a row (their reference counts) took two thirds
-    of the time at 32 columns."""
+    row i to dst[i * dst_row:] * factor. (Transposed copies: `copy_transposed`.) Unsigned
+    indices, not row views: two views a row (their reference counts) took two thirds of the
+    time at 32 columns."""
     n, dst_u = U(cols), U(dst_row)
     for i in range(U(rows)):
         src = U(start) + i * U(step)
-        if transpose:
-            for t in range(n):
-                dst[t * dst_u + i] = buf[src + t]
-        else:
-            at = i * dst_u
-            for t in range(n):
-                dst[at + t] = buf[src + t] * factor
+        at = i * dst_u
+        for t in range(n):
+            dst[at + t] = buf[src + t] * factor
 
 
 def _rows_times(b_row: int, out_row: int):
@@ -258,9 +255,9 @@ def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, 
         b = claim(tasks)
         while b < pairs:
             b0, b1 = b // n1, b % n1
-            _copy(q, _offset(steps, 0, b0, b1), steps[0, 2], tq, d, qs, FEATURE_ROW, False, scale)
-            _copy(k, _offset(steps, 1, b0, b1), steps[1, 2], tk, d, kt, KEY_ROW, True, one)
-            _copy(v, _offset(steps, 2, b0, b1), steps[2, 2], tk, dv, vs, FEATURE_ROW, False, one)
+            _copy(q, _offset(steps, 0, b0, b1), steps[0, 2], tq, d, qs, FEATURE_ROW, scale)
+            copy_transposed(k, _offset(steps, 1, b0, b1), steps[1, 2], tk, d, kt, KEY_ROW)
+            _copy(v, _offset(steps, 2, b0, b1), steps[2, 2], tk, dv, vs, FEATURE_ROW, one)
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
                 _times_keys(qs, FEATURE_ROW, 1, i0, kt, d, last, s, 0, 0)  # S = Q_block K^T
@@ -311,11 +308,11 @@ def pairs_backward(
         while b < pairs:
             b0, b1 = b // n1, b % n1
             at_k, at_y = _offset(steps, 2, b0, b1), _offset(steps, 4, b0, b1)
-            _copy(gy, _offset(steps, 0, b0, b1), steps[0, 2], tq, dv, gys, FEATURE_ROW, False, one)
-            _copy(q, _offset(steps, 1, b0, b1), steps[1, 2], tq, d, qs, FEATURE_ROW, False, one)
-            _copy(k, at_k, steps[2, 2], tk, d, ks, FEATURE_ROW, False, one)
-            _copy(k, at_k, steps[2, 2], tk, d, kt, KEY_ROW, True, one)
-            _copy(v, _offset(steps, 3, b0, b1), steps[3, 2], tk, dv, vt, KEY_ROW, True, one)
+            _copy(gy, _offset(steps, 0, b0, b1), steps[0, 2], tq, dv, gys, FEATURE_ROW, one)
+            _copy(q, _offset(steps, 1, b0, b1), steps[1, 2], tq, d, qs, FEATURE_ROW, one)
+            _copy(k, at_k, steps[2, 2], tk, d, ks, FEATURE_ROW, one)
+            copy_transposed(k, at_k, steps[2, 2], tk, d, kt, KEY_ROW)
+            copy_transposed(v, _offset(steps, 3, b0, b1), steps[3, 2], tk, dv, vt, KEY_ROW)
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
                 o0 = i0 * KEY_ROW  # this block's rows of P and dS
