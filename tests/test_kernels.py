@@ -1,6 +1,6 @@
 """Kernel-specific checks beyond the generic comparison: the vectorised exp and GELU's erfc,
-the row maximum, the workers' task counter, the transposed copy, the registry's fallback rules,
-linear's kernel and the bench's BLAS threads.
+the row maximum, the workers' task counter, the transposed copy, the register tiles, the
+registry's fallback rules, linear's kernel and the bench's BLAS threads.
 Attention's kernels: test_attention_kernel.py; the conv family's and pooling's:
 test_vision_kernels.py."""
 
@@ -152,6 +152,46 @@ def test_transposed_copy_moves_every_element_once_and_nothing_else(dtype):
             got = np.full_like(want, -1)
             copy(src, start, step, rows, cols, got, dst_row)
             assert np.array_equal(got, want), (copy, rows, cols, step, start)
+
+
+def _jitted_tile(tile):
+    from numba import njit
+
+    @njit
+    def run(a, a_at, a_row, a_col, b, b_at, b_row, t0, t1, out, o_at, o_row):
+        tile(a, a_at, a_row, a_col, b, b_at, b_row, t0, t1, out, o_at, o_row)
+
+    return run
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_register_tiles_compute_four_rows_of_a_product_and_write_nothing_else(dtype):
+    # Attention's short kernels do every product through 4 x 8, 16 or 32 tiles whose
+    # accumulators live in vector registers (kernels/numba/_tile.py, LLVM IR). Here a is read
+    # by rows (a_col = 1) and by columns (a_row = 1, as dK = dS^T Q reads dS), the sum starts
+    # past 0 (causal dK and dV) or is empty, and the output rows sit inside a larger array
+    # filled with -1, so a stray or missing store shows.
+    from tinyformer.kernels.numba._tile import tile8, tile16, tile32
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(40 * 50).astype(dtype)
+    b = rng.standard_normal(40 * 50).astype(dtype)
+    for tile, width in ((tile8, 8), (tile16, 16), (tile32, 32)):
+        jitted = _jitted_tile(tile)
+        for a_row, a_col, t0, t1 in ((50, 1, 0, 37), (1, 50, 3, 40), (50, 1, 5, 5)):
+            a_at, b_at, b_row, o_at, o_row = 2, 7, 45, 3, width + 5
+            rows = np.arange(4)[:, None] * a_row + np.arange(t0, t1)[None, :] * a_col
+            cols = np.arange(t0, t1)[:, None] * b_row + np.arange(width)[None, :]
+            want = np.full(4 * o_row + o_at, -1, dtype)
+            product = a[a_at + rows].astype(np.float64) @ b[b_at + cols].astype(np.float64)
+            want[o_at:].reshape(4, o_row)[:, :width] = product
+            for run in (jitted, tile):  # compiled, and the stand-in NUMBA_DISABLE_JIT runs
+                got = np.full_like(want, -1)
+                run(a, a_at, a_row, a_col, b, b_at, b_row, t0, t1, got, o_at, o_row)
+                tol = 1e-5 if dtype == np.float32 else 1e-12
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
+                assert (got[:o_at] == -1).all()
+                assert (got[o_at:].reshape(4, o_row)[:, width:] == -1).all()
 
 
 def test_missing_numba_falls_back_to_the_reference_silently(monkeypatch):

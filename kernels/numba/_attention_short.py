@@ -6,12 +6,11 @@ A thread copies its pair's Q, K^T and V into contiguous scratch, then walks the 
 blocks of four rows. The inputs arrive as flat buffers with element strides (see `rows_of` in
 attention.py): Numba compiles a row of a strided 4-D view as a strided loop that does not
 vectorise (0.3 ns per element, a tenth of the backward), a slice of a flat buffer as a
-contiguous one (0.06 ns). Every product is a loop whose inner index runs over contiguous memory
-(keys for scores, features for outputs), so LLVM vectorises it and the operands stay in L1;
-at the baby-GPT shapes that beats the 48 tiny BLAS calls per product that the tiled path and
-the reference make. Four rows per pass means each row of K, V (or dK, dV) is loaded once per
-four multiply-adds; the products also take four of its inner terms per pass, so each store
-of an output row carries sixteen multiply-adds instead of four.
+contiguous one (0.06 ns). Every product runs in register tiles (_tile.py): four output rows
+of 8, 16 or 32 columns whose accumulators stay in vector registers for the whole sum, the
+operands in L1. At the baby-GPT shapes that beats the 48 tiny BLAS calls per product that the
+tiled path and the reference make. K^T and V^T are copied 8 x 8 at a time through vector
+registers (_transpose.py).
 
 Forward, per block of rows i:  S_i = q_i K^T * scale + mask,  P_i = exp(S_i - max) / sum,
                                y_i = P_i V,  lse_i = max + log(sum).
@@ -28,13 +27,13 @@ pair: at these sizes the allocations were a tenth of the backward. The worker co
 argument (numba.get_num_threads() in the caller), so that the kernels stay cacheable.
 
 Scratch is flat: rows of features FEATURE_ROW apart, rows of keys KEY_ROW apart, constants
-compiled into the product loops, whose indices are unsigned. Why: before it vectorises a loop
-that stores four output rows and loads four input rows, LLVM must rule out that a store hits a
-later load. With eight separate row views it did so at run time, ~30 overlap checks (~200
-instructions) before every pass of four terms, more than the pass's own 64 vector multiply-adds
-at a head size of 32. Rows at constant offsets in two arrays need one check. Unsigned, because
-Numba wraps a possibly negative index element by element, and LLVM compiles that as a gather.
-Backward: baby GPT 0.54 -> 0.48 ms, small GPT 12.6 -> 10.1 ms, ViT 1.0 -> 0.76 ms.
+compiled into each product (`_rows_times`), indices unsigned. Why, when the products were loops
+that LLVM vectorised: before it vectorises a loop that stores four output rows and loads four
+input rows, LLVM must rule out that a store hits a later load. With eight separate row views it
+did so at run time, ~30 overlap checks (~200 instructions) before every pass of four terms,
+more than the pass's own 64 vector multiply-adds at a head size of 32. Rows at constant offsets
+in two arrays need one check. Backward: baby GPT 0.54 -> 0.48 ms, small GPT 12.6 -> 10.1 ms,
+ViT 1.0 -> 0.76 ms. (The register tiles have no such checks: they are written as vector code.)
 
 Every index in the loops is unsigned, and no loop slices a row view. A signed index into a
 Numba array is wrapped (negative counts from the end): 3-4 more instructions per load, ~60 for
@@ -52,6 +51,7 @@ from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max
 from tinyformer.kernels.numba._rows import FASTMATH, U
 from tinyformer.kernels.numba._tasks import claim, new_counter
+from tinyformer.kernels.numba._tile import tile8, tile16, tile32
 from tinyformer.kernels.numba._transpose import copy_transposed
 
 # Key loops run to a multiple of this. 16 (one 512-bit vector) wastes more keys on causal
@@ -129,55 +129,34 @@ def _copy(buf, start, step, rows, cols, dst, dst_row, factor):
 
 
 def _rows_times(b_row: int, out_row: int):
-    """The product below, compiled for operand rows b_row apart and output rows out_row apart
-    (closure constants: Numba compiles them in)."""
-    b1, o1 = U(b_row), U(out_row)
-    b2, b3, o2, o3 = U(2) * b1, U(3) * b1, U(2) * o1, U(3) * o1
+    """The product below, for operand rows b_row apart and output rows out_row apart."""
+    b_u, o_u = U(b_row), U(out_row)
 
     @njit(fastmath=FASTMATH, cache=True)
     def four_rows_times(a, a_row, a_col, i0, b, k, m, out, o0, t0):
         """out[o0 + r out_row + j] = sum_t a[(i0 + r) a_row + t a_col] b[t b_row + j] for r < 4,
-        j < m, t0 <= t < k: one pass over b's rows for four rows of a, four rows of b at a time.
-        (S = Q K^T: a = Q, b = K^T, j over keys; P V and dS K: a = P or dS, j over features;
-        dK = dS^T Q and dV = P^T dY: a_row = 1 and a_col = KEY_ROW read dS or P transposed,
-        since a's elements are only read one at a time; t0 = the first query that sees the
-        keys.)"""
-        # Unsigned throughout: a signed index is wrapped (3-4 instructions per load), and the
-        # 16 loads of a per pass of four terms cost more than the pass itself at short rows.
-        ar, ac, mu = U(a_row), U(a_col), U(m)
-        r0 = U(i0) * ar
-        r1, r2, r3 = r0 + ar, r0 + U(2) * ar, r0 + U(3) * ar
+        j < m, t0 <= t < k, in register tiles of 32, 16 and 8 columns (_tile.py); the last m % 8
+        columns (odd head sizes) one at a time. (S = Q K^T: a = Q, b = K^T, j over keys; P V and
+        dS K: a = P or dS, j over features; dK = dS^T Q and dV = P^T dY: a_row = 1 and a_col =
+        KEY_ROW read dS or P transposed; t0 = the first query that sees the keys.)"""
+        a_at, a_step, mu = U(i0) * U(a_row), U(a_col), U(m)
+        j = U(0)
+        while j + U(32) <= mu:
+            tile32(a, a_at, a_row, a_step, b, j, b_u, t0, k, out, U(o0) + j, o_u)
+            j += U(32)
+        if j + U(16) <= mu:
+            tile16(a, a_at, a_row, a_step, b, j, b_u, t0, k, out, U(o0) + j, o_u)
+            j += U(16)
+        if j + U(8) <= mu:
+            tile8(a, a_at, a_row, a_step, b, j, b_u, t0, k, out, U(o0) + j, o_u)
+            j += U(8)
         zero = out.dtype.type(0)
-        p0 = U(o0)
-        p1, p2, p3 = p0 + o1, p0 + o2, p0 + o3
-        for j in range(mu):
-            out[p0 + j] = out[p1 + j] = out[p2 + j] = out[p3 + j] = zero
-        first, end = U(t0), U(k)
-        quads = first + (end - first) // U(4) * U(4)
-        for t in range(first, quads, U(4)):
-            c0 = t * ac
-            c1, c2, c3 = c0 + ac, c0 + U(2) * ac, c0 + U(3) * ac
-            c00, c01, c02, c03 = a[r0 + c0], a[r0 + c1], a[r0 + c2], a[r0 + c3]
-            c10, c11, c12, c13 = a[r1 + c0], a[r1 + c1], a[r1 + c2], a[r1 + c3]
-            c20, c21, c22, c23 = a[r2 + c0], a[r2 + c1], a[r2 + c2], a[r2 + c3]
-            c30, c31, c32, c33 = a[r3 + c0], a[r3 + c1], a[r3 + c2], a[r3 + c3]
-            at = t * b1
-            for j in range(mu):
-                x0, x1, x2, x3 = b[at + j], b[at + b1 + j], b[at + b2 + j], b[at + b3 + j]
-                out[p0 + j] += c00 * x0 + c01 * x1 + c02 * x2 + c03 * x3
-                out[p1 + j] += c10 * x0 + c11 * x1 + c12 * x2 + c13 * x3
-                out[p2 + j] += c20 * x0 + c21 * x1 + c22 * x2 + c23 * x3
-                out[p3 + j] += c30 * x0 + c31 * x1 + c32 * x2 + c33 * x3
-        for t in range(quads, end):  # the last (k - t0) % 4 terms (e.g. odd head sizes)
-            c = t * ac
-            c0, c1, c2, c3 = a[r0 + c], a[r1 + c], a[r2 + c], a[r3 + c]
-            at = t * b1
-            for j in range(mu):
-                x = b[at + j]
-                out[p0 + j] += c0 * x
-                out[p1 + j] += c1 * x
-                out[p2 + j] += c2 * x
-                out[p3 + j] += c3 * x
+        for col in range(j, mu):
+            for r in range(U(4)):
+                total, row = zero, a_at + r * U(a_row)
+                for t in range(U(t0), U(k)):
+                    total += a[row + t * a_step] * b[t * b_u + col]
+                out[U(o0) + r * o_u + col] = total
 
     return four_rows_times
 
