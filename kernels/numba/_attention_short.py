@@ -51,7 +51,7 @@ from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max
 from tinyformer.kernels.numba._rows import FASTMATH, U
 from tinyformer.kernels.numba._tasks import claim, new_counter
-from tinyformer.kernels.numba._tile import tile8, tile16, tile32
+from tinyformer.kernels.numba._tile import tile8, tile16, tile32, tile_by_element
 from tinyformer.kernels.numba._transpose import copy_transposed
 
 # Key loops run to a multiple of this. 16 (one 512-bit vector) wastes more keys on causal
@@ -139,24 +139,20 @@ def _rows_times(b_row: int, out_row: int):
         columns (odd head sizes) one at a time. (S = Q K^T: a = Q, b = K^T, j over keys; P V and
         dS K: a = P or dS, j over features; dK = dS^T Q and dV = P^T dY: a_row = 1 and a_col =
         KEY_ROW read dS or P transposed; t0 = the first query that sees the keys.)"""
-        a_at, a_step, mu = U(i0) * U(a_row), U(a_col), U(m)
+        a_step, a_term, mu, o_at = U(a_row), U(a_col), U(m), U(o0)
+        a_at = U(i0) * a_step
         j = U(0)
         while j + U(32) <= mu:
-            tile32(a, a_at, a_row, a_step, b, j, b_u, t0, k, out, U(o0) + j, o_u)
+            tile32(a, a_at, a_step, a_term, b, j, b_u, t0, k, out, o_at + j, o_u)
             j += U(32)
         if j + U(16) <= mu:
-            tile16(a, a_at, a_row, a_step, b, j, b_u, t0, k, out, U(o0) + j, o_u)
+            tile16(a, a_at, a_step, a_term, b, j, b_u, t0, k, out, o_at + j, o_u)
             j += U(16)
         if j + U(8) <= mu:
-            tile8(a, a_at, a_row, a_step, b, j, b_u, t0, k, out, U(o0) + j, o_u)
+            tile8(a, a_at, a_step, a_term, b, j, b_u, t0, k, out, o_at + j, o_u)
             j += U(8)
-        zero = out.dtype.type(0)
-        for col in range(j, mu):
-            for r in range(U(4)):
-                total, row = zero, a_at + r * U(a_row)
-                for t in range(U(t0), U(k)):
-                    total += a[row + t * a_step] * b[t * b_u + col]
-                out[U(o0) + r * o_u + col] = total
+        if j < mu:
+            tile_by_element(a, a_at, a_step, a_term, b, j, b_u, t0, k, out, o_at + j, o_u, mu - j)
 
     return four_rows_times
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic, overload, register_jitable
 
 from tinyformer.kernels.numba._rows import U
 
@@ -36,14 +36,24 @@ LANES = 8  # elements per vector: one AVX register of float32, two of float64
 ROWS = 4
 
 
+@register_jitable
+def tile_by_element(a, a_at, a_row, a_col, b, b_at, b_row, t0, t1, out, o_at, o_row, width):
+    """The tiles' sum, one element at a time, for any width: the tiles' plain-Python stand-ins,
+    and in the kernels the columns past the last full tile (odd head sizes). Inside Numba the
+    caller passes the indices unsigned (`U`), so that none is wrapped as a negative one."""
+    zero = out.dtype.type(0)
+    for r in range(U(ROWS)):
+        row, dst = a_at + r * a_row, o_at + r * o_row
+        for j in range(U(width)):
+            total = zero
+            for t in range(U(t0), U(t1)):
+                total += a[row + t * a_col] * b[b_at + t * b_row + j]
+            out[dst + j] = total
+
+
 def _stand_in(width: int):
     def tile(a, a_at, a_row, a_col, b, b_at, b_row, t0, t1, out, o_at, o_row):
-        for r in range(ROWS):
-            for j in range(width):
-                total = out.dtype.type(0)
-                for t in range(t0, t1):
-                    total += a[a_at + r * a_row + t * a_col] * b[b_at + t * b_row + j]
-                out[o_at + r * o_row + j] = total
+        tile_by_element(a, a_at, a_row, a_col, b, b_at, b_row, t0, t1, out, o_at, o_row, width)
 
     tile.__name__ = tile.__qualname__ = f"tile{width}"
     tile.__doc__ = f"The 4 x {width} tile (module doc). Pure-Python stand-in."
