@@ -1,6 +1,6 @@
-"""Kernel-specific checks beyond the generic comparison: the vectorised exp and GELU's erfc,
-the row maximum, the workers' task counter, the transposed copy, the register tiles, the
-registry's fallback rules, linear's kernel and the bench's BLAS threads.
+"""Kernel-specific checks beyond the generic comparison: the vectorised exps, GELU's erfc and its
+tanh form at extreme inputs, the row maximum, the workers' task counter, the transposed copy,
+the register tiles, the registry's fallback rules, linear's kernel and the bench's BLAS threads.
 Attention's kernels: test_attention_kernel.py; the conv family's and pooling's:
 test_vision_kernels.py."""
 
@@ -46,6 +46,65 @@ def test_fast_exp_is_accurate_and_exact_at_the_ends(vector_exp, dtype, ulps):
     deep = np.array([-1e4, math.log(np.finfo(dtype).tiny) - 1], dtype)
     vector_exp(deep, y[:2])
     assert (y[:2] == 0).all()
+
+
+@pytest.mark.parametrize("dtype, ulps", [(np.float32, 2), (np.float64, 4)])
+def test_floored_fast_exp2_is_accurate_and_never_below_twice_the_smallest_normal(dtype, ulps):
+    # The tanh GELU's exp: 2^t with a fitted polynomial in float32, floored rather than flushed
+    # to 0 (kernels/numba/_fastexp.py); compiled, and the stand-in NUMBA_DISABLE_JIT runs
+    from numba import njit, prange
+
+    from tinyformer.kernels.numba._fastexp import exp2_nonpositive_floored
+    from tinyformer.kernels.numba._rows import FASTMATH
+
+    @njit(parallel=True, fastmath=FASTMATH)
+    def apply(t, y):
+        for i in prange(t.size):
+            y[i] = exp2_nonpositive_floored(t[i])
+
+    def stand_in(t, y):
+        y[...] = [exp2_nonpositive_floored(v) for v in t]
+
+    rng = np.random.default_rng(1)
+    floor = -125 if dtype == np.float32 else -1021
+    t = np.concatenate([-rng.random(100_000) * 30, -rng.random(1000) * -floor, [0.0, -0.0]])
+    t = t.astype(dtype)
+    deep = np.array([floor, floor - 0.5, floor - 1e3, -np.inf], dtype)
+    for run in (apply, stand_in):
+        y, y_deep = np.empty_like(t), np.empty_like(deep)
+        run(t, y)
+        run(deep, y_deep)
+        exact = 2.0 ** t.astype(np.float64)
+        assert (np.abs(y - exact) / exact).max() < ulps * np.finfo(dtype).eps
+        assert (y_deep == 2.0**floor).all()  # exactly: the polynomial is 1 at 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_gelu_kernels_hold_at_extreme_inputs(dtype):
+    # The kernels compute x s(w), s the logistic sigmoid, with exp(-|w|) floored at ~1e-38 rather
+    # than flushed to 0, and clamp x in the terms it multiplies: without the clamp, x = -1e30
+    # gave -1e-8 and a huge x a backward far from 1. Truth in float64, by a stable sigmoid.
+    x = np.array(
+        [0.0, -0.0, 1e-30, -1e-30, 0.5, -3.0, -9.0, -12.0, -19.9, -20.0, -25.0, 25.0, -1e4, 1e4,
+         -1e13, 1e13, -1e30, 1e30, -3e38, 3e38, np.inf, -np.inf, np.nan],
+        dtype,
+    )  # fmt: skip
+    with registry.prefer("numba"):
+        y = registry.call("gelu.forward", x, "tanh")
+        gx = registry.call("gelu.backward", np.ones_like(x), x, "tanh")
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = x.astype(np.float64)
+        w = np.sqrt(8 / np.pi) * (v + 0.044715 * v**3)
+        e = np.exp(-np.abs(w))
+        s = np.where(w >= 0, 1 / (1 + e), e / (1 + e))
+        dw = np.sqrt(8 / np.pi) * (1 + 0.134145 * v**2)
+        want_y = np.where(s == 0, 0.0, v * s)  # x s(w) -> 0 as x -> -inf
+        want_gx = s + np.where(e == 0, 0.0, v * s * (1 - s) * dw)
+    finite = np.isfinite(x)
+    np.testing.assert_allclose(y[finite], want_y[finite], rtol=1e-6, atol=1e-30)
+    np.testing.assert_allclose(gx[finite], want_gx[finite], rtol=1e-6, atol=1e-30)
+    assert y[-3] == np.inf and abs(y[-2]) < 1e-30 and np.isnan(y[-1])
+    assert gx[-3] == 1 and abs(gx[-2]) < 1e-30 and np.isnan(gx[-1])
 
 
 def test_gelu_kernels_float32_erfc_and_gaussian_are_accurate():

@@ -17,6 +17,15 @@ How, for x <= 0 (every use here: x - max(x), s - lse, log-probabilities):
 Accuracy (tests/test_kernels.py checks it): float32 within 3 ulp. float64 within ~1e-15 relative
 for x > -20 and ~3e-14 near -700: the kernels' fast-math flags allow reassociation, which can
 merge the two halves of ln 2, so r loses ~n ulp; the weights there are below 1e-8 anyway.
+
+`exp2_nonpositive_floored` is a leaner sibling for one caller, the tanh GELU: 2^t for t <= 0,
+where the caller folds log2(e) into constants it multiplies by anyway. With the argument already
+in base 2, f = t - n is exact (no Cody-Waite); the result is floored at twice the smallest
+normal float instead of flushed to 0 (GELU only adds it to 1 or multiplies it by |x| <= 20);
+and in float32 a fitted degree-6 polynomial stands in for the Taylor series of degree 7. About
+four fewer vector instructions of twenty. The tanh GELU's forward on one core, 393,216 float32
+elements (in-process, alternating calls): 0.165 ms with `exp_nonpositive` less its flush, 0.134
+in base 2, 0.126 with the degree-6 fit as well.
 """
 
 from __future__ import annotations
@@ -38,6 +47,14 @@ def exp_nonpositive(x):
     return math.exp(x)
 
 
+def exp2_nonpositive_floored(t):
+    """2^t for t <= 0, but never below 2^-125 (float32) or 2^-1021 (float64), twice the smallest
+    normal float, so that 2^-inf is not 0. Pure-Python stand-in; inside Numba kernels the
+    overload below runs."""
+    lowest = -125.0 if np.asarray(t).dtype == np.float32 else -1021.0
+    return 2.0 ** max(float(t), lowest)
+
+
 def _constants(dtype, degree: int, ln2_hi: float, ln2_lo: float):
     t = np.dtype(dtype).type
     taylor = np.array([1.0 / math.factorial(k) for k in range(degree, -1, -1)], dtype)
@@ -47,6 +64,21 @@ def _constants(dtype, degree: int, ln2_hi: float, ln2_lo: float):
 
 _F32 = _constants(np.float32, 7, 0.693359375, -2.12194440e-4)
 _F64 = _constants(np.float64, 12, 6.93147180369123816490e-01, 1.90821492927058770002e-10)
+
+# 2^f on |f| <= 1/2, highest power first. float32: a least-squares fit of degree 6 on Chebyshev
+# nodes, weighted for relative error, made once with NumPy:
+#     f = np.cos(np.linspace(0, np.pi, 4001)) / 2
+#     c = chebyshev.cheb2poly(chebyshev.chebfit(2 * f, 2.0**f, 6, w=2.0**-f)) * 2.0**np.arange(7)
+# Within 1.9e-9 of 2^f (0.84 ulp after Horner's rule in float32), where the Taylor series needs
+# degree 7. float64: the Taylor series of exp(f ln 2), degree 12, error < 2e-16.
+_EXP2_F32 = np.array(
+    [
+        0.0001533758102094819, 0.0013399865142027785, 0.009618519562455031,
+        0.05550328985747788, 0.24022646608045028, 0.6931472056058905, 1.0000000005921674,
+    ],
+    np.float32,
+)  # fmt: skip
+_EXP2_F64 = np.array([math.log(2.0) ** k / math.factorial(k) for k in range(12, -1, -1)])
 
 
 @intrinsic
@@ -68,7 +100,9 @@ def _power_of_two(typingctx, n, like):
 
 
 def _horner(c, r):
-    """The Taylor polynomial, written out: a loop here would block Numba's inliner."""
+    """The polynomial, written out: a loop here would block Numba's inliner."""
+    if c.size == 7:
+        return (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) * r + c[6]
     if c.size == 8:
         p = (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) * r + c[6]
         return p * r + c[7]
@@ -98,3 +132,19 @@ def _exp_nonpositive_overload(x):
     if isinstance(x, types.Float):
         return _implementation(*(_F32 if x.bitwidth == 32 else _F64))
     return None
+
+
+@overload(exp2_nonpositive_floored, inline="always")
+def _exp2_nonpositive_floored_overload(t):
+    if not isinstance(t, types.Float):
+        return None
+    c, lowest = (_EXP2_F32, np.float32(-125)) if t.bitwidth == 32 else (_EXP2_F64, -1021.0)
+    half = c.dtype.type(0.5)
+    horner = register_jitable(_horner)
+
+    def exp2_impl(t):
+        tc = max(t, lowest)  # also maps -inf to -125: 2^-125 exactly
+        n = np.int32(np.floor(tc + half))
+        return horner(c, tc - type(tc)(n)) * _power_of_two(n, tc)
+
+    return exp2_impl
