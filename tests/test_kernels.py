@@ -81,9 +81,10 @@ def test_floored_fast_exp2_is_accurate_and_never_below_twice_the_smallest_normal
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_tanh_gelu_kernels_hold_at_extreme_inputs(dtype):
-    # The kernels compute x s(w), s the logistic sigmoid, with exp(-|w|) floored at ~1e-38 rather
-    # than flushed to 0, and clamp x in the terms it multiplies: without the clamp, x = -1e30
-    # gave -1e-8 and a huge x a backward far from 1. Truth in float64, by a stable sigmoid.
+    # The kernels compute x s(w), s the logistic sigmoid, with exp(-|w|) floored at 2^-125 or
+    # 2^-1021 rather than flushed to 0, and clamp x in the terms it multiplies: without the
+    # clamp, x = -1e30 gave -2e-8 and a huge x a backward far from 1. Truth in float64, by a
+    # stable sigmoid.
     x = np.array(
         [0.0, -0.0, 1e-30, -1e-30, 0.5, -3.0, -9.0, -12.0, -19.9, -20.0, -25.0, 25.0, -1e4, 1e4,
          -1e13, 1e13, -1e30, 1e30, -3e38, 3e38, np.inf, -np.inf, np.nan],
