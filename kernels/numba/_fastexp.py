@@ -100,13 +100,13 @@ def _power_of_two(typingctx, n, like):
 
 
 def _horner(c, r):
-    """The polynomial, written out: a loop here would block Numba's inliner."""
-    if c.size == 7:
-        return (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) * r + c[6]
-    if c.size == 8:
-        p = (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) * r + c[6]
-        return p * r + c[7]
+    """The polynomial (degree 6, 7 or 12), written out: a loop here would block Numba's
+    inliner."""
     p = (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) * r + c[6]
+    if c.size == 7:
+        return p
+    if c.size == 8:
+        return p * r + c[7]
     p = (((((p * r + c[7]) * r + c[8]) * r + c[9]) * r + c[10]) * r + c[11]) * r
     return p + c[12]
 
