@@ -162,6 +162,36 @@ def test_row_max_matches_numpy_with_infinities_nans_and_signed_zeros(dtype):
         assert (np.isnan(got) and np.isnan(want)) or got == want, (x[:n], got, want)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_four_row_maxima_match_numpy_row_by_row(dtype):
+    # The attention forward's block of four rows in one loop, each element past a row's n read
+    # as -inf (kernels/numba/_rowmax.py): compiled, and the stand-in NUMBA_DISABLE_JIT runs
+    from numba import njit
+
+    from tinyformer.kernels.numba._rowmax import four_row_maxima
+
+    jitted = njit(lambda x, step, ns, last: four_row_maxima(x, step, *ns, last))
+    stand_in = lambda x, step, ns, last: four_row_maxima(x, step, *ns, last)  # noqa: E731
+    rng = np.random.default_rng(6)
+    step = 40
+    for trial in range(300):
+        last = int(rng.integers(1, step + 1))
+        ns = tuple(int(n) for n in rng.integers(0, last + 1, 4))
+        # values past each row's n are larger than any it sees: reading one is an error
+        x = np.full(4 * step, 1e30, dtype)
+        for r, n in enumerate(ns):
+            x[r * step : r * step + n] = rng.standard_normal(n) * 10.0 ** rng.integers(-5, 5)
+            if trial % 5 == 1 and n:
+                x[r * step : r * step + n] = -np.inf  # a fully masked row
+            if trial % 7 == 2 and n:
+                x[r * step + rng.integers(0, n)] = np.nan
+        want = [np.max(x[r * step : r * step + n]) if n else -np.inf for r, n in enumerate(ns)]
+        for run in (jitted, stand_in):
+            got = run(x, step, ns, last)
+            for g, w in zip(got, want):
+                assert (np.isnan(g) and np.isnan(w)) or g == w, (trial, ns, got, want)
+
+
 def test_claimed_tasks_are_handed_out_once_each_while_workers_race():
     # Kernels share tasks through `claim` (kernels/numba/_tasks.py); a claim that is not one
     # atomic step hands some numbers to both workers when they race for them, as here, where

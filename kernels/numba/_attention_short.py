@@ -26,8 +26,17 @@ zeroed by a select): no scalar remainder loops. Scratch is allocated once per th
 pair: at these sizes the allocations were a tenth of the backward. The worker count is an
 argument (numba.get_num_threads() in the caller), so that the kernels stay cacheable.
 
-Scratch is flat: rows of features FEATURE_ROW apart, rows of keys KEY_ROW apart, constants
-compiled into each product (`_rows_times`), indices unsigned. Why, when the products were loops
+The forward's softmax takes a block's four rows through each step together, the row maxima
+(`four_row_maxima`) and the exps (`_four_exps`) in one loop each. Row by row, a baby GPT's rows
+of 8-64 keys ran mostly in the scalar remainders of loops that LLVM vectorises 64 keys at a
+time, and paid each loop's set-up four times: the softmax was nearly half the forward, which
+went 0.36 -> 0.30 ms on one core (in-process A/B, medians of 15 rounds). The backward's
+softmax gradient did not gain that way (0.51 -> 0.54 ms): its row loops stay. The backward
+writes four rows of dQ, dK or dV straight from the tiles' registers into the gradient (0.55 ->
+0.52 ms); only a last block of fewer rows goes through scratch.
+
+Scratch is flat: rows of features FEATURE_ROW apart, rows of keys KEY_ROW apart, the operand's
+row stride compiled into each product (`_rows_times`), indices unsigned. Why, when the products were loops
 that LLVM vectorised: before it vectorises a loop that stores four output rows and loads four
 input rows, LLVM must rule out that a store hits a later load. With eight separate row views it
 did so at run time, ~30 overlap checks (~200 instructions) before every pass of four terms,
@@ -48,7 +57,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
-from tinyformer.kernels.numba._rowmax import row_max
+from tinyformer.kernels.numba._rowmax import four_row_maxima
 from tinyformer.kernels.numba._rows import FASTMATH, U
 from tinyformer.kernels.numba._tasks import claim, new_counter
 from tinyformer.kernels.numba._tile import tile8, tile16, tile32, tile_by_element
@@ -93,19 +102,30 @@ def exp_shifted(row, n, top):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def exp_below(row, n, last, top):
-    """In place on row[:last]: exp(row - top) for the visible keys j < n, 0 from n on; returns
-    their sum. Running to `last` (a multiple of LANES) with a select leaves no scalar remainder
-    loop: `exp_shifted`'s vector loop takes 32 keys at a time, so for a ViT's 17 keys all ran
-    in its scalar remainder, and the forward took 9% longer."""
-    zero = row.dtype.type(0)
-    total = zero
-    for j in range(last):
-        e = exp_nonpositive(row[j] - top)
-        e = e if j < n else zero
-        row[j] = e
-        total += e
-    return total
+def _four_exps(s, n0, n1, n2, n3, last, t0, t1, t2, t3):
+    """In place on the four rows s[r KEY_ROW:][:last]: exp(s - t_r) for the visible keys j < n_r,
+    0 from n_r on; returns the four sums. One loop for the block's four rows, running to `last`
+    (a multiple of LANES) with a select: no scalar remainder loops, the per-call set-up paid once
+    a block, and the rows at constant distances in one array, so that LLVM vectorises without
+    run-time overlap checks (see `four_row_maxima` in _rowmax.py for the figures)."""
+    zero = s.dtype.type(0)
+    s0, s1, s2, s3 = zero, zero, zero, zero
+    r1, r2, r3 = U(KEY_ROW), U(2 * KEY_ROW), U(3 * KEY_ROW)
+    v0, v1, v2, v3 = U(n0), U(n1), U(n2), U(n3)
+    for j in range(U(last)):
+        e0 = exp_nonpositive(s[j] - t0)
+        e1 = exp_nonpositive(s[r1 + j] - t1)
+        e2 = exp_nonpositive(s[r2 + j] - t2)
+        e3 = exp_nonpositive(s[r3 + j] - t3)
+        s[j] = e0 = e0 if j < v0 else zero
+        s[r1 + j] = e1 = e1 if j < v1 else zero
+        s[r2 + j] = e2 = e2 if j < v2 else zero
+        s[r3 + j] = e3 = e3 if j < v3 else zero
+        s0 += e0
+        s1 += e1
+        s2 += e2
+        s3 += e3
+    return s0, s1, s2, s3
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -128,18 +148,19 @@ def _copy(buf, start, step, rows, cols, dst, dst_row, factor):
             dst[at + t] = buf[src + t] * factor
 
 
-def _rows_times(b_row: int, out_row: int):
-    """The product below, for operand rows b_row apart and output rows out_row apart."""
-    b_u, o_u = U(b_row), U(out_row)
+def _rows_times(b_row: int):
+    """The product below, for operand rows b_row apart."""
+    b_u = U(b_row)
 
     @njit(fastmath=FASTMATH, cache=True)
-    def four_rows_times(a, a_row, a_col, i0, b, k, m, out, o0, t0):
-        """out[o0 + r out_row + j] = sum_t a[(i0 + r) a_row + t a_col] b[t b_row + j] for r < 4,
+    def four_rows_times(a, a_row, a_col, i0, b, k, m, out, o0, o_row, t0):
+        """out[o0 + r o_row + j] = sum_t a[(i0 + r) a_row + t a_col] b[t b_row + j] for r < 4,
         j < m, t0 <= t < k, in register tiles of 32, 16 and 8 columns (_tile.py); the last m % 8
         columns (odd head sizes) one at a time. (S = Q K^T: a = Q, b = K^T, j over keys; P V and
         dS K: a = P or dS, j over features; dK = dS^T Q and dV = P^T dY: a_row = 1 and a_col =
-        KEY_ROW read dS or P transposed; t0 = the first query that sees the keys.)"""
-        a_step, a_term, mu, o_at = U(a_row), U(a_col), U(m), U(o0)
+        KEY_ROW read dS or P transposed; t0 = the first query that sees the keys. `out` is
+        scratch, or for four rows of dQ, dK or dV the gradient itself, o_row its row stride.)"""
+        a_step, a_term, mu, o_at, o_u = U(a_row), U(a_col), U(m), U(o0), U(o_row)
         a_at = U(i0) * a_step
         j = U(0)
         while j + U(32) <= mu:
@@ -157,38 +178,62 @@ def _rows_times(b_row: int, out_row: int):
     return four_rows_times
 
 
-_times_keys = _rows_times(KEY_ROW, KEY_ROW)  # S = Q K^T, dP = dY V^T: rows of keys
-_times_features = _rows_times(FEATURE_ROW, FEATURE_ROW)  # P V, dS K, dS^T Q, P^T dY
+_times_keys = _rows_times(KEY_ROW)  # S = Q K^T, dP = dY V^T: rows of keys
+_times_features = _rows_times(FEATURE_ROW)  # P V, dS K, dS^T Q, P^T dY
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _visible(i, tq, tk, causal):
+    """How many keys query row i sees (0 for a padding row, i >= tq)."""
+    return 0 if i >= tq else (min(i + 1, tk) if causal else tk)
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _shift(n, top, zero):
+    """(keys to exponentiate, shift) of a row with n visible keys and maximum top: none, and a
+    shift of 0 rather than -inf, for a fully masked row."""
+    return (0, zero) if top == -np.inf else (n, top)
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _finish_row(b, i, n, top, total, lse, inv, r):
+    """lse[b, i] and inv[r] = 1 / sum of row i (inv 0 for a padding row or a fully masked one,
+    whose lse is +inf)."""
+    inv[r] = 0
+    if n and top == -np.inf:  # every key masked: weights 0, output 0, lse +inf
+        lse[b, i] = np.inf
+    elif n:
+        inv[r] = inv.dtype.type(1) / total
+        lse[b, i] = top + np.log(total)
 
 
 @njit(fastmath=FASTMATH, cache=True)
 def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last):
     """Rows s[r KEY_ROW:] = scaled scores of query i0 + r -> exp(s + mask - max), zero past the
     visible keys; fills lse[b, i] and inv[r] = 1 / sum (0 for a padding row or a fully masked
-    one)."""
+    one). The four rows go through each step together (`four_row_maxima`, `_four_exps`)."""
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]
-    zero, one = s.dtype.type(0), s.dtype.type(1)
-    for r in range(4):
-        i, row = i0 + r, s[r * KEY_ROW : (r + 1) * KEY_ROW]
-        inv[r] = zero
-        n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
-        if n:
-            if has_keep or has_bias:
+    n0, n1 = _visible(i0, tq, tk, causal), _visible(i0 + 1, tq, tk, causal)
+    n2, n3 = _visible(i0 + 2, tq, tk, causal), _visible(i0 + 3, tq, tk, causal)
+    if has_keep or has_bias:
+        one = s.dtype.type(1)
+        for r in range(4):
+            i, n = i0 + r, (n0, n1, n2, n3)[r]
+            if n:
                 keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+                row = s[r * KEY_ROW : (r + 1) * KEY_ROW]
                 scale_and_mask(row, n, one, keep_row, bias_row, has_keep, has_bias)
-            top = row_max(row, n)
-            if top == -np.inf:  # every key masked: weights 0, output 0, lse +inf
-                lse[b, i] = np.inf
-            else:
-                if n < 32:  # all of exp_shifted's loop would be its scalar remainder
-                    total = exp_below(row, n, last, top)
-                else:  # its vector loop, without exp_below's select (5-8% faster at 256 keys)
-                    total = exp_shifted(row, n, top)
-                    row[n:last] = zero
-                inv[r] = one / total
-                lse[b, i] = top + np.log(total)
-                continue
-        row[:last] = zero  # a padding row or a fully masked one
+    m0, m1, m2, m3 = four_row_maxima(s, KEY_ROW, n0, n1, n2, n3, last)
+    zero = s.dtype.type(0)
+    e0, t0 = _shift(n0, m0, zero)
+    e1, t1 = _shift(n1, m1, zero)
+    e2, t2 = _shift(n2, m2, zero)
+    e3, t3 = _shift(n3, m3, zero)
+    s0, s1, s2, s3 = _four_exps(s, e0, e1, e2, e3, last, t0, t1, t2, t3)
+    _finish_row(b, i0, n0, m0, s0, lse, inv, 0)
+    _finish_row(b, i0 + 1, n1, m1, s1, lse, inv, 1)
+    _finish_row(b, i0 + 2, n2, m2, s2, lse, inv, 2)
+    _finish_row(b, i0 + 3, n3, m3, s3, lse, inv, 3)
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -235,9 +280,13 @@ def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, 
             _copy(v, _offset(steps, 2, b0, b1), steps[2, 2], tk, dv, vs, FEATURE_ROW, one)
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
-                _times_keys(qs, FEATURE_ROW, 1, i0, kt, d, last, s, 0, 0)  # S = Q_block K^T
+                _times_keys(
+                    qs, FEATURE_ROW, 1, i0, kt, d, last, s, 0, KEY_ROW, 0
+                )  # S = Q_block K^T
                 _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last)
-                _times_features(s, KEY_ROW, 1, 0, vs, last, dv, out, 0, 0)  # Y_block * sum = exp V
+                _times_features(
+                    s, KEY_ROW, 1, 0, vs, last, dv, out, 0, FEATURE_ROW, 0
+                )  # Y_block sum = e V
                 for r in range(min(4, tq - i0)):
                     at = _offset(steps, 3, b0, b1) + (i0 + r) * steps[3, 2]
                     # Unsigned: a signed `at + t` is wrapped element by element (~10% of the
@@ -291,8 +340,12 @@ def pairs_backward(
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
                 o0 = i0 * KEY_ROW  # this block's rows of P and dS
-                _times_keys(qs, FEATURE_ROW, 1, i0, kt, d, last, p, o0, 0)  # S = Q_block K^T
-                _times_keys(gys, FEATURE_ROW, 1, i0, vt, dv, last, ds, o0, 0)  # dP = dY_block V^T
+                _times_keys(
+                    qs, FEATURE_ROW, 1, i0, kt, d, last, p, o0, KEY_ROW, 0
+                )  # S = Q_block K^T
+                _times_keys(
+                    gys, FEATURE_ROW, 1, i0, vt, dv, last, ds, o0, KEY_ROW, 0
+                )  # dP = dY V^T
                 for i in range(i0, i0 + 4):
                     n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
                     if n == 0:  # a padding row
@@ -309,18 +362,26 @@ def pairs_backward(
                         _softmax_grad_row(
                             p, ds, i, n, last, gys, dv, y, y_at, lse[b, i], factor, scale
                         )
-                _times_features(ds, KEY_ROW, 1, i0, ks, last, d, g_b, 0, 0)  # dQ_block = dS K
-                at = _offset(steps, 5, b0, b1) + i0 * steps[5, 2]
-                _store_rows(g_b, min(4, tq - i0), d, gq, at, steps[5, 2])
+                # dQ_block = dS K, into dQ's rows (a last block of fewer rows via scratch)
+                at, step = _offset(steps, 5, b0, b1) + i0 * steps[5, 2], steps[5, 2]
+                if i0 + 4 <= tq:
+                    _times_features(ds, KEY_ROW, 1, i0, ks, last, d, gq, at, step, 0)
+                else:
+                    _times_features(ds, KEY_ROW, 1, i0, ks, last, d, g_b, 0, FEATURE_ROW, 0)
+                    _store_rows(g_b, tq - i0, d, gq, at, step)
             # dK and dV four keys at a time. Causal: query i sees keys up to i, so keys j0.. get
             # gradient only from queries j0..; those rows of P and dS were filled past j0 + 3.
             for j0 in range(0, tk, 4):
                 first = min(j0, tq) if causal else 0
                 rows = min(4, tk - j0)
-                _times_features(ds, 1, KEY_ROW, j0, qs, tq, d, g_b, 0, first)  # dK_block = dS^T Q
-                at = _offset(steps, 6, b0, b1) + j0 * steps[6, 2]
-                _store_rows(g_b, rows, d, gk, at, steps[6, 2])
-                _times_features(p, 1, KEY_ROW, j0, gys, tq, dv, g_b, 0, first)  # dV_block = P^T dY
-                at = _offset(steps, 7, b0, b1) + j0 * steps[7, 2]
-                _store_rows(g_b, rows, dv, gv, at, steps[7, 2])
+                at_gk, step_k = _offset(steps, 6, b0, b1) + j0 * steps[6, 2], steps[6, 2]
+                at_gv, step_v = _offset(steps, 7, b0, b1) + j0 * steps[7, 2], steps[7, 2]
+                if rows == 4:  # dK_block = dS^T Q and dV_block = P^T dY, into their rows
+                    _times_features(ds, 1, KEY_ROW, j0, qs, tq, d, gk, at_gk, step_k, first)
+                    _times_features(p, 1, KEY_ROW, j0, gys, tq, dv, gv, at_gv, step_v, first)
+                else:  # a last block of fewer keys, via scratch
+                    _times_features(ds, 1, KEY_ROW, j0, qs, tq, d, g_b, 0, FEATURE_ROW, first)
+                    _store_rows(g_b, rows, d, gk, at_gk, step_k)
+                    _times_features(p, 1, KEY_ROW, j0, gys, tq, dv, g_b, 0, FEATURE_ROW, first)
+                    _store_rows(g_b, rows, dv, gv, at_gv, step_v)
             b = claim(tasks)

@@ -1,4 +1,5 @@
-"""A vectorisable max over a 1-D array (or its first n elements), for use inside Numba kernels.
+"""A vectorisable max over a 1-D array (or its first n elements) and over four rows at once, for
+use inside Numba kernels.
 
 Why: a plain running max (`top = max(top, x[j])`, or `x.max()`) is one chain of dependent
 floating-point compare-and-selects, and LLVM (as shipped with llvmlite) will not vectorise a
@@ -15,11 +16,13 @@ it wins, as in np.max.
 
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
-from tinyformer.kernels.numba._rows import FASTMATH
+from tinyformer.kernels.numba._rows import FASTMATH, U
 
 
 def _flip_negatives(builder, bits, width):
@@ -81,5 +84,47 @@ def _row_max_overload(x, n):
             key = order_key(x[j])
             top = key if key > top else top
         return from_order_key(top, x[0])
+
+    return impl
+
+
+def four_row_maxima(x, step, n0, n1, n2, n3, last):
+    """The maxima of four rows x[r step:][:n_r], -inf for a row with n_r = 0; every n_r <= last
+    (pure-Python stand-in; inside Numba kernels the overload below compiles)."""
+    return tuple(
+        x[r * step : r * step + n].max() if n else x.dtype.type(-math.inf)
+        for r, n in enumerate((n0, n1, n2, n3))
+    )
+
+
+@overload(four_row_maxima, jit_options={"fastmath": FASTMATH})
+def _four_row_maxima_overload(x, step, n0, n1, n2, n3, last):
+    """One loop over the first `last` elements of all four rows, each element past a row's n_r
+    read as -inf: four rows of a causal attention block share `last`, and one loop of four
+    reductions vectorises where four short loops (the rows of a baby GPT's blocks are 8-64
+    keys) ran mostly in their scalar remainders (the attention forward 0.36 -> 0.30 ms on one
+    core, with `_four_exps` in _attention_short.py)."""
+
+    def impl(x, step, n0, n1, n2, n3, last):
+        lowest = order_key(x.dtype.type(-math.inf))
+        m0, m1, m2, m3 = lowest, lowest, lowest, lowest
+        r1, r2, r3 = U(step), U(2 * step), U(3 * step)
+        v0, v1, v2, v3 = U(n0), U(n1), U(n2), U(n3)
+        for j in range(U(last)):
+            k0 = order_key(x[j]) if j < v0 else lowest
+            k1 = order_key(x[r1 + j]) if j < v1 else lowest
+            k2 = order_key(x[r2 + j]) if j < v2 else lowest
+            k3 = order_key(x[r3 + j]) if j < v3 else lowest
+            m0 = k0 if k0 > m0 else m0
+            m1 = k1 if k1 > m1 else m1
+            m2 = k2 if k2 > m2 else m2
+            m3 = k3 if k3 > m3 else m3
+        like = x[0]
+        return (
+            from_order_key(m0, like),
+            from_order_key(m1, like),
+            from_order_key(m2, like),
+            from_order_key(m3, like),
+        )
 
     return impl
