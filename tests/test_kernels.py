@@ -135,9 +135,10 @@ def test_row_max_matches_numpy_with_infinities_nans_and_signed_zeros(dtype):
     # row_max maps each float to an integer that orders like it (kernels/numba/_rowmax.py)
     from numba import njit
 
-    from tinyformer.kernels.numba._rowmax import row_max
+    from tinyformer.kernels.numba._rowmax import row_max, row_max_at
 
     first_n = njit(lambda x, n: row_max(x, n))
+    from_at = njit(lambda x, at, n: row_max_at(x, at, n))  # a row of a flat buffer
     rng = np.random.default_rng(5)
     tiny, huge = np.finfo(dtype).tiny, np.finfo(dtype).max
     for trial in range(400):
@@ -160,6 +161,11 @@ def test_row_max_matches_numpy_with_infinities_nans_and_signed_zeros(dtype):
             x[:n] = rng.choice([tiny, -tiny, huge, -huge], n)
         got, want = first_n(x, n), np.max(x[:n])
         assert (np.isnan(got) and np.isnan(want)) or got == want, (x[:n], got, want)
+        # the same row 3 elements into a buffer, between values that would win if read
+        padded = np.concatenate([np.full(3, np.inf, dtype), x[:n], np.full(3, np.inf, dtype)])
+        for at_n in (from_at, row_max_at):  # compiled, and the stand-in NUMBA_DISABLE_JIT runs
+            got = at_n(padded, 3, n)
+            assert (np.isnan(got) and np.isnan(want)) or got == want, (x[:n], got, want)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

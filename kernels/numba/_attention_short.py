@@ -36,13 +36,14 @@ writes four rows of dQ, dK or dV straight from the tiles' registers into the gra
 0.52 ms); only a last block of fewer rows goes through scratch.
 
 Scratch is flat: rows of features FEATURE_ROW apart, rows of keys KEY_ROW apart, the operand's
-row stride compiled into each product (`_rows_times`), indices unsigned. Why, when the products were loops
-that LLVM vectorised: before it vectorises a loop that stores four output rows and loads four
-input rows, LLVM must rule out that a store hits a later load. With eight separate row views it
-did so at run time, ~30 overlap checks (~200 instructions) before every pass of four terms,
-more than the pass's own 64 vector multiply-adds at a head size of 32. Rows at constant offsets
-in two arrays need one check. Backward: baby GPT 0.54 -> 0.48 ms, small GPT 12.6 -> 10.1 ms,
-ViT 1.0 -> 0.76 ms. (The register tiles have no such checks: they are written as vector code.)
+row stride compiled into each product (`_rows_times`), indices unsigned. Why, when the products
+were loops that LLVM vectorised: before it vectorises a loop that stores four output rows and
+loads four input rows, LLVM must rule out that a store hits a later load. With eight separate
+row views it did so at run time, ~30 overlap checks (~200 instructions) before every pass of
+four terms, more than the pass's own 64 vector multiply-adds at a head size of 32. Rows at
+constant offsets in two arrays need one check. Backward: baby GPT 0.54 -> 0.48 ms, small GPT
+12.6 -> 10.1 ms, ViT 1.0 -> 0.76 ms. (The register tiles have no such checks: they are written
+as vector code.)
 
 Every index in the loops is unsigned, and no loop slices a row view. A signed index into a
 Numba array is wrapped (negative counts from the end): 3-4 more instructions per load, ~60 for

@@ -88,6 +88,25 @@ def _row_max_overload(x, n):
     return impl
 
 
+def row_max_at(x, at, n):
+    """max(x[at : at + n]) for n >= 1: `row_max` of a row of a flat buffer, with no row view
+    (pure-Python stand-in; inside Numba kernels the overload below compiles)."""
+    return x[at : at + n].max()
+
+
+@overload(row_max_at, jit_options={"fastmath": FASTMATH})
+def _row_max_at_overload(x, at, n):
+    def impl(x, at, n):
+        start = U(at)
+        top = order_key(x[start])
+        for j in range(start + U(1), start + U(n)):
+            key = order_key(x[j])
+            top = key if key > top else top
+        return from_order_key(top, x[start])
+
+    return impl
+
+
 def four_row_maxima(x, step, n0, n1, n2, n3, last):
     """The maxima of four rows x[r step:][:n_r], -inf for a row with n_r = 0; every n_r <= last
     (pure-Python stand-in; inside Numba kernels the overload below compiles)."""
