@@ -30,10 +30,10 @@ The forward's softmax takes a block's four rows through each step together, the 
 (`four_row_maxima`) and the exps (`_four_exps`) in one loop each. Row by row, a baby GPT's rows
 of 8-64 keys ran mostly in the scalar remainders of loops that LLVM vectorises 64 keys at a
 time, and paid each loop's set-up four times: the softmax was nearly half the forward, which
-went 0.36 -> 0.30 ms on one core (in-process A/B, medians of 15 rounds). The backward's
+went 0.38 -> 0.32 ms on one core (in-process A/B, medians of 15 rounds). The backward's
 softmax gradient did not gain that way (0.51 -> 0.54 ms): its row loops stay. The backward
 writes four rows of dQ, dK or dV straight from the tiles' registers into the gradient (0.55 ->
-0.52 ms); only a last block of fewer rows goes through scratch.
+0.53 ms); only a last block of fewer rows goes through scratch.
 
 Scratch is flat: rows of features FEATURE_ROW apart, rows of keys KEY_ROW apart, the operand's
 row stride compiled into each product (`_rows_times`), indices unsigned. Why, when the products
