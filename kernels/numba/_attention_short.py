@@ -281,13 +281,10 @@ def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, 
             _copy(v, _offset(steps, 2, b0, b1), steps[2, 2], tk, dv, vs, FEATURE_ROW, one)
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
-                _times_keys(
-                    qs, FEATURE_ROW, 1, i0, kt, d, last, s, 0, KEY_ROW, 0
-                )  # S = Q_block K^T
+                # S = Q_block K^T -> exp(S - max) in place -> Y_block * sum = exp(S - max) V
+                _times_keys(qs, FEATURE_ROW, 1, i0, kt, d, last, s, 0, KEY_ROW, 0)
                 _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last)
-                _times_features(
-                    s, KEY_ROW, 1, 0, vs, last, dv, out, 0, FEATURE_ROW, 0
-                )  # Y_block sum = e V
+                _times_features(s, KEY_ROW, 1, 0, vs, last, dv, out, 0, FEATURE_ROW, 0)
                 for r in range(min(4, tq - i0)):
                     at = _offset(steps, 3, b0, b1) + (i0 + r) * steps[3, 2]
                     # Unsigned: a signed `at + t` is wrapped element by element (~10% of the
@@ -341,14 +338,11 @@ def pairs_backward(
             for i0 in range(0, tq, 4):
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
                 o0 = i0 * KEY_ROW  # this block's rows of P and dS
-                _times_keys(
-                    qs, FEATURE_ROW, 1, i0, kt, d, last, p, o0, KEY_ROW, 0
-                )  # S = Q_block K^T
-                _times_keys(
-                    gys, FEATURE_ROW, 1, i0, vt, dv, last, ds, o0, KEY_ROW, 0
-                )  # dP = dY V^T
+                # S = Q_block K^T into P's rows, dP = dY_block V^T into dS's rows
+                _times_keys(qs, FEATURE_ROW, 1, i0, kt, d, last, p, o0, KEY_ROW, 0)
+                _times_keys(gys, FEATURE_ROW, 1, i0, vt, dv, last, ds, o0, KEY_ROW, 0)
                 for i in range(i0, i0 + 4):
-                    n = 0 if i >= tq else (min(i + 1, tk) if causal else tk)
+                    n = _visible(i, tq, tk, causal)
                     if n == 0:  # a padding row
                         p[i * KEY_ROW : i * KEY_ROW + last] = zero
                         ds[i * KEY_ROW : i * KEY_ROW + last] = zero

@@ -70,27 +70,9 @@ def from_order_key(typingctx, key, like):
     return sig, codegen
 
 
-def row_max(x, n):
-    """max(x[:n]) for n >= 1 (pure-Python stand-in, which NUMBA_DISABLE_JIT=1 runs: intrinsics
-    have no Python version; inside Numba kernels the overload below compiles)."""
-    return x[:n].max()
-
-
-@overload(row_max, jit_options={"fastmath": FASTMATH})
-def _row_max_overload(x, n):
-    def impl(x, n):
-        top = order_key(x[0])
-        for j in range(1, n):
-            key = order_key(x[j])
-            top = key if key > top else top
-        return from_order_key(top, x[0])
-
-    return impl
-
-
 def row_max_at(x, at, n):
-    """max(x[at : at + n]) for n >= 1: `row_max` of a row of a flat buffer, with no row view
-    (pure-Python stand-in; inside Numba kernels the overload below compiles)."""
+    """max(x[at : at + n]) for n >= 1: a row of a flat buffer, with no row view. Pure-Python
+    stand-in; inside Numba kernels the overload below compiles."""
     return x[at : at + n].max()
 
 
@@ -99,10 +81,30 @@ def _row_max_at_overload(x, at, n):
     def impl(x, at, n):
         start = U(at)
         top = order_key(x[start])
-        for j in range(start + U(1), start + U(n)):
-            key = order_key(x[j])
+        for j in range(U(1), U(n)):
+            key = order_key(x[start + j])
             top = key if key > top else top
         return from_order_key(top, x[start])
+
+    return impl
+
+
+def row_max(x, n):
+    """max(x[:n]) for n >= 1 (pure-Python stand-in, which NUMBA_DISABLE_JIT=1 runs: intrinsics
+    have no Python version; inside Numba kernels the overload below compiles)."""
+    return x[:n].max()
+
+
+@overload(row_max, jit_options={"fastmath": FASTMATH})
+def _row_max_overload(x, n):
+    # Its own loop, not row_max_at(x, 0, n): on a row view that measured 3-10% slower in the
+    # softmax forward (3072 rows of 64).
+    def impl(x, n):
+        top = order_key(x[0])
+        for j in range(1, n):
+            key = order_key(x[j])
+            top = key if key > top else top
+        return from_order_key(top, x[0])
 
     return impl
 
