@@ -112,6 +112,42 @@ def test_bench_quick_writes_json_and_png(tmp_path, capsys):
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
 
 
+def test_bench_combines_runs_into_medians_with_the_spread(tmp_path, capsys):
+    assert bench_main(["--quick", "--runs", "3", "--only", "kernels", "--out", str(tmp_path)]) == 0
+    table = json.loads((tmp_path / "bench.json").read_text())["kernels_quick"]
+    assert len(table["runs"]) == 3 and "median of 3 runs" in capsys.readouterr().out
+    for i, row in enumerate(table["rows"]):
+        runs = [run[i] for run in table["runs"]]
+        assert {r["primitive"] for r in runs} == {row["primitive"]}
+        assert row["numpy_ms"] == sorted(r["numpy_ms"] for r in runs)[1]
+        if "speedup" in row:  # with numba
+            speedups = sorted(r["speedup"] for r in runs)
+            assert (row["lowest"], row["speedup"], row["highest"]) == tuple(speedups)
+
+
+def test_combine_runs_takes_each_number_s_median_and_keeps_one_run_as_it_is():
+    from tinyformer.bench.kernels import combine_runs
+
+    def row(ref, kernel):
+        return {"primitive": "p", "default": "numba", "numpy_ms": ref, "numba_ms": kernel,
+                "speedup": ref / kernel}  # fmt: skip
+
+    one = [row(4.0, 1.0)]
+    assert combine_runs([one]) is one  # no spread columns for a single run
+    (got,) = combine_runs([[row(4.0, 1.0)], [row(6.0, 1.0)], [row(4.0, 4.0)], [row(9.0, 2.0)]])
+    # medians of each number (of an even count: the mean of the middle two), not ratios of them
+    assert got["numpy_ms"] == 5.0 and got["numba_ms"] == 1.5
+    assert got["speedup"] == 4.25 and (got["lowest"], got["highest"]) == (1.0, 6.0)
+    assert got["primitive"] == "p" and got["default"] == "numba"
+
+
+def test_bench_refuses_a_run_count_below_one(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench_main(["--runs", "0", "--only", "kernels"])
+    assert exit_.value.code == 2
+    assert "--runs: must be 1 or more, got 0" in capsys.readouterr().err
+
+
 def test_bench_refuses_an_output_folder_it_cannot_write_before_timing(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -1,6 +1,8 @@
-"""`python -m tinyformer.bench [--only SECTIONS] [--quick] [--out DIR]`: print the tables, write
-JSON and PNG charts. Sections: engine, ops, kernels, vision (conv and pooling), memory; a pulse
-of the machine (`pulse.py`) before and after them tells a quiet run from a disturbed one.
+"""`python -m tinyformer.bench [--only SECTIONS] [--runs N] [--quick] [--out DIR]`: print the
+tables, write JSON and PNG charts. Sections: engine, ops, kernels, vision (conv and pooling),
+memory; a pulse of the machine (`pulse.py`) before and after them tells a quiet run from a
+disturbed one. The kernel tables are timed `--runs` times, every table once a run, and report
+each number's median over the runs with the lowest and highest speedup (`combine_runs`).
 
 Run as a program it restarts itself once with `tinyformer.runtime.BENCH_ENV`: the process
 settings `tinyformer train` runs with, except that BLAS keeps both threads, so that each
@@ -20,7 +22,13 @@ from tinyformer.bench import (
     save_text,
 )
 from tinyformer.bench.cases import BABY, engine_overhead, op_timings
-from tinyformer.bench.kernels import attention_memory, geometric_mean, kernel_timings, time_cases
+from tinyformer.bench.kernels import (
+    attention_memory,
+    combine_runs,
+    geometric_mean,
+    kernel_timings,
+    time_cases,
+)
 from tinyformer.bench.pulse import describe, gemm_rate, pulse
 from tinyformer.bench.vision import vision_cases
 from tinyformer.fileio import check_writable
@@ -46,15 +54,29 @@ class Report:
         self.markdown.append(text + "\n")
 
 
+def _kernel_sections(only: set[str], quick: bool) -> list[tuple[str, dict | None]]:
+    """(name, model shapes) of each kernel table asked for; vision's cases carry their own."""
+    sections: list[tuple[str, dict | None]] = []
+    if "kernels" in only:
+        sections += [("quick", QUICK)] if quick else [("baby", BABY), ("small", SMALL)]
+    if "vision" in only:
+        sections.append(("vision-quick" if quick else "vision", None))
+    return sections
+
+
+def _kernel_rows(name: str, shapes: dict | None, repeats: int, gemm: float) -> list[dict]:
+    """One run of a kernel table: a row per case."""
+    if shapes is None:
+        return time_cases(vision_cases(quick="quick" in name), repeats, gemm)
+    return kernel_timings(shapes, repeats, gemm)
+
+
 def _kernels(
-    name: str, shapes: dict | None, repeats: int, out: Path, results: dict, report: Report
-) -> None:
-    gemm = results["gemm_GFLOPs"]
-    rows = (
-        time_cases(vision_cases(quick="quick" in name), repeats, gemm)
-        if shapes is None
-        else kernel_timings(shapes, repeats, gemm)
-    )
+    name: str, shapes: dict | None, runs: list[list[dict]], out: Path, results: dict,
+    report: Report,
+) -> None:  # fmt: skip
+    """Report a kernel table from its runs (`combine_runs`), with its chart and JSON."""
+    rows = combine_runs(runs)
     speedups = [r["speedup"] for r in rows if "speedup" in r]
     columns = [
         "primitive",
@@ -63,13 +85,16 @@ def _kernels(
         "numpy_ms",
         "numba_ms",
         "speedup",
+        "lowest",
+        "highest",
         "GB/s",
         "GFLOP/s",
         "ceiling",
     ]
     if any("torch_ms" in r for r in rows):
         columns.append("torch_ms")
-    title = f"Kernels at {name} shapes {shapes or ''} (milliseconds, median)"
+    timing = "median" if len(runs) == 1 else f"median of {len(runs)} runs"
+    title = f"Kernels at {name} shapes {shapes or ''} (milliseconds, {timing})"
     report.table(title, rows, columns)
     report.line(
         f"geometric mean speedup: {geometric_mean(speedups):.2f}x over {len(speedups)} rows"
@@ -79,6 +104,8 @@ def _kernels(
         "rows": rows,
         "geomean": geometric_mean(speedups),
     }
+    if len(runs) > 1:  # each run's own rows, for a closer look at the spread
+        results[f"kernels_{name}"]["runs"] = runs
     if speedups:
         chart = [
             {"primitive": r["primitive"], "speedup": r["speedup"]} for r in rows if "speedup" in r
@@ -93,11 +120,25 @@ def _kernels(
         )
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tinyformer.bench", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    parser.add_argument(
+        "--runs",
+        type=_positive,
+        default=None,
+        help="times each kernel table is timed; each number shown is the median over the runs, "
+        "with the lowest and highest speedup (default 3, 1 with --quick)",
+    )
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     unknown = only - set(SECTIONS)
@@ -108,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         parser.error(f"cannot write to --out {args.out}: {err}")
     repeats = 3 if args.quick else 15
+    if args.runs is None:
+        args.runs = 1 if args.quick else 3
     results: dict = {"machine": machine(), "pulse": {"before": pulse()}}
     gemm_size = 256 if args.quick else 1024
     results["gemm_GFLOPs"] = gemm_rate(gemm_size)
@@ -141,15 +184,15 @@ def main(argv: list[str] | None = None) -> int:
             ["op", "shape", "forward_ms", "backward_ms", "total_ms"],
         )
         save_chart(args.out / "ops.png", ops, "op", ["forward_ms", "backward_ms"], "tinyformer ops")
-    if "kernels" in only:
-        for name, shapes in (
-            [("quick", QUICK)] if args.quick else [("baby", BABY), ("small", SMALL)]
-        ):
-            _kernels(name, shapes, repeats, args.out, results, report)
-    if "vision" in only:
-        _kernels(
-            "vision-quick" if args.quick else "vision", None, repeats, args.out, results, report
-        )
+    sections = _kernel_sections(only, args.quick)
+    runs = []
+    for run in range(args.runs if sections else 0):  # every table once a run: runs far apart
+        if args.runs > 1:
+            print(f"kernel tables: run {run + 1} of {args.runs}", flush=True)
+        gemm = results["gemm_GFLOPs"]
+        runs.append({name: _kernel_rows(name, shapes, repeats, gemm) for name, shapes in sections})
+    for name, shapes in sections:
+        _kernels(name, shapes, [run[name] for run in runs], args.out, results, report)
     if "memory" in only:
         lengths = (64, 128) if args.quick else (256, 1024, 4096)
         memory = attention_memory(lengths)

@@ -25,6 +25,7 @@ import functools
 import importlib.util
 import math
 import operator
+import statistics
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -204,6 +205,30 @@ def time_cases(
             for case, row in zip(cases, rows):
                 if case.torch is not None:
                     row["torch_ms"] = median_time(case.torch(torch), repeats) * 1e3
+    return rows
+
+
+def combine_runs(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The rows of several runs of the same cases as one table: each number the median over the
+    runs (a run's speedup taken within that run, then the median of those), and the lowest and
+    highest speedup any run read.
+
+    Why: on a shared virtual machine a spell of seconds, when the host gives a core to a
+    neighbour, slows every kernel timed in it, and a single run's row can read half its usual
+    speedup (docs/kernels.md). Runs seconds apart fall into different spells; their median says
+    what the kernel usually does, and "lowest" keeps the spells in view instead of hiding them."""
+    if len(runs) == 1:
+        return runs[0]
+    rows = []
+    for same in zip(*runs, strict=True):  # the same case, once per run
+        row = dict(same[0])
+        for key, value in same[0].items():
+            if isinstance(value, float):
+                row[key] = statistics.median(r[key] for r in same)
+        if "speedup" in row:
+            row["lowest"] = min(r["speedup"] for r in same)
+            row["highest"] = max(r["speedup"] for r in same)
+        rows.append(row)
     return rows
 
 
