@@ -160,19 +160,32 @@ def _unused_masks(tq: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     return keep, bias
 
 
-def _masks(mask, batch, tq, tk, dtype, causal):
-    """(keep, bias, ids, flags): an unused mask is a dummy (`_unused_masks`)."""
-    keep, bias = _unused_masks(tq, np.dtype(dtype))
-    ids = np.zeros((2, math.prod(batch)), np.int64)  # each pair's keep and bias slice
+@functools.lru_cache(maxsize=64)
+def _no_masks(pairs: int, tq: int, dtype: np.dtype, causal: bool):
+    """`_masks` of a call without a mask, made once per shape and shared (read-only): what a
+    GPT's every call passes, built in ~3 µs a call otherwise."""
+    keep, bias = _unused_masks(tq, dtype)
+    return keep, bias, read_only(np.zeros((2, pairs), np.int64)), read_only(_flags(None, causal))
+
+
+def _flags(mask, causal: bool) -> np.ndarray:
     is_bool = mask is not None and mask.dtype == np.bool_
-    if mask is not None:
-        mask3, mask_i = _flatten(np.broadcast_to(mask, (*mask.shape[:-2], tq, tk)), batch)
-        if is_bool:
-            keep, ids[0] = mask3, mask_i
-        else:
-            bias, ids[1] = mask3, mask_i
-    flags = np.array([is_bool, mask is not None and not is_bool, causal])
-    return read_only(keep), read_only(bias), ids, flags
+    return np.array([is_bool, mask is not None and not is_bool, causal])
+
+
+def _masks(mask, batch, tq, tk, dtype, causal):
+    """(keep, bias, ids, flags): an unused mask is a dummy (`_unused_masks`), ids[0, b] and
+    ids[1, b] the slice of keep and bias that (batch, head) pair b reads. All read-only."""
+    if mask is None:
+        return _no_masks(math.prod(batch), tq, np.dtype(dtype), bool(causal))
+    keep, bias = _unused_masks(tq, np.dtype(dtype))
+    ids = np.zeros((2, math.prod(batch)), np.int64)
+    mask3, mask_i = _flatten(np.broadcast_to(mask, (*mask.shape[:-2], tq, tk)), batch)
+    if mask.dtype == np.bool_:
+        keep, ids[0] = mask3, mask_i
+    else:
+        bias, ids[1] = mask3, mask_i
+    return read_only(keep), read_only(bias), read_only(ids), read_only(_flags(mask, causal))
 
 
 def _as_batch(a: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
@@ -195,9 +208,9 @@ def _as_pairs(a: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(a, (*batch, *a.shape[-2:])).reshape(*_pairs(batch), *a.shape[-2:])
 
 
-def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarray]:
-    """Each array as (B, H, T, d) (`_as_pairs`) seen as a flat buffer over the memory it spans,
-    and a (len(arrays), 3) array of their element strides for (batch, head, row).
+def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], list[list[int]]]:
+    """Each array as (B, H, T, d) (`_as_pairs`) seen as a read-only flat buffer over the memory
+    it spans, and each one's element strides for (batch, head, row).
 
     Why: the short kernels slice rows out of the buffers, which Numba compiles as contiguous
     (vectorised) loops; rows of a strided 4-D view compile as strided loops, 5x slower. An array
@@ -207,9 +220,11 @@ def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], np.ndarra
         a = _as_pairs(a, batch)
         if not _rows_contiguous(a):
             a = np.ascontiguousarray(a)
-        steps.append(element_strides(a)[:3])  # batch, head, row
-        buffers.append(read_only(span(a)))
-    return buffers, np.array(steps, np.int64)
+        steps.append([stride // a.itemsize for stride in a.strides[:3]])  # batch, head, row
+        buffer = span(a)  # a view of its own: made read-only without touching `a`
+        buffer.flags.writeable = False
+        buffers.append(buffer)
+    return buffers, steps
 
 
 def gradients_like(q, k, v, batch: tuple[int, ...]):
@@ -309,7 +324,7 @@ def attention_forward(q, k, v, mask, causal, scale):
         y, y_flat, y_steps = empty_like_rows(q, batch, tq, v.shape[-1])
         lse = np.empty((*batch, tq), q.dtype)
         lse2 = lse.reshape(-1, tq)  # a view of lse
-        steps = np.concatenate([steps, [y_steps]])
+        steps = np.array([*steps, y_steps], np.int64)
         workers = min(numba.get_num_threads(), lse2.shape[0])
         pairs_forward(*buffers, steps, dims, *masks, q.dtype.type(scale), workers, y_flat, lse2)
         return y, lse
@@ -335,7 +350,7 @@ def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
         dims = (*_pairs(batch), tq, tk, q.shape[-1], v.shape[-1])
         lse2 = read_only(np.ascontiguousarray(lse).reshape(-1, tq))
         grads, flat, grad_steps = gradients_like(q, k, v, batch)
-        steps = np.concatenate([steps, grad_steps])
+        steps = np.array([*steps, *grad_steps], np.int64)
         workers = min(numba.get_num_threads(), lse2.shape[0])
         args = (*buffers, steps, dims, lse2, *masks, q.dtype.type(scale), workers, *flat)
         pairs_backward(*args)
