@@ -85,8 +85,7 @@ def _kernels(
         "numpy_ms",
         "numba_ms",
         "speedup",
-        "lowest",
-        "highest",
+        *(["lowest", "highest"] if len(runs) > 1 else []),
         "GB/s",
         "GFLOP/s",
         "ceiling",
@@ -185,11 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         save_chart(args.out / "ops.png", ops, "op", ["forward_ms", "backward_ms"], "tinyformer ops")
     sections = _kernel_sections(only, args.quick)
-    runs = []
+    runs, gemm = [], results["gemm_GFLOPs"]
     for run in range(args.runs if sections else 0):  # every table once a run: runs far apart
         if args.runs > 1:
             print(f"kernel tables: run {run + 1} of {args.runs}", flush=True)
-        gemm = results["gemm_GFLOPs"]
         runs.append({name: _kernel_rows(name, shapes, repeats, gemm) for name, shapes in sections})
     for name, shapes in sections:
         _kernels(name, shapes, [run[name] for run in runs], args.out, results, report)
