@@ -220,7 +220,7 @@ def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], list[list
         a = _as_pairs(a, batch)
         if not _rows_contiguous(a):
             a = np.ascontiguousarray(a)
-        steps.append([stride // a.itemsize for stride in a.strides[:3]])  # batch, head, row
+        steps.append(element_strides(a)[:3])  # batch, head, row
         buffer = span(a)  # a view of its own: made read-only without touching `a`
         buffer.flags.writeable = False
         buffers.append(buffer)
