@@ -58,6 +58,5 @@ def span(a: np.ndarray) -> np.ndarray:
 
 def element_strides(a: np.ndarray) -> tuple[int, ...]:
     """a's strides in elements, as kernels index `span(a)`."""
-    return tuple(
-        [stride // a.itemsize for stride in a.strides]
-    )  # a list: ~0.2 µs faster than a generator
+    # From a list: ~0.2 µs a call faster than from a generator (attention calls it 8 times).
+    return tuple([stride // a.itemsize for stride in a.strides])
