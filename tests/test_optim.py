@@ -74,7 +74,8 @@ def test_parameter_groups_have_their_own_hyperparameters():
         optim.SGD([{"params": params}, {"params": params[:1]}])
     with pytest.raises(ValueError, match="SGD: a parameter appears twice in one group"):
         optim.SGD([params[0], params[0]])  # each step moved it twice
-    with pytest.raises(ValueError, match=r"AdamW: lr, eps, weight_decay must be >= 0, got -1"):
+    message = r"AdamW: lr, eps, weight_decay must be finite and >= 0, got -1"
+    with pytest.raises(ValueError, match=message):
         optim.AdamW(params, lr=-1)
     with pytest.raises(ValueError, match="unknown hyperparameters"):
         optim.SGD([{"params": params, "momentom": 0.9}])

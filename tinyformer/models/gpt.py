@@ -141,8 +141,8 @@ class GPT(nn.Module):
         """
         if max_new_tokens < 0:
             raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
-        if temperature <= 0:
-            raise ValueError(f"generate: temperature must be > 0, got {temperature}")
+        if not 0 < temperature < math.inf:  # NaN fails it too
+            raise ValueError(f"generate: temperature must be finite and > 0, got {temperature}")
         if top_k is not None and top_k < 1:
             raise ValueError(
                 f"generate: top_k must be >= 1 (None: no top-k filtering), got {top_k}"

@@ -4,6 +4,7 @@ weight decay added to the gradient (L2) and the primitive's own decay set to 0."
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,9 +28,10 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
     ) -> None:
         name = type(self).__name__
-        if lr < 0 or eps < 0 or weight_decay < 0:
+        if not all(0 <= v < math.inf for v in (lr, eps, weight_decay)):  # NaN fails it too
             raise ValueError(
-                f"{name}: lr, eps, weight_decay must be >= 0, got {lr}, {eps}, {weight_decay}"
+                f"{name}: lr, eps, weight_decay must be finite and >= 0, got {lr}, {eps}, "
+                f"{weight_decay}"
             )
         if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"{name}: betas must be two numbers in [0, 1), got {betas}")

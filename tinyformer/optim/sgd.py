@@ -8,6 +8,7 @@ p <- p - lr * g
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,9 +27,10 @@ class SGD(Optimizer):
         weight_decay: float = 0.0,
         nesterov: bool = False,
     ) -> None:
-        if lr < 0 or momentum < 0 or weight_decay < 0:
+        if not all(0 <= v < math.inf for v in (lr, momentum, dampening, weight_decay)):
             raise ValueError(
-                f"SGD: lr, momentum and weight_decay must be >= 0, got {lr}, {momentum}, "
+                f"SGD: lr, momentum, dampening and weight_decay must be finite and >= 0, got "
+                f"{lr}, {momentum}, {dampening}, "
                 f"{weight_decay}"
             )
         if nesterov and (momentum <= 0 or dampening != 0):

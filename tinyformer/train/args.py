@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import typing
 from typing import Any, TypeVar
 
@@ -28,6 +29,8 @@ class Range:
     open_high: bool = False
 
     def __contains__(self, value: float) -> bool:
+        if not math.isfinite(value):  # NaN fails every comparison, so it would pass them all
+            return False
         if self.low is not None and (value <= self.low if self.open_low else value < self.low):
             return False
         return self.high is None or (value < self.high if self.open_high else value <= self.high)
@@ -60,13 +63,17 @@ def flag(
 
 
 def check_ranges(config: Any) -> None:
-    """ValueError for the first field of the dataclass `config` outside its flag's range,
-    naming the flag, the range and the value. None means "the default", and is not checked.
-    Call it from the dataclass's __post_init__, so that the CLI and the Python API both check."""
+    """ValueError for the first field of the dataclass `config` outside its flag's range, or
+    any number field that is NaN or infinite (with or without a range: the checks further on
+    compare, and NaN passes every comparison), naming the flag, the range and the value. None
+    means "the default", and is not checked. Call it from the dataclass's __post_init__, so
+    that the CLI and the Python API both check."""
     for field in dataclasses.fields(config):
         valid, value = field.metadata.get("valid"), getattr(config, field.name)
+        name = "--" + field.name.replace("_", "-")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
         if valid is not None and value is not None and value not in valid:
-            name = "--" + field.name.replace("_", "-")
             raise ValueError(f"{name} must be {valid}, got {value}")
 
 
