@@ -1,7 +1,9 @@
-"""Shared test configuration: hypothesis profiles and the planted-bug summary line."""
+"""Shared test configuration: hypothesis profiles, the planted-bug summary line, and the small
+text corpus the training tests share."""
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # CI: modest example counts; no deadline anywhere (a first JIT compile takes seconds).
@@ -12,6 +14,17 @@ settings.register_profile(
     "dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(300))
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """A text file for the GPT trainer: small, and with a vocabulary of a few dozen chars."""
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return str(path)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -12,15 +12,6 @@ from tinyformer import cli
 from tinyformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from tinyformer.train import TrainGPTConfig, load_model, train_gpt
 
-TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(300))
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    path = tmp_path / "corpus.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    return str(path)
-
 
 def _config(corpus, out, **changes):
     base = dict(

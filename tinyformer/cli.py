@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import sys
 import time
 
@@ -225,53 +226,84 @@ def _embed(model: str, sentences: list[str], out: str | None) -> int:
     return 0
 
 
+def _error_line(err: BaseException) -> str:
+    """One line for stderr: the message with its line breaks folded, or the error's type when
+    it has none."""
+    text = " ".join(str(err).split())
+    if isinstance(err, MemoryError):
+        return f"out of memory{': ' + text if text else ''}"
+    return text or type(err).__name__
+
+
 def _run_training_command(args: argparse.Namespace) -> int:
     from tinyformer.checkpoint import CheckpointError
+    from tinyformer.console import quiet_when_closed
     from tinyformer.data import DatasetUnavailable
+    from tinyformer.nn.module import StateDictError
+    from tinyformer.train.loop import NonFiniteLoss, RunStopped
 
     try:
-        if args.command == "params":
-            return _params(args.model, args.config)
-        if args.command == "embed":
-            return _embed(args.model, args.sentences, args.out)
-        if args.command == "sample":
-            from tinyformer.train.gpt import sample
-
-            top_k = args.top_k or None
-            print(sample(args.ckpt, args.prompt, args.tokens, args.temperature, top_k, args.top_p,
-                         args.seed))  # fmt: skip
-            return 0
-        if args.command == "eval":
-            from tinyformer.train.vision import eval_vision
-
-            result = eval_vision(args.ckpt)
-            plots = result.pop("plots")
-            print(", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                            for k, v in result.items()))  # fmt: skip
-            print("plots: " + ", ".join(str(p) for p in plots))
-            return 0
-        from tinyformer.train.args import dataclass_from_args
-
-        if args.model == "gpt":
-            from tinyformer.train.gpt import TrainGPTConfig, train_gpt
-
-            train_gpt(dataclass_from_args(TrainGPTConfig, args))
-        elif args.model == "bert":
-            from tinyformer.train.bert import TrainBertConfig, train_bert
-
-            train_bert(dataclass_from_args(TrainBertConfig, args))
-        elif args.model == "seq2seq":
-            from tinyformer.train.seq2seq import TrainSeq2SeqConfig, train_seq2seq
-
-            train_seq2seq(dataclass_from_args(TrainSeq2SeqConfig, args))
-        else:
-            from tinyformer.train.vision import TrainVisionConfig, train_vision
-
-            train_vision(dataclass_from_args(TrainVisionConfig, args))
-        return 0
-    except (CheckpointError, DatasetUnavailable, ValueError, OSError) as err:
-        print(f"tinyformer {args.command}: error: {err}", file=sys.stderr)
+        # A closed stdout (`| head -1`) must not stop a run before it saves.
+        with quiet_when_closed():
+            return _run_command(args)
+    # What bad input, a bad file or the machine causes; anything else is a bug in tinyformer
+    # and keeps its traceback.
+    except (
+        CheckpointError, DatasetUnavailable, StateDictError, ValueError, OSError, MemoryError
+    ) as err:  # fmt: skip
+        print(f"tinyformer {args.command}: error: {_error_line(err)}", file=sys.stderr)
         return 2
+    except NonFiniteLoss as err:
+        print(f"tinyformer {args.command}: error: {err}", file=sys.stderr)
+        return 1
+    except RunStopped as stop:  # saved; the loop printed how to continue
+        return 128 + stop.signum
+    except KeyboardInterrupt:  # a second Ctrl-C: stopped at once, as the shell reports it
+        print(f"tinyformer {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """The command named by `args`, for `_run_training_command` to report its failures."""
+    if args.command == "params":
+        return _params(args.model, args.config)
+    if args.command == "embed":
+        return _embed(args.model, args.sentences, args.out)
+    if args.command == "sample":
+        from tinyformer.train.gpt import sample
+
+        top_k = args.top_k or None
+        print(sample(args.ckpt, args.prompt, args.tokens, args.temperature, top_k, args.top_p,
+                     args.seed))  # fmt: skip
+        return 0
+    if args.command == "eval":
+        from tinyformer.train.vision import eval_vision
+
+        result = eval_vision(args.ckpt)
+        plots = result.pop("plots")
+        print(", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                        for k, v in result.items()))  # fmt: skip
+        print("plots: " + ", ".join(str(p) for p in plots))
+        return 0
+    from tinyformer.train.args import dataclass_from_args
+
+    if args.model == "gpt":
+        from tinyformer.train.gpt import TrainGPTConfig, train_gpt
+
+        train_gpt(dataclass_from_args(TrainGPTConfig, args))
+    elif args.model == "bert":
+        from tinyformer.train.bert import TrainBertConfig, train_bert
+
+        train_bert(dataclass_from_args(TrainBertConfig, args))
+    elif args.model == "seq2seq":
+        from tinyformer.train.seq2seq import TrainSeq2SeqConfig, train_seq2seq
+
+        train_seq2seq(dataclass_from_args(TrainSeq2SeqConfig, args))
+    else:
+        from tinyformer.train.vision import TrainVisionConfig, train_vision
+
+        train_vision(dataclass_from_args(TrainVisionConfig, args))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,14 +12,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write", "check_writable", "save_figure", "save_json", "save_text"]
+__all__ = [
+    "atomic_write", "check_writable", "save_figure", "save_json", "save_text",
+    "stale_temporary_files",
+]  # fmt: skip
+
+TEMPORARY_SUFFIX = ".tmp"
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: str = "w") -> None:
     """Call `write(file)` on a temporary file opened in `mode`, then rename it to `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # The writer's pid in the name tells a later run which leftovers are a killed writer's.
+    prefix = f".{path.name}.{os.getpid()}."
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TEMPORARY_SUFFIX)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
@@ -29,9 +36,19 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: st
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:
+            raise _naming(err, path) from err
         raise
+
+
+def _naming(err: OSError, path: Path) -> OSError:
+    """`err` with `path` as its file: a write or fsync that fails ("No space left on device")
+    names no file, which leaves a user with several outputs guessing which one failed."""
+    if err.errno is None:
+        return OSError(f"cannot write {path}: {err}")
+    return OSError(err.errno, err.strerror, str(path))  # OSError picks the errno's subclass
 
 
 def check_writable(folder: str | os.PathLike) -> None:
@@ -60,3 +77,26 @@ def save_text(path: str | os.PathLike, text: str) -> None:
 def save_figure(path: str | os.PathLike, fig: Any, dpi: int = 110) -> None:
     """Save a matplotlib figure as PNG, atomically."""
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi), mode="wb")
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):  # someone else's process, or no way to tell: keep it
+        return True
+    return True
+
+
+def stale_temporary_files(folder: str | os.PathLike, under: str = "") -> list[Path]:
+    """The temporary files that `atomic_write` left in `folder` (or, with `under="*/"`, in its
+    subfolders) when its process was killed: those whose writer is no longer running, and
+    those from before writers put their pid in the name."""
+    stale = []
+    for path in Path(folder).glob(f"{under}.*{TEMPORARY_SUFFIX}"):
+        parts = path.name.split(".")  # "", name..., pid, random + suffix
+        pid = parts[-3] if len(parts) >= 4 else ""
+        if not (pid.isdigit() and _running(int(pid))):
+            stale.append(path)
+    return stale

@@ -16,6 +16,7 @@ bfloat16 (BF16), which NumPy lacks, is widened to float32 exactly (it is float32
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from collections.abc import Mapping
@@ -55,22 +56,21 @@ def read_header(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]
             )
         try:
             header = json.loads(f.read(n).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             raise SafetensorsError(f"{path}: the header is not valid JSON ({err})") from None
     if not isinstance(header, dict):
         raise SafetensorsError(f"{path}: the header must be a JSON object")
     metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise SafetensorsError(f"{path}: __metadata__ must map strings to strings")
     data_size, spans = size - 8 - n, []
     for name, entry in header.items():
-        try:
-            dtype, shape, (start, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
-        except (KeyError, TypeError, ValueError):
-            raise SafetensorsError(
-                f"{path}: tensor {name!r} has a malformed entry {entry}"
-            ) from None
+        if not _well_formed(entry):
+            raise SafetensorsError(f"{path}: tensor {name!r} has a malformed entry {entry!s:.200}")
+        dtype, shape, (start, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
         if dtype not in DTYPES:
             raise SafetensorsError(f"{path}: tensor {name!r} has unknown dtype {dtype!r}")
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)  # Python ints: NumPy's int64 product could wrap to 0
         if end - start != count * DTYPES[dtype].itemsize or not 0 <= start <= end <= data_size:
             raise SafetensorsError(
                 f"{path}: tensor {name!r} ({dtype} {shape}) claims bytes [{start}, {end}) of a "
@@ -83,6 +83,24 @@ def read_header(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]
         if start < end:
             raise SafetensorsError(f"{path}: tensors {a!r} and {b!r} overlap")
     return header, metadata, 8 + n
+
+
+def _well_formed(entry: Any) -> bool:
+    """A dict with a dtype name, a shape of sizes and two byte offsets (sizes and offsets
+    whole numbers >= 0): the header is JSON, so anything else can be written there."""
+
+    def sizes(value: Any) -> bool:
+        return isinstance(value, list) and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+        )
+
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("dtype"), str)
+        and sizes(entry.get("shape"))
+        and sizes(entry.get("data_offsets"))
+        and len(entry["data_offsets"]) == 2
+    )
 
 
 def load_file(path: str | os.PathLike, names: Any = None) -> dict[str, np.ndarray]:

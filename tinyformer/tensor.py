@@ -25,12 +25,13 @@ def _as_array(data: Any, dtype: Any = None) -> np.ndarray:
     if isinstance(data, Tensor):
         data = data.data
     if isinstance(data, np.ndarray):
-        return data if dtype is None else data.astype(dtype, copy=False)
-    array = np.asarray(data, dtype=dtype)
-    if dtype is None and array.dtype == np.float64:  # Python floats: float32, as in PyTorch
-        array = array.astype(DEFAULT_DTYPE)
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"Tensor: unsupported data of dtype {array.dtype}")
+        array = data if dtype is None else data.astype(dtype, copy=False)
+    else:
+        array = np.asarray(data, dtype=dtype)
+        if dtype is None and array.dtype == np.float64:  # Python floats: float32, as in PyTorch
+            array = array.astype(DEFAULT_DTYPE)
+    if array.dtype.kind not in "biuf":  # arrays too: complex ones would fail later, in some op
+        raise TypeError(f"Tensor: unsupported dtype {array.dtype} (tensors hold real numbers)")
     return array
 
 

@@ -203,19 +203,48 @@ class BPETokenizer(Tokenizer):
 
 
 def tokenizer_from_dict(data: dict[str, Any]) -> Tokenizer:
-    """Rebuild a tokenizer from `to_dict()` output."""
+    """Rebuild a tokenizer from `to_dict()` output. Anything else (a damaged checkpoint or
+    file) is a ValueError saying which entry is wrong."""
+
+    def check(ok: bool, what: str) -> None:
+        if not ok:
+            raise ValueError(f"tokenizer: {what}")
+
+    check(isinstance(data, dict), f"expected an object, got {type(data).__name__}")
     kind = data.get("type")
     if kind == "char":
+        check(isinstance(data.get("chars"), str), "'chars' must be a string")
         return CharTokenizer(data["chars"])
     if kind == "bpe":
-        return BPETokenizer([tuple(m) for m in data["merges"]], data.get("pattern", CHUNK_PATTERN))
+        merges, pattern = data.get("merges"), data.get("pattern", CHUNK_PATTERN)
+        pairs = isinstance(merges, (list, tuple)) and all(
+            isinstance(m, (list, tuple)) and len(m) == 2 and all(map(_token_id, m)) for m in merges
+        )
+        check(pairs, "'merges' must be a list of pairs of token ids")
+        check(isinstance(pattern, str), "'pattern' must be a string")
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            raise ValueError(f"tokenizer: 'pattern' is not a regular expression ({err})") from None
+        return BPETokenizer([tuple(m) for m in merges], pattern)
     if kind == "wordpiece":
         from tinyformer.data.wordpiece import WordPieceTokenizer
 
-        return WordPieceTokenizer(data["vocab"], data.get("lowercase", True))
+        vocab, lowercase = data.get("vocab"), data.get("lowercase", True)
+        strings = isinstance(vocab, (list, tuple)) and all(isinstance(t, str) for t in vocab)
+        check(strings, "'vocab' must be a list of strings")
+        check(isinstance(lowercase, bool), "'lowercase' must be true or false")
+        return WordPieceTokenizer(vocab, lowercase)
     raise ValueError(f"unknown tokenizer type {kind!r} (expected 'char', 'bpe' or 'wordpiece')")
 
 
+def _token_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
-    with open(path, encoding="utf-8") as f:
-        return tokenizer_from_dict(json.load(f))
+    try:
+        with open(path, encoding="utf-8") as f:
+            return tokenizer_from_dict(json.load(f))
+    except (ValueError, RecursionError) as err:  # not UTF-8, JSON or a tokenizer: say which file
+        raise ValueError(f"{path}: {err}") from None

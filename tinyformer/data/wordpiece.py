@@ -126,9 +126,17 @@ class WordPieceTokenizer(Tokenizer):
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, lowercase: bool = True) -> WordPieceTokenizer:
-        """Read a BERT `vocab.txt` (one token per line)."""
-        with open(path, encoding="utf-8") as f:
-            return cls([line.rstrip("\n") for line in f], lowercase)
+        """Read a BERT `vocab.txt` (one token per line). A file that is not UTF-8 or not a
+        vocabulary is a ValueError naming it."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                return cls([line.rstrip("\n") for line in f], lowercase)
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{path} is not UTF-8 text ({err}); a vocab.txt holds one UTF-8 token per line"
+            ) from None
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
 
     @classmethod
     def train(cls, text: str, vocab_size: int = 4000, lowercase: bool = True) -> WordPieceTokenizer:

@@ -42,6 +42,7 @@ from tinyformer.models.bert import (
     mean_pool,
 )
 from tinyformer.nn import init
+from tinyformer.nn.module import StateDictError
 from tinyformer.safetensors import load_file
 
 __all__ = [
@@ -67,6 +68,16 @@ def _size(hf: dict[str, Any], name: str) -> int:
     return value
 
 
+def _setting(hf: dict[str, Any], name: str, default: Any, kind: type | tuple[type, ...]) -> Any:
+    """config.json's optional `name` (null: the default), or a PretrainedError naming it."""
+    value = hf.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or isinstance(value, bool) or value < 0:
+        raise PretrainedError(f"config.json: {name} must be a number >= 0, got {value!r}")
+    return value
+
+
 def bert_config_from_hf(hf: dict[str, Any]) -> BertConfig:
     """A BertConfig from a Hugging Face config.json dict: BERT, or DistilBERT (a 6-layer BERT
     distilled from bert-base, with other names and no token types)."""
@@ -79,7 +90,7 @@ def bert_config_from_hf(hf: dict[str, Any]) -> BertConfig:
             max_position=_size(hf, "max_position_embeddings"), type_vocab_size=1,
             n_layer=_size(hf, "n_layers"), n_head=_size(hf, "n_heads"), d_model=_size(hf, "dim"),
             d_ff=_size(hf, "hidden_dim"), dropout=0.0, norm="post", eps=1e-12,
-            pad_id=hf.get("pad_token_id", 0) or 0,
+            pad_id=_setting(hf, "pad_token_id", 0, int),
         )  # fmt: skip
     if kind != "bert":
         raise PretrainedError(
@@ -97,7 +108,8 @@ def bert_config_from_hf(hf: dict[str, Any]) -> BertConfig:
         n_layer=_size(hf, "num_hidden_layers"), n_head=_size(hf, "num_attention_heads"),
         d_model=_size(hf, "hidden_size"), d_ff=_size(hf, "intermediate_size"),
         dropout=0.0, norm="post",
-        eps=hf.get("layer_norm_eps", 1e-12), pad_id=hf.get("pad_token_id", 0) or 0,
+        eps=_setting(hf, "layer_norm_eps", 1e-12, (int, float)),
+        pad_id=_setting(hf, "pad_token_id", 0, int),
     )  # fmt: skip
 
 
@@ -197,20 +209,59 @@ def _read_dir(path: str | Path) -> tuple[Path, dict[str, Any]]:
             raise PretrainedError(f"{root}: no {name}")
     try:
         config = json.loads((root / "config.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise PretrainedError(f"{root / 'config.json'} is not valid JSON: {err}") from None
     if not isinstance(config, dict):
         raise PretrainedError(f"{root / 'config.json'}: expected an object of settings")
     return root, config
 
 
-def _check_shapes(expected: dict[str, np.ndarray], state: dict[str, np.ndarray]) -> None:
+def _check_shapes(
+    root: Path, expected: dict[str, np.ndarray], state: dict[str, np.ndarray]
+) -> None:
     for key, array in state.items():
         if key in expected and expected[key].shape != array.shape:
             raise PretrainedError(
-                f"model.safetensors: the tensor for {key} has shape {array.shape} but "
+                f"{root / 'model.safetensors'}: the tensor for {key} has shape {array.shape} but "
                 f"config.json implies {expected[key].shape}; the config and the weights disagree"
             )
+
+
+def _config(root: Path, hf: dict[str, Any], tensors: dict[str, np.ndarray]) -> BertConfig:
+    """The BertConfig of config.json, refused when it describes more weights than the file
+    holds: a damaged size would otherwise allocate that model before any shape is compared."""
+    where = root / "config.json"
+    try:
+        config = bert_config_from_hf(hf)
+    except ValueError as err:  # PretrainedError, and BertConfig's own checks
+        raise PretrainedError(f"{where}: {str(err).removeprefix('config.json: ')}") from None
+    # DistilBERT files have no token-type embeddings, and any file may lack the pooler
+    needed = config.num_parameters(pooler=False) - config.type_vocab_size * config.d_model
+    held = sum(a.size for a in tensors.values())
+    if needed > held:
+        raise PretrainedError(
+            f"{where} describes an encoder of {needed:,} weights but model.safetensors holds "
+            f"{held:,}; the config and the weights disagree"
+        )
+    return config
+
+
+def _tokenizer(root: Path) -> WordPieceTokenizer:
+    options, lowercase = root / "tokenizer_config.json", True
+    if options.is_file():
+        try:
+            settings = json.loads(options.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+            raise PretrainedError(f"{options} is not valid JSON: {err}") from None
+        if not isinstance(settings, dict):
+            raise PretrainedError(f"{options}: expected an object of settings")
+        lowercase = settings.get("do_lower_case", True)
+        if not isinstance(lowercase, bool):
+            raise PretrainedError(f"{options}: do_lower_case must be true or false")
+    try:
+        return WordPieceTokenizer.from_file(root / "vocab.txt", lowercase)
+    except ValueError as err:  # names the file: not UTF-8, repeated or missing tokens
+        raise PretrainedError(str(err)) from None
 
 
 def load_bert(
@@ -220,8 +271,12 @@ def load_bert(
     (`Bert`); `head="mlm"` the encoder with its masked-LM head (`BertForMaskedLM`), which needs
     the checkpoint to have `cls.predictions.*`. The model is in eval mode."""
     root, hf = _read_dir(path)
-    config = bert_config_from_hf(hf)
-    state = convert_hf_bert(load_file(root / "model.safetensors"))
+    tensors = load_file(root / "model.safetensors")
+    config = _config(root, hf, tensors)
+    try:
+        state = convert_hf_bert(tensors)
+    except PretrainedError as err:
+        raise PretrainedError(f"{root}: {err}") from None
     if head == "mlm":
         if "mlm_dense.weight" not in state:
             raise PretrainedError(f"{root}: this checkpoint has no masked-LM head (cls.*)")
@@ -242,12 +297,12 @@ def load_bert(
         pooler = model.bert.pooler if head == "mlm" else model.pooler
         init_bert_weights(pooler)
         state |= {f"{prefix}pooler.{k}": v for k, v in pooler.state_dict().items()}
-    _check_shapes({name: p.data for name, p in model.named_parameters()}, state)
-    model.to(dtype).load_state_dict(state)  # copied into the model's arrays, cast to dtype
-    options = root / "tokenizer_config.json"
-    options = json.loads(options.read_text(encoding="utf-8")) if options.is_file() else {}
-    lowercase = options.get("do_lower_case", True)
-    tokenizer = WordPieceTokenizer.from_file(root / "vocab.txt", lowercase)
+    _check_shapes(root, {name: p.data for name, p in model.named_parameters()}, state)
+    try:
+        model.to(dtype).load_state_dict(state)  # copied into the model's arrays, cast to dtype
+    except StateDictError as err:  # e.g. config.json has more layers than the file
+        raise PretrainedError(f"{root / 'model.safetensors'}: {err}") from None
+    tokenizer = _tokenizer(root)
     if tokenizer.vocab_size != config.vocab_size:
         raise PretrainedError(
             f"{root}: vocab.txt has {tokenizer.vocab_size} tokens but config.json says "

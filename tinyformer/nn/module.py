@@ -178,9 +178,16 @@ class Module:
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
         """Copy arrays from `state_dict` into this module's parameters and buffers, in place.
 
-        Raises StateDictError naming every missing or unexpected key (when `strict`) and every
-        shape mismatch (always); nothing is modified unless the whole dict fits.
+        Raises StateDictError naming every missing or unexpected key (when `strict`), every
+        shape mismatch and every array that is not of real numbers (always); nothing is modified
+        unless the whole dict fits. A `state_dict` that is not a mapping is a TypeError.
         """
+        where = f"load_state_dict into {type(self).__name__}"
+        if not isinstance(state_dict, Mapping):  # a list would pass the key checks below
+            raise TypeError(
+                f"{where}: expected a mapping of names to arrays (a state_dict), got "
+                f"{type(state_dict).__name__}"
+            )
         slots = self._state_slots()
         missing = sorted(set(slots) - set(state_dict))
         unexpected = sorted(set(state_dict) - set(slots))
@@ -195,16 +202,16 @@ class Module:
                 continue
             value = np.asarray(getattr(state_dict[key], "data", state_dict[key]))
             target = module._parameters[name].data if kind == "param" else module._buffers[name]
-            if value.shape != target.shape:
+            if value.dtype.kind not in "biuf":  # complex would lose its imaginary part silently
+                problems.append(f"{key} has dtype {value.dtype}, not real numbers")
+            elif value.shape != target.shape:
                 problems.append(
                     f"shape mismatch for {key}: checkpoint has {value.shape}, "
                     f"the model has {target.shape}"
                 )
             arrays[key] = (target, value)
         if problems:
-            raise StateDictError(
-                f"load_state_dict into {type(self).__name__}: " + "; ".join(problems)
-            )
+            raise StateDictError(f"{where}: " + "; ".join(problems))
         for target, value in arrays.values():
             target[...] = value  # in place: optimizers keep pointing at the same arrays
 

@@ -79,6 +79,19 @@ class WarmupCosineLR(LRScheduler):
     def lr_at(self, step: int, base_lr: float) -> float:
         return warmup_cosine(step, base_lr, self.warmup, self.total, base_lr * self.min_lr_ratio)
 
+    # The schedule's shape is state, as in PyTorch (whose schedulers save all their attributes):
+    # a run resumed for more steps keeps its schedule and goes on at the final lr, rather than
+    # jumping back up a cosine stretched to the new end.
+    def state_dict(self) -> dict[str, Any]:
+        shape = {"warmup": self.warmup, "total": self.total, "min_lr_ratio": self.min_lr_ratio}
+        return {**super().state_dict(), **shape}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.warmup = int(state.get("warmup", self.warmup))  # absent from older checkpoints
+        self.total = int(state.get("total", self.total))
+        self.min_lr_ratio = float(state.get("min_lr_ratio", self.min_lr_ratio))
+        super().load_state_dict(state)
+
 
 class StepLR(LRScheduler):
     """lr = base_lr * gamma ** (step // step_size)."""

@@ -31,7 +31,9 @@ from tinyformer.data.wordpiece import WordPieceTokenizer
 from tinyformer.models.bert import BertConfig, BertForMaskedLM, BertForSequenceClassification
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
-from tinyformer.train.loop import Run, check_out_dir, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.rundir import claim_out_dir
+from tinyformer.train.state import config_from_checkpoint
 
 __all__ = ["Phase", "TrainBertConfig", "finetune", "pretrain", "train_bert"]
 
@@ -63,6 +65,7 @@ class TrainBertConfig:
     seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/bert", "folder for the three runs, compare.png and results.json")
     resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
+    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show progress bars")
 
     def __post_init__(self) -> None:
@@ -144,7 +147,10 @@ def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dic
                   cfg.progress, resume=cfg.resume)  # fmt: skip
     phase, state, saved = resume_from(phase, phase.out_dir)
     tok = corpus.tokenizer
-    mconf = BertConfig(**saved["model_config"]) if saved else cfg.model_config(tok.vocab_size)
+    if saved:
+        mconf = config_from_checkpoint(saved["_path"], BertConfig, saved["model_config"], state)
+    else:
+        mconf = cfg.model_config(tok.vocab_size)
     tf.manual_seed(cfg.seed)
     model = BertForMaskedLM(mconf)
     optimizer, scheduler = _optimizer(model, cfg, cfg.lr, phase.iters, cfg.warmup)
@@ -238,7 +244,12 @@ def finetune(
 
 def train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
     """All three runs; returns {"pretrain": log, "pretrained": log, "scratch": log}."""
-    check_out_dir(cfg.out_dir)  # before the corpus and its tokenizer are built
+    # claimed before the corpus and its tokenizer are built: a refusal comes before any work
+    with claim_out_dir(cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
+        return _train_bert(cfg)
+
+
+def _train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
     corpus = prepare(cfg)
     print(f"corpus {cfg.data}: {len(corpus.pretrain_ids):,} pretraining tokens, vocabulary "
           f"{corpus.tokenizer.vocab_size}; task: {len(corpus.train_sentences)} training and "

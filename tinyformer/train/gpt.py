@@ -22,7 +22,8 @@ from tinyformer.models.gpt import CONFIGS, GPT, GPTConfig
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
-from tinyformer.train.state import load_run
+from tinyformer.train.rundir import claim_out_dir
+from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
 
 __all__ = ["TrainGPTConfig", "load_model", "sample", "train_gpt"]
 
@@ -58,6 +59,7 @@ class TrainGPTConfig:
     seed: int = flag(1337, "seed for initialisation, batches and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/gpt", "folder for ckpt.npz, log.json and loss.png")
     resume: bool = flag(False, "continue the run saved in --out-dir")
+    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     sample_tokens: int = flag(
         300, "tokens to sample when training ends (0: none)", valid=NONNEGATIVE
     )
@@ -105,12 +107,24 @@ def estimate_loss(model: GPT, data: LMData, cfg: TrainGPTConfig, it: int) -> dic
 def train_gpt(cfg: TrainGPTConfig, on_step: Any = None) -> dict[str, Any]:
     """Train (or resume) a GPT as configured; returns the run's log. `on_step(it)` is called
     after every completed step; returning True stops the run as Ctrl-C would."""
+    with claim_out_dir(cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
+        return _train_gpt(cfg, on_step)
+
+
+def _train_gpt(cfg: TrainGPTConfig, on_step: Any) -> dict[str, Any]:
     cfg, model_state, saved = resume_from(cfg, cfg.out_dir)
     if cfg.iters is None:
         cfg = dataclasses.replace(cfg, iters=DEFAULT_ITERS)
     text = load_text(cfg.data)
-    tokenizer = tokenizer_from_dict(saved["tokenizer"]) if saved else _tokenizer(cfg, text)
-    mconf = GPTConfig(**saved["model_config"]) if saved else cfg.model_config(tokenizer.vocab_size)
+    if saved:
+        with checkpoint_errors(saved["_path"]):
+            tokenizer = tokenizer_from_dict(saved["tokenizer"])
+            mconf = config_from_checkpoint(
+                saved["_path"], GPTConfig, saved["model_config"], model_state
+            )
+    else:
+        tokenizer = _tokenizer(cfg, text)
+        mconf = cfg.model_config(tokenizer.vocab_size)
     data = LMData(np.array(tokenizer.encode(text)), mconf.block_size)
 
     tf.manual_seed(cfg.seed)
@@ -144,9 +158,11 @@ def load_model(path: Any) -> tuple[GPT, Tokenizer, dict[str, Any]]:
         raise ValueError(
             f"{path} is not a GPT checkpoint (this reads what `tinyformer train gpt` writes)"
         )
-    model = GPT(GPTConfig(**meta["model_config"]))
-    model.load_state_dict(state)
-    return model.eval(), tokenizer_from_dict(meta["tokenizer"]), meta
+    with checkpoint_errors(meta["_path"]):
+        model = GPT(config_from_checkpoint(meta["_path"], GPTConfig, meta["model_config"], state))
+        model.load_state_dict(state)
+        tokenizer = tokenizer_from_dict(meta["tokenizer"])
+    return model.eval(), tokenizer, meta
 
 
 def _generate(

@@ -2,15 +2,19 @@
 
 One step: draw a batch from the run's generator, forward, backward, clip the gradient norm,
 optimizer step, schedule step. Every `eval_interval` steps (and at the end) the run's
-`evaluate` is called, its numbers are logged and printed, and a checkpoint is written together
-with `log.json` and `loss.png`. Ctrl-C finishes the current step, saves, and stops; resuming
-from the checkpoint continues exactly where the run stood (optimizer moments, schedule and both
-RNG states are saved).
+`evaluate` is called, a checkpoint is written together with `log.json` and `loss.png`, and
+then the numbers are printed (saving first: a closed stdout must not cost the checkpoint).
+Ctrl-C or SIGTERM finishes the current step, saves, and stops with `RunStopped`; resuming from
+the checkpoint continues exactly where the run stood (optimizer moments, schedule and both RNG
+states are saved). A loss or gradient norm that stops being finite ends the run before the
+optimizer step, keeping the last checkpoint, which was taken from finite weights.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import os
 import signal
 import time
@@ -21,39 +25,46 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer.fileio import check_writable, save_json
+from tinyformer.fileio import save_json
 from tinyformer.nn.module import Module
 from tinyformer.optim import clip_grad_norm_
 from tinyformer.optim.lr_scheduler import LRScheduler
 from tinyformer.optim.optimizer import Optimizer
 from tinyformer.runtime import RUNTIME_ENV
 from tinyformer.train.report import peak_rss_mib, plot_losses
-from tinyformer.train.state import load_run, restore_run, save_run
+from tinyformer.train.rundir import check_out_dir
+from tinyformer.train.state import checkpoint_errors, load_run, restore_run, save_run
 
 __all__ = [
-    "Run", "StopFlag", "check_out_dir", "new_log", "resume_from", "resume_into", "train_loop"
+    "NonFiniteLoss", "Run", "RunStopped", "StopFlag", "check_out_dir", "new_log", "resume_from",
+    "resume_into", "train_loop",
 ]  # fmt: skip
 
 
-def check_out_dir(out_dir: str) -> None:
-    """Refuse an output folder that cannot be made or written, before any work: the first write
-    comes only after the data is loaded and the first evaluation is done."""
-    try:
-        check_writable(out_dir)
-    except OSError as e:
-        where = f"{e.strerror}: {e.filename}" if e.filename else str(e)
-        raise ValueError(f"--out-dir {out_dir}: cannot write there ({where})") from None
+class RunStopped(KeyboardInterrupt):
+    """A run stopped by Ctrl-C or SIGTERM after saving its checkpoint. A KeyboardInterrupt, so
+    that code catching Exception does not carry on as if training had finished; the command
+    line exits with 128 + the signal's number (130 for Ctrl-C), as a shell reports signals."""
+
+    def __init__(self, signum: int, iteration: int, log: dict[str, Any]) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name} at iteration {iteration}")
+        self.signum, self.iteration, self.log = signum, iteration, log
+
+
+class NonFiniteLoss(RuntimeError):
+    """The loss or the gradient norm became NaN or infinite; the run stopped before stepping."""
 
 
 def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
-    """With `cfg.resume`: the saved run's configuration (keeping this command's `progress` and,
-    when given, `iters`: extending a run stretches its schedule from there), its model state
-    and its checkpoint meta. Without: (cfg, None, None)."""
+    """With `cfg.resume`: the saved run's configuration (keeping this command's `progress` and
+    `out_dir`, wherever the run was first saved, and, when given, `iters`: a run extended past
+    its schedule's end goes on at the final learning rate), its model state and its checkpoint
+    meta. Without: (cfg, None, None)."""
     check_out_dir(out_dir)
     if not cfg.resume:
         return cfg, None, None
     path = Path(out_dir) / "ckpt.npz"
-    state, saved = load_run(path)
+    state, saved = load_run(path, resume=True)
     fields = dataclasses.fields(cfg)
     written = saved["train_config"]
     # Settings this command does not have: another command wrote the run. (Settings it has
@@ -64,33 +75,42 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
         what = f"a {written['model']} run" if "model" in written else "a run of another command"
         raise ValueError(f"{path} holds {what}: resume it with the command that wrote it")
     settings = {f.name: f.default for f in fields} | written
-    keep = {"progress": cfg.progress, "resume": True}
+    # A copied or moved run continues where it is now, not where it was first saved.
+    keep = {"progress": cfg.progress, "resume": True, "out_dir": cfg.out_dir}
+    saved["scheduler"].setdefault("total", written["iters"])  # older checkpoints: not saved
     if cfg.iters is not None:
         keep["iters"] = cfg.iters
-        done = saved["iteration"]
+        done, end = saved["iteration"], saved["scheduler"]["total"]
         if cfg.iters <= done:
             print(f"note: the run in {out_dir} has already reached iteration {done} "
                   f"(asked for {cfg.iters}): nothing to train there")  # fmt: skip
+        elif cfg.iters > end:
+            print(f"note: the saved run's learning-rate schedule ends at iteration {end}; "
+                  f"iterations {max(end, done)}-{cfg.iters} go on at its final learning "
+                  f"rate (a new schedule needs a new run)")  # fmt: skip
     # Flags changed from their defaults that the saved settings override: say so, since a
     # resumed run keeps its model, data and schedule.
     ignored = [
         f"--{f.name.replace('_', '-')} {getattr(cfg, f.name)} "
         f"(saved: {'the default' if settings[f.name] is None else settings[f.name]})"
         for f in fields
-        if f.name not in (*keep, "out_dir", "model")
+        if f.name not in (*keep, "overwrite", "model")
         and getattr(cfg, f.name) not in (f.default, settings[f.name])
     ]
     if ignored:
         print(f"note: --resume continues the saved run with its own settings; ignored: "
               f"{', '.join(ignored)}")  # fmt: skip
-    return type(cfg)(**{**settings, **keep}), state, saved
+    with checkpoint_errors(path):
+        resumed = type(cfg)(**{**settings, **keep})
+    return resumed, state, saved
 
 
 def resume_into(run: Run, state: dict | None, saved: dict | None) -> None:
     """Put a resumed run's weights, optimizer, schedule, RNGs and log back in place."""
     if saved is None:
         return
-    run.model.load_state_dict(state)
+    with checkpoint_errors(saved["_path"]):
+        run.model.load_state_dict(state)
     restore_run(saved, run.optimizer, run.scheduler, run.batch_rng)
     run.log = saved["log"]
 
@@ -120,37 +140,59 @@ class Run:
 
 
 class StopFlag:
-    """First Ctrl-C: finish the current step, save, stop. Second Ctrl-C: stop at once."""
+    """First Ctrl-C (or SIGTERM, as `kill` and schedulers send): finish the current step, save,
+    stop. Second Ctrl-C: stop at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
-        self.requested = False
-        self._previous: Any = None
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
             raise KeyboardInterrupt
-        self.requested = True
-        print("\nstopping after this step to save a checkpoint (Ctrl-C again to abort now)")
+        self.signum = signum
+        with contextlib.suppress(OSError):  # a closed stdout must not turn this into an abort
+            print(f"\n{signal.Signals(signum).name}: stopping after this step to save a "
+                  f"checkpoint (Ctrl-C again to abort now)")  # fmt: skip
 
     def __enter__(self) -> StopFlag:
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        except ValueError:  # not the main thread: no handler, Ctrl-C behaves as usual
-            self._previous = None
+        for signum in self.SIGNALS:
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: no handler, signals behave as usual
+                pass
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
 
 def _format(numbers: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.4f}" for k, v in numbers.items())
 
 
+def _check_finite(what: str, value: float, it: int, lr: float, saved: Path, log: dict) -> None:
+    if math.isfinite(value):
+        return
+    last = log["evals"][-1]["iter"] if log["evals"] else 0
+    raise NonFiniteLoss(
+        f"iteration {it + 1}: the {what} is {value} (learning rate {lr:.3g}); the run stopped "
+        f"before the optimizer step. {saved} holds the last checkpoint, from iteration {last}. "
+        f"Try a lower --lr or --grad-clip, in a new run (or with --overwrite)"
+    )
+
+
 def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[str, Any]:
     """Train until `config.iters`; returns the log. `on_step(it)` runs after every step;
-    returning True stops the run as Ctrl-C would."""
+    returning True stops the run as Ctrl-C would, but returns the log instead of raising
+    `RunStopped`. A non-finite loss or gradient norm raises `NonFiniteLoss`."""
     from tqdm import tqdm
 
     cfg, log = run.config, run.log
@@ -172,8 +214,8 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
             return  # resumed right after this evaluation
         numbers = run.evaluate(it)
         log["evals"].append({"iter": it, **numbers})
-        bar.write(f"iter {it:5d}: {_format(numbers)}")
         checkpoint()
+        bar.write(f"iter {it:5d}: {_format(numbers)}")
 
     bar = tqdm(total=cfg.iters, initial=it, disable=not cfg.progress, unit="it", dynamic_ncols=True)
     with StopFlag() as stop:
@@ -183,26 +225,31 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
             start = time.perf_counter()
             inputs, targets = run.get_batch(run.batch_rng)
             loss = run.model(inputs, targets)[1] if run.loss is None else run.loss(inputs, targets)
+            lr = run.optimizer.param_groups[0]["lr"]
+            loss_value = float(loss.item())
+            _check_finite("loss", loss_value, it, lr, ckpt_path, log)
             run.optimizer.zero_grad()
             loss.backward()
             if cfg.grad_clip > 0:
-                clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
-            lr = run.optimizer.param_groups[0]["lr"]
+                norm = clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+                _check_finite("gradient norm", norm, it, lr, ckpt_path, log)
             run.optimizer.step()
             run.scheduler.step()
             it += 1
             ms = (time.perf_counter() - start) * 1e3
-            log["loss"].append(float(loss.item()))
+            log["loss"].append(loss_value)
             log["lr"].append(lr)
             log["ms"].append(ms)
             bar.update()
-            bar.set_postfix(loss=f"{log['loss'][-1]:.3f}", lr=f"{lr:.2e}", ms=f"{ms:.0f}")
+            bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", ms=f"{ms:.0f}")
             if (on_step is not None and on_step(it)) or stop.requested:
                 checkpoint()
                 bar.close()
                 print(f"stopped at iteration {it}; checkpoint in {ckpt_path}. Continue with:")
                 print("  " + (run.resume_hint or f"tinyformer train {run.command} --resume "
                                                   f"--out-dir {out}"))  # fmt: skip
+                if stop.signum is not None:
+                    raise RunStopped(stop.signum, it, log)
                 return log
         evaluate()
     bar.close()

@@ -23,7 +23,8 @@ from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
-from tinyformer.train.state import load_run
+from tinyformer.train.rundir import claim_out_dir
+from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
 
 __all__ = ["TrainSeq2SeqConfig", "exact_match", "load_seq2seq", "train_seq2seq"]
 
@@ -57,6 +58,7 @@ class TrainSeq2SeqConfig:
     seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/seq2seq", "folder for ckpt.npz, log.json, loss.png, alignment.png")
     resume: bool = flag(False, "continue the run saved in --out-dir")
+    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show a progress bar")
 
     def __post_init__(self) -> None:
@@ -88,11 +90,19 @@ def exact_match(
 
 def train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
     """Train (or resume) the date translator; returns the log (with final accuracies)."""
+    with claim_out_dir(cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
+        return _train_seq2seq(cfg)
+
+
+def _train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
     cfg, state, saved = resume_from(cfg, cfg.out_dir)
     if cfg.iters is None:
         cfg = dataclasses.replace(cfg, iters=DEFAULT_ITERS)
     task = DateTask(seed=cfg.seed, test_dates=cfg.test_dates)
-    mconf = Seq2SeqConfig(**saved["model_config"]) if saved else cfg.model_config()
+    if saved:
+        mconf = config_from_checkpoint(saved["_path"], Seq2SeqConfig, saved["model_config"], state)
+    else:
+        mconf = cfg.model_config()
     tf.manual_seed(cfg.seed)
     model = Transformer(mconf)
     optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98))
@@ -143,6 +153,9 @@ def train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
 def load_seq2seq(path: Any) -> Transformer:
     """A trained date translator from a run folder or checkpoint file."""
     state, meta = load_run(path)
-    model = Transformer(Seq2SeqConfig(**meta["model_config"]))
-    model.load_state_dict(state)
+    with checkpoint_errors(meta["_path"]):
+        model = Transformer(
+            config_from_checkpoint(meta["_path"], Seq2SeqConfig, meta["model_config"], state)
+        )
+        model.load_state_dict(state)
     return model.eval()

@@ -7,6 +7,7 @@ The loop, checkpoints, Ctrl-C and --resume are the GPT command's (`tinyformer/tr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ from tinyformer.train.args import (
     flag,
 )
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
-from tinyformer.train.state import load_run
+from tinyformer.train.rundir import claim_out_dir
+from tinyformer.train.state import checkpoint_errors, load_run
 
 __all__ = [
     "CLASSIFIERS", "MODELS", "TrainVisionConfig", "eval_vision", "evaluate_model", "load_trained",
@@ -90,6 +92,7 @@ class TrainVisionConfig:
     )
     out_dir: str | None = flag(None, "folder for ckpt.npz, log.json, plots (default out/MODEL)")
     resume: bool = flag(False, "continue the run saved in --out-dir")
+    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show a progress bar")
 
     def __post_init__(self) -> None:
@@ -224,7 +227,15 @@ def evaluate_model(
 
 def train_vision(cfg: TrainVisionConfig, on_step: Any = None) -> dict[str, Any]:
     """Train (or resume) an image model; returns the run's log."""
-    cfg, model_state, saved = resume_from(cfg, cfg.out_dir or f"out/{cfg.model}")
+    out_dir = cfg.out_dir or f"out/{cfg.model}"
+    if not cfg.resume:
+        cfg.resolved()  # a model and data that do not fit are refused before the folder is
+    with claim_out_dir(out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
+        return _train_vision(cfg, out_dir, on_step)
+
+
+def _train_vision(cfg: TrainVisionConfig, out_dir: str, on_step: Any) -> dict[str, Any]:
+    cfg, model_state, saved = resume_from(cfg, out_dir)
     cfg = cfg.resolved()
     x_train, y_train, x_val, y_val = load_vision(cfg)
     n_classes = int(max(y_train.max(), y_val.max())) + 1
@@ -232,7 +243,8 @@ def train_vision(cfg: TrainVisionConfig, on_step: Any = None) -> dict[str, Any]:
 
     tf.manual_seed(cfg.seed)
     batch_rng = np.random.default_rng(cfg.seed)
-    model = build_model(cfg.model, config)
+    with checkpoint_errors(saved["_path"]) if saved else contextlib.nullcontext():
+        model = build_model(cfg.model, config)
     optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr)
     scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, cfg.min_lr_ratio)
     probe = np.random.default_rng(cfg.seed + 1).choice(len(x_train), min(512, len(x_train)), False)
@@ -265,9 +277,13 @@ def load_trained(path: Any) -> tuple[Module, TrainVisionConfig, dict[str, Any]]:
     state, meta = load_run(path)
     if "model_kind" not in meta:
         raise ValueError(f"{path} is not an image-model checkpoint (it has no model_kind)")
-    model = build_model(meta["model_kind"], meta["model_config"])
-    model.load_state_dict(state)
-    return model.eval(), TrainVisionConfig(**meta["train_config"]), meta
+    with checkpoint_errors(meta["_path"]):
+        model = build_model(meta["model_kind"], meta["model_config"])
+        model.load_state_dict(state)
+        cfg = TrainVisionConfig(**meta["train_config"])
+        if not isinstance(meta.get("num_classes"), int):
+            raise ValueError("its metadata has no whole-number num_classes")
+    return model.eval(), cfg, meta
 
 
 def eval_vision(path: Any) -> dict[str, Any]:
