@@ -83,6 +83,13 @@ def check_backward(spec: OpSpec, draw) -> None:
     )
 
 
+def check_reference_backward(spec: OpSpec, draw) -> None:
+    """check_backward with every primitive forced to its NumPy reference: where a kernel is
+    registered, the registry's own choice may never run the reference's branches."""
+    with registry.prefer(registry.REFERENCE):
+        check_backward(spec, draw)
+
+
 def check_backend(spec: OpSpec, backend: str, dtype, draw) -> None:
     """The op's forward and backward with `backend`'s kernels equal the NumPy reference's."""
     sample = spec.sample(draw)

@@ -14,6 +14,9 @@ Bugs planted, for every Function of every spec and every input that receives a g
   indexing slip, a dropped term that matters in one place).
 A mutant that never changes any gradient on the drawn inputs (e.g. the gradient slot of a mask)
 is not a bug and is not counted. The closing line of the test run reports the kill rate.
+
+Named mutants: realistic slips that once survived the generic suite, each caught only because
+the spec draws the inputs that expose it (broadcast batch dims, negative axes, padding_idx).
 """
 
 from __future__ import annotations
@@ -26,8 +29,17 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests import mutation_log, test_adamw
-from tests.op_checks import HypothesisDraw, check_backend, check_backward
+from tests.op_checks import (
+    HypothesisDraw,
+    check_backend,
+    check_backward,
+    check_reference_backward,
+)
 from tinyformer import registry
+from tinyformer.ops._util import unbroadcast
+from tinyformer.ops.attention import ScaledDotProductAttention
+from tinyformer.ops.embedding import embedding_backward
+from tinyformer.ops.permute import Permute
 from tinyformer.testing import all_specs
 
 MAX_INPUTS = 4  # no Function here takes more differentiable inputs than this
@@ -53,7 +65,7 @@ def _caught(check) -> bool:
 
     try:
         run()
-    except AssertionError:
+    except (AssertionError, RuntimeError):  # RuntimeError: the engine refused a gradient
         return True
     return False
 
@@ -96,6 +108,83 @@ def test_planted_bug_is_caught(spec, function, kind, monkeypatch):
         if not caught:
             survivors.append(index)
     assert not survivors, f"planted {kind} bugs in gradients {survivors} were not caught"
+
+
+def _attention_backward(*, unbroadcast_k: bool = True, unbroadcast_v: bool = True):
+    """ScaledDotProductAttention.backward, maybe without summing gk or gv over broadcast dims."""
+
+    def backward(ctx, gy):
+        q, k, v, mask, y, lse = ctx.saved_tensors
+        gq, gk, gv = registry.call(
+            "attention.backward", gy, q, k, v, y, lse, mask, ctx.causal, ctx.scale
+        )
+        gk = unbroadcast(gk, k.shape) if unbroadcast_k else gk
+        gv = unbroadcast(gv, v.shape) if unbroadcast_v else gv
+        return unbroadcast(gq, q.shape), gk, gv, None
+
+    return backward
+
+
+def _permute_backward_of_raw_axes(ctx, gy):
+    return np.transpose(gy, np.argsort(ctx.axes))  # argsort((0, -1, 1)) != argsort((0, 2, 1))
+
+
+def _embedding_backward_ignoring_padding(gy, indices, num_embeddings, padding_idx):
+    return embedding_backward(gy, indices, num_embeddings, None)
+
+
+def _backward(function, backward):
+    return lambda monkeypatch: monkeypatch.setattr(function, "backward", staticmethod(backward))
+
+
+def _reference(primitive: str, fn):
+    """Replace the reference of `primitive`, as the kernels are replaced below."""
+
+    def plant(monkeypatch):
+        impl = registry._table[primitive][registry.REFERENCE]
+        table = registry._table[primitive]
+        monkeypatch.setitem(table, registry.REFERENCE, dataclasses.replace(impl, fn=fn))
+        registry._cache.clear()
+
+    return plant
+
+
+NAMED = [  # name, the spec whose generic check must catch it, that check, how to plant it
+    pytest.param(
+        "scaled_dot_product_attention", check_backward,
+        _backward(ScaledDotProductAttention, _attention_backward(unbroadcast_k=False)),
+        id="attention-gk-not-unbroadcast",
+    ),
+    pytest.param(
+        "scaled_dot_product_attention", check_backward,
+        _backward(ScaledDotProductAttention, _attention_backward(unbroadcast_v=False)),
+        id="attention-gv-not-unbroadcast",
+    ),
+    pytest.param(
+        "permute", check_backward, _backward(Permute, _permute_backward_of_raw_axes),
+        id="permute-argsort-of-raw-axes",
+    ),
+    pytest.param(
+        "embedding", check_reference_backward,
+        _reference("embedding.backward", _embedding_backward_ignoring_padding),
+        id="embedding-reference-ignores-padding_idx",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.mutation
+@pytest.mark.parametrize("spec_name, check, plant", NAMED)
+def test_named_mutant_is_caught(spec_name, check, plant, request, monkeypatch):
+    (spec,) = [s for s in all_specs() if s.name == spec_name]
+    plant(monkeypatch)
+    try:
+        caught = _caught(lambda draw: check(spec, draw))
+    finally:
+        monkeypatch.undo()
+        registry._cache.clear()
+    name = request.node.callspec.id
+    mutation_log.RESULTS[f"{spec_name}:{name}"] = caught
+    assert caught, f"the planted bug {name} was not caught"
 
 
 KERNEL_CASES = [

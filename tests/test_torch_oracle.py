@@ -28,7 +28,7 @@ def _index(index):
     return parts if isinstance(index, tuple) else parts[0]
 
 
-def _sdpa(q, k, v, attn_mask=None, is_causal=False):
+def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None):
     # torch refuses attn_mask together with is_causal: fold the causal mask into attn_mask.
     mask = None if attn_mask is None else torch.from_numpy(attn_mask)
     if is_causal:
@@ -39,7 +39,15 @@ def _sdpa(q, k, v, attn_mask=None, is_causal=False):
             mask = mask & tri
         else:
             mask = mask.masked_fill(~tri, float("-inf"))
-    return TF.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return TF.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+def _embedding(idx, w, padding_idx):
+    y = TF.embedding(idx, w, padding_idx=padding_idx)
+    if padding_idx is None:
+        return y
+    read = (idx == padding_idx % w.shape[0]).unsqueeze(-1)
+    return y - y.detach() * read  # as the embedding spec zeroes the padding row's outputs
 
 
 def _bce_with_logits(x, t, weight, pos_weight, reduction):
@@ -122,7 +130,7 @@ TORCH = {
     "binary_cross_entropy_with_logits": _bce_with_logits,
     "layer_norm": lambda x, w, b, normalized_shape: TF.layer_norm(x, normalized_shape, w, b),
     "rms_norm": lambda x, w, normalized_shape: TF.rms_norm(x, normalized_shape, w, eps=1e-6),
-    "embedding": lambda idx, w: TF.embedding(idx, w),
+    "embedding": _embedding,
     "scaled_dot_product_attention": _sdpa,
     "conv2d": lambda x, w, b, **kw: TF.conv2d(x, w, b, **kw),
     "conv_transpose2d": lambda x, w, b, **kw: TF.conv_transpose2d(x, w, b, **kw),

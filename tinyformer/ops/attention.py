@@ -183,19 +183,22 @@ def scaled_dot_product_attention(
 
 
 def _sample(draw) -> Sample:
-    batch = draw.shape(min_dims=0, max_dims=2, max_side=3)
+    batch = draw.shape(min_dims=1, max_dims=2, max_side=3)
     tq, tk, d, dv = (draw.integers(1, 4) for _ in range(4))
+    # each of q, k, v may lack leading dims (all of them: plain (T, d)) or have size-1 ones, and
+    # every gradient must sum back to its input's shape
+    bq, bk, bv = (broadcastable(draw, batch) for _ in range(3))
+    scores = np.broadcast_shapes(bq, bk)  # the mask broadcasts to q k^T (in PyTorch it must)
     causal = bool(draw.integers(0, 1))
     kind = draw.choice([None, "bool", "float"])
     mask = None
     if kind == "bool":  # may mask whole rows: they must come out as zeros, not NaN
-        mask = draw.rng.random((*broadcastable(draw, batch), tq, tk)) < 0.7
+        mask = draw.rng.random((*broadcastable(draw, scores), tq, tk)) < 0.7
     elif kind == "float":
         mask = floats(draw, (tq, tk), -1.0, 1.0)
-    q = floats(draw, (*broadcastable(draw, batch), tq, d))
-    k = floats(draw, (*batch, tk, d))
-    v = floats(draw, (*broadcastable(draw, batch), tk, dv))
-    return Sample([q, k, v], {"attn_mask": mask, "is_causal": causal})
+    q, k, v = floats(draw, (*bq, tq, d)), floats(draw, (*bk, tk, d)), floats(draw, (*bv, tk, dv))
+    kwargs = {"attn_mask": mask, "is_causal": causal, "scale": draw.choice([None, 0.5, 1.5])}
+    return Sample([q, k, v], kwargs)
 
 
 SPECS = [

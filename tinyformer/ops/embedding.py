@@ -73,16 +73,36 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Ten
     return Embedding.apply(indices, weight, padding_idx=padding_idx)
 
 
+def _embedding_checked(indices: Any, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """embedding, with the outputs that read the padding row zeroed in value but not in gradient.
+
+    padding_idx is a deliberate stop-gradient: the forward reads its row, backward gives it none,
+    and finite differences would see the read. Subtracting a detached copy of those outputs
+    leaves a function that truly does not depend on the padding row, while every output's
+    gradient still flows through embedding's backward, whose padding row must then be zero.
+    """
+    y = embedding(indices, weight, padding_idx)
+    if padding_idx is None:
+        return y
+    read = np.asarray(data_of(indices)) == padding_idx % weight.shape[0]
+    return y - y.detach() * read[..., None].astype(y.dtype)
+
+
 def _sample(draw) -> Sample:
     v, d = draw.integers(1, 6), draw.integers(1, 4)
     indices = draw.rng.integers(0, v, size=draw.shape(min_dims=0, max_dims=2, max_side=6))
-    # padding_idx is a deliberate stop-gradient (its row gets none although the forward reads
-    # it), so finite differences cannot check it; tests/test_op_properties.py does.
-    return Sample([indices, floats(draw, (v, d))])
+    padding_idx = draw.choice([draw.integers(-v, v - 1), None])
+    if padding_idx is not None:  # padded batches read the padding row often
+        indices = np.where(draw.rng.random(indices.shape) < 0.3, padding_idx % v, indices)
+    return Sample([indices, floats(draw, (v, d))], {"padding_idx": padding_idx})
 
 
 SPECS = [
     OpSpec(
-        "embedding", embedding, _sample, functions=(Embedding,), primitives=("embedding.backward",)
+        "embedding",
+        _embedding_checked,
+        _sample,
+        functions=(Embedding,),
+        primitives=("embedding.backward",),
     )
 ]

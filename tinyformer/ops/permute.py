@@ -47,7 +47,9 @@ def transpose(x: Tensor, axis0: int = -2, axis1: int = -1) -> Tensor:
 
 def _sample(draw) -> Sample:
     shape = draw.shape(min_dims=1, max_dims=4)
-    axes = tuple(int(a) for a in draw.rng.permutation(len(shape)))
+    n = len(shape)
+    # some axes counted from the end, as users write them: backward must normalise them too
+    axes = tuple(int(a) - n * draw.integers(0, 1) for a in draw.rng.permutation(n))
     return Sample([floats(draw, shape)], {"axes": axes})
 
 
