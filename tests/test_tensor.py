@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tinyformer as tf
+from tinyformer import backend
 
 
 def test_python_floats_become_float32_numpy_keeps_its_dtype():
@@ -120,9 +121,10 @@ def test_dtype_conversions_keep_gradients_in_the_inputs_dtype():
     assert (pred == target).float().mean().item() == pytest.approx(2 / 3)  # accuracy
     assert tf.tensor([1.7, -1.7]).astype("int64").tolist() == [1, -1]
     assert not x.astype("int64").requires_grad  # integers carry no gradient, as in PyTorch
-    for device in ("cpu", "cuda:0"):  # as Module.to: no devices, so .to(device) can go
-        with pytest.raises(TypeError, match="Tensor.to: takes a dtype .* there are no devices"):
-            x.to(device)
+    assert x.to("cpu") is x and x.to("cpu", "float64").dtype == np.float64
+    if not backend.cuda_available():  # the message says why, and how to install
+        with pytest.raises(backend.DeviceUnavailable, match="'cuda:0' is not available: .*pip"):
+            x.to("cuda:0")
     with pytest.raises(tf.OpError, match="astype: 'floatt' is not a dtype"):
         x.to("floatt")
     with pytest.raises(tf.OpError, match="astype: tensors hold booleans, integers or floats"):

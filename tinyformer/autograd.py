@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import grad_mode
+from tinyformer import backend, grad_mode
 from tinyformer.grad_mode import check_finite, detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from tinyformer.tensor import Tensor
 
@@ -149,6 +149,8 @@ class Function:
         """Run `forward` on the inputs' arrays and record the call in the graph when needed.
         Returns a Tensor, or a tuple of Tensors when `forward` returned a tuple of arrays."""
         arrays = [x.data if isinstance(x, Tensor) else x for x in inputs]
+        if not all(type(a) is np.ndarray for a in arrays):  # scalars, None, or device arrays
+            backend.check_same_device(cls.__name__, *arrays)
         if grad_mode._grad_enabled:
             needs = tuple(isinstance(x, Tensor) and x._requires_grad for x in inputs)
         else:
@@ -262,8 +264,9 @@ def _output_grads(node: Context, gy: Any) -> tuple:
     did not reach the roots (PyTorch also hands backward zeros there, not None)."""
     if len(node.outputs) == 1:
         return (gy,)
+    xp = backend.get_array_module(*gy)  # on the device of the outputs that did get one
     return tuple(
-        np.zeros(shape, dtype) if g is None else g for g, (shape, dtype) in zip(gy, node.outputs)
+        xp.zeros(shape, dtype) if g is None else g for g, (shape, dtype) in zip(gy, node.outputs)
     )
 
 
@@ -274,7 +277,7 @@ def _accumulate_leaf(leaf: Tensor, g: Any, captured: dict[int, Any] | None) -> N
             captured[key] = g if captured[key] is None else captured[key] + g
         return
     # Copy on first arrival: `g` may be shared with another input or be a read-only broadcast view.
-    leaf.grad = np.array(g, copy=True) if leaf.grad is None else leaf.grad + g
+    leaf.grad = g.copy() if leaf.grad is None else leaf.grad + g
 
 
 def _run_backward(
@@ -302,7 +305,7 @@ def _run_backward(
             for output, ref in node._retained.items():
                 if (tensor := ref()) is not None:
                     g = gys[output]
-                    tensor.grad = np.array(g, copy=True) if tensor.grad is None else tensor.grad + g
+                    tensor.grad = g.copy() if tensor.grad is None else tensor.grad + g
         input_grads = _check_gradients(node, node.function.backward(node, *gys))
         for parent, output, g in zip(node.parents, node.parent_outputs, input_grads):
             if parent is None or g is None:
@@ -328,8 +331,9 @@ def _root_grad(t: Tensor, g: Any) -> Any:
                 f"one has shape {t.shape}. Reduce it first (e.g. .sum()) or pass grad= of that "
                 "shape."
             )
-        return np.ones_like(t.data)
-    g = g.data if isinstance(g, Tensor) else np.asarray(g)
+        return backend.get_array_module(t.data).ones_like(t.data)
+    g = g.data if isinstance(g, Tensor) else g
+    g = backend.to_device(g if hasattr(g, "shape") else np.asarray(g), t.device)
     if g.shape != t.shape:
         raise RuntimeError(f"backward: grad has shape {g.shape} but the output has {t.shape}")
     return g.astype(t.dtype, copy=False)

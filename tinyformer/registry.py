@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer.fake_device import FakeArray
+
 __all__ = [
     "REFERENCE",
     "backends",
@@ -140,12 +142,19 @@ def _load_kernels() -> None:
 
 def _preference(array: Any) -> tuple[str, str]:
     """The backend to try first, and where that preference came from."""
+    on_gpu = type(array).__module__.startswith("cupy")
+    if on_gpu or isinstance(array, FakeArray):
+        # Numba kernels read host memory, and a silent copy to the host would hide the cost:
+        # a device array runs its own device's kernel or the reference, whatever is preferred.
+        if _preferred and _preferred[-1] == REFERENCE:
+            return REFERENCE, "prefer() block"
+        if on_gpu:
+            return "cuda", "default for CuPy arrays"
+        return REFERENCE, "the fake device runs the references"
     if _preferred:
         return _preferred[-1], "prefer() block"
     if _state["env"]:
         return _state["env"], f"environment variable {ENV_VAR}"
-    if type(array).__module__.startswith("cupy"):
-        return "cuda", "default for CuPy arrays"
     return "numba", "default for NumPy arrays"
 
 

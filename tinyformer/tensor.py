@@ -1,7 +1,8 @@
 """`Tensor`: an n-dimensional array plus what autograd needs (`requires_grad`, `grad`, `grad_fn`).
 
-The array lives in `.data` (a NumPy array; CuPy later). Every method that computes something
-forwards to a function in `tinyformer.ops`, so each op is written once, in its own file.
+The array lives in `.data`: a NumPy array, or a device array (CuPy's on a GPU, or the fake
+device's in tests; `tinyformer.backend`), which stays where it is. Every method that computes
+something forwards to a function in `tinyformer.ops`, so each op is written once, in its own file.
 PyTorch's spellings (`dim=`, `x.size()`, `x.float()`, ...) come from `torch_names.py`.
 Python data becomes float32 by default (as in PyTorch); NumPy arrays keep their dtype.
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.torch_names import ElementCount, TorchSpellings, max_names, torch_names
 
 __all__ = ["Tensor"]
@@ -24,7 +26,7 @@ DEFAULT_DTYPE = np.float32
 def _as_array(data: Any, dtype: Any = None) -> np.ndarray:
     if isinstance(data, Tensor):
         data = data.data
-    if isinstance(data, np.ndarray):
+    if isinstance(data, np.ndarray) or backend.is_device_array(data):
         array = data if dtype is None else data.astype(dtype, copy=False)
     else:
         array = np.asarray(data, dtype=dtype)
@@ -49,8 +51,11 @@ class Tensor(TorchSpellings):
     # NumPy must not treat a Tensor as an array in `ndarray + Tensor`: defer to our __radd__.
     __array_ufunc__ = None
 
-    def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None) -> None:
-        self.data = _as_array(data, dtype)
+    def __init__(
+        self, data: Any, requires_grad: bool = False, dtype: Any = None, device: Any = None
+    ) -> None:
+        array = _as_array(data, dtype)
+        self.data = array if device is None else backend.to_device(array, device)
         self.grad: np.ndarray | None = None
         self.grad_fn = None
         self._output = 0
@@ -129,7 +134,12 @@ class Tensor(TorchSpellings):
         return ElementCount(self.data.shape)
 
     def numpy(self) -> np.ndarray:
-        """The underlying array (shared, not copied)."""
+        """The underlying array (shared, not copied); on a device, an error, as in PyTorch."""
+        if not isinstance(self.data, np.ndarray):
+            raise TypeError(
+                f"can't convert {self.device} device type tensor to numpy: use .cpu() to copy "
+                f"the tensor to host memory first"
+            )
         return self.data
 
     def item(self) -> float | int | bool:
@@ -138,7 +148,7 @@ class Tensor(TorchSpellings):
         return self.data.item()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        return np.array(self.data, dtype=dtype, copy=copy)
+        return np.array(self.numpy(), dtype=dtype, copy=copy)
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -160,8 +170,9 @@ class Tensor(TorchSpellings):
         return int(self.item())
 
     def __repr__(self) -> str:
-        body = np.array2string(self.data, separator=", ", prefix="tensor(", precision=4)
-        extra = ""
+        host = backend.to_host(self.data)  # printing a device tensor copies it, as in PyTorch
+        body = np.array2string(host, separator=", ", prefix="tensor(", precision=4)
+        extra = "" if isinstance(self.data, np.ndarray) else f", device='{self.device}'"
         if self.dtype != DEFAULT_DTYPE:
             extra += f", dtype={self.dtype}"
         if self.grad_fn is not None:

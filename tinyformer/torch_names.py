@@ -98,6 +98,13 @@ class ElementCount(int):
         return self.shape[dim]
 
 
+def _same_dtype(dtype: Any, other: np.dtype) -> bool:
+    try:
+        return np.dtype(dtype) == other
+    except TypeError:
+        return False
+
+
 class TorchSpellings:
     """Tensor methods under PyTorch's names that compute nothing new: each reads the array or
     calls another method. (`Tensor` inherits them; its own methods are the ops.)"""
@@ -121,15 +128,46 @@ class TorchSpellings:
         view cannot be had), so there is nothing to do here; kept for PyTorch code."""
         return self
 
-    def to(self, dtype: Any) -> Tensor:
-        """`x.to(dtype)`: the values as `dtype` (differentiable). There are no devices (tensors
-        hold NumPy arrays), so `x.to("cpu")` and `x.to(device)` are errors, as `Module.to`'s."""
-        if isinstance(dtype, str) and dtype.split(":")[0] in ("cpu", "cuda", "mps"):
-            raise TypeError(
-                f"Tensor.to: takes a dtype such as 'float64', got {dtype!r}; there are no devices "
-                "to move to (tensors hold NumPy arrays), so a PyTorch .to(device) can go"
-            )
-        return self.astype(dtype)
+    @property
+    def device(self) -> Any:
+        """Where the data lives: `cpu`, `cuda:0`, ... (a `tinyformer.backend.Device`)."""
+        from tinyformer import backend
+
+        return backend.device_of(self.data)
+
+    def to(self, *args: Any, dtype: Any = None, device: Any = None, copy: bool = False) -> Tensor:
+        """`x.to(dtype)`, `x.to(device)`, `x.to(device, dtype)` or `x.to(other)` (other's device
+        and dtype), as PyTorch's. The result is `x` itself when nothing changes (and not
+        `copy`); otherwise a new tensor, differentiable across a dtype change. A tensor moved
+        to another device is a new leaf (gradients do not flow between devices here)."""
+        from tinyformer import backend
+
+        for arg in args:
+            if hasattr(arg, "device") and hasattr(arg, "dtype") and not isinstance(arg, str):
+                device, dtype = arg.device, arg.dtype
+            elif isinstance(arg, backend.Device) or (
+                isinstance(arg, str) and arg.split(":")[0] in ("cpu", "cuda", "fake")
+            ):
+                device = arg
+            else:
+                dtype = arg
+        out = self
+        if device is not None and backend.device(device) != self.device:
+            out = type(self)(backend.to_device(self.data, device), requires_grad=False)
+            out.requires_grad = self.requires_grad and out.data.dtype.kind == "f"
+        if dtype is not None and not _same_dtype(dtype, out.dtype):
+            out = out.astype(dtype)  # whose error names a dtype that is not one
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cuda(self, device: Any = None) -> Tensor:
+        """`x.to("cuda")` (or `"cuda:<device>"`)."""
+        return self.to("cuda" if device is None else f"cuda:{device}")
+
+    def cpu(self) -> Tensor:
+        """`x.to("cpu")`: a host copy of a device tensor, `x` itself on the host."""
+        return self.to("cpu")
 
     def long(self) -> Tensor:
         """`x` as int64 (indices; no gradient flows through integers)."""

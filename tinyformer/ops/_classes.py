@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import OpError
 from tinyformer.ops._util import data_of
 from tinyformer.ops.permute import permute
@@ -28,8 +29,8 @@ def _check_target(
         raise OpError(f"{op}: target must hold integer class indices, got {target.dtype}")
     n_classes = logits_shape[1]
     bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
-    if bad.any():
-        position = tuple(int(i) for i in np.argwhere(bad)[0])
+    if bad.any():  # on a device, one read back to the host per call
+        position = tuple(int(i[0]) for i in backend.to_host(bad).nonzero())
         raise OpError(
             f"{op}: target {int(target[position])} at position {position} is out of "
             f"range for {n_classes} classes (valid: 0..{n_classes - 1}, or ignore_index="
@@ -43,14 +44,17 @@ def class_rows(
     """Check `scores` (N, C, ...) against class indices `target` (N, ...), as PyTorch shapes
     them, and return the scores as rows (R, C) with the target (N, ...) (for a single example,
     (C,) and a scalar: (1, C) and (1,))."""
-    target = np.asarray(data_of(target))
+    target = data_of(target)
+    if not backend.is_device_array(target):
+        target = np.asarray(target)
     if scores.ndim == 1:  # one unbatched example: (C,) and a scalar target
         scores, target = reshape(scores, 1, -1), target.reshape(1)
     if scores.ndim < 2:
         raise OpError(f"{op}: input needs shape (N, C, ...), got {scores.shape}")
     if reduction not in ("mean", "sum", "none"):
         raise OpError(f"{op}: reduction must be mean, sum or none, got {reduction!r}")
-    _check_target(op, scores.shape, target, ignore_index)
+    _check_target(op, scores.shape, target, ignore_index)  # on the host, before the move
+    target = backend.to_device(target, scores.device)
     n_classes = scores.shape[1]
     if scores.ndim > 2:  # (N, C, d...) -> (N, d..., C) -> (R, C)
         scores = permute(scores, 0, *range(2, scores.ndim), 1)
@@ -62,7 +66,8 @@ def class_weights(op: str, weight: Any, rows: Tensor) -> np.ndarray | None:
     stays None. Weights are data: they get no gradient (PyTorch's losses do not train them)."""
     if weight is None:
         return None
-    w = np.asarray(data_of(weight))
+    w = data_of(weight)
+    w = w if backend.is_device_array(w) else np.asarray(w)
     n_classes = rows.shape[1]
     if w.shape != (n_classes,):
         raise OpError(
@@ -70,13 +75,14 @@ def class_weights(op: str, weight: Any, rows: Tensor) -> np.ndarray | None:
         )
     if w.dtype.kind not in "fiu":
         raise OpError(f"{op}: weight must be real numbers, got {w.dtype}")
-    return w.astype(rows.dtype, copy=False)
+    return backend.to_device(w.astype(rows.dtype, copy=False), rows.device)
 
 
 def target_weights(weight: np.ndarray, target: np.ndarray, ignore_index: int) -> np.ndarray:
     """weight[target] for each row (R,), 0 where the target is ignore_index."""
+    xp = backend.get_array_module(weight)
     keep = target != ignore_index
-    return np.where(keep, weight[np.where(keep, target, 0)], np.zeros((), weight.dtype))
+    return xp.where(keep, weight[xp.where(keep, target, 0)], xp.zeros((), weight.dtype))
 
 
 def reduce_rows(

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import OpError
 from tinyformer.tensor import Tensor
 
@@ -51,23 +52,27 @@ def normalized_shape_tuple(normalized_shape: int | Sequence[int]) -> tuple[int, 
 
 def expand_reduced(g: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool):
     """Broadcast the gradient of a reduction back to the input's shape."""
+    xp = backend.get_array_module(g)
     if not keepdims:
-        g = np.expand_dims(g, axes)
-    return np.broadcast_to(g, shape)
+        g = xp.expand_dims(g, axes)
+    return xp.broadcast_to(g, shape)
 
 
 def as_operand(x: Any, like: Any = None) -> Any:
-    """A Tensor stays; anything else becomes an array (a Python scalar takes the float dtype of
-    the other operand, so `x * 2` stays float32)."""
+    """A Tensor stays; anything else becomes an array on the other operand's device (a Python
+    scalar takes the float dtype of the other operand, so `x * 2` stays float32)."""
     if isinstance(x, Tensor):
         return x
-    dtype = getattr(data_of(like), "dtype", None)
+    other = data_of(like)
+    xp = backend.get_array_module(other)
+    dtype = getattr(other, "dtype", None)
     if dtype is not None and dtype.kind == "f" and isinstance(x, (int, float, bool, np.number)):
-        return np.asarray(x, dtype=dtype)
-    if isinstance(x, np.ndarray):
-        return x
+        return xp.asarray(x, dtype=dtype)
+    if isinstance(x, np.ndarray) or backend.is_device_array(x):
+        return x if xp is np else backend.to_device(x, backend.device_of(other))
     array = np.asarray(x)  # Python data: floats become float32, as in tinyformer.tensor
-    return array.astype(np.float32) if array.dtype == np.float64 else array
+    array = array.astype(np.float32) if array.dtype == np.float64 else array
+    return array if xp is np else backend.to_device(array, backend.device_of(other))
 
 
 def binary_operands(x1: Any, x2: Any) -> tuple[Any, Any]:
@@ -91,7 +96,7 @@ def same_shape_target(op: str, input: Tensor, target: Any) -> Tensor:  # noqa: A
             )
         t = target
     else:
-        t = Tensor(np.asarray(data_of(target), input.dtype))
+        t = Tensor(data_of(target), dtype=input.dtype, device=input.device)
     if t.shape != input.shape:
         raise OpError(
             f"{op}: input {input.shape} and target {t.shape} must have the same shape (reshape "
