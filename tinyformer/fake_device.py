@@ -173,7 +173,7 @@ def _operators(op: Callable, inplace: Callable) -> tuple[Callable, Callable, Cal
 
 
 def _unary(op: Callable) -> Callable:
-    return lambda self: FakeArray(op(self._a))
+    return lambda self: _wrap(op(self._a))
 
 
 def _read(func: Callable) -> Callable:
@@ -273,6 +273,8 @@ class FakeArray:
     __and__, __rand__, __iand__ = _operators(operator.and_, operator.iand)
     __or__, __ror__, __ior__ = _operators(operator.or_, operator.ior)
     __xor__, __rxor__, __ixor__ = _operators(operator.xor, operator.ixor)
+    __lshift__, __rlshift__, __ilshift__ = _operators(operator.lshift, operator.ilshift)
+    __rshift__, __rrshift__, __irshift__ = _operators(operator.rshift, operator.irshift)
     __matmul__, __rmatmul__ = _binary(operator.matmul), _binary(operator.matmul, reflected=True)
     __eq__, __ne__ = _binary(operator.eq), _binary(operator.ne)
     __lt__, __le__ = _binary(operator.lt), _binary(operator.le)

@@ -79,9 +79,12 @@ class detect_anomaly:  # noqa: N801
 
 
 def check_finite(array: Any, op: str, where: str) -> None:
-    data = np.asarray(array)
-    if np.issubdtype(data.dtype, np.floating) and not np.isfinite(data).all():
-        n_nan, n_inf = int(np.isnan(data).sum()), int(np.isinf(data).sum())
+    from tinyformer import backend  # the tensor module imports this one
+
+    data = array if backend.is_device_array(array) else np.asarray(array)
+    xp = backend.get_array_module(data)
+    if np.issubdtype(data.dtype, np.floating) and not xp.isfinite(data).all():
+        n_nan, n_inf = int(xp.isnan(data).sum()), int(xp.isinf(data).sum())
         raise FloatingPointError(
             f"detect_anomaly: {op} produced {n_nan} NaN and {n_inf} Inf values in its {where} "
             f"(shape {data.shape}); it is the first op to do so."

@@ -1,8 +1,8 @@
 """Sliding-window plumbing shared by the convolution and pooling ops (no math of its own).
 
-`windows(xp, ...)` views a padded image batch (N, C, Hp, Wp) as (N, C, kh, kw, Ho, Wo): entry
+`windows(x_pad, ...)` views a padded image batch (N, C, Hp, Wp) as (N, C, kh, kw, Ho, Wo): entry
 [n, c, i, j, y, x] is the pixel under kernel tap (i, j) when the window's corner is at output
-position (y, x), i.e. xp[n, c, y*sh + i*dh, x*sw + j*dw]. It is a strided view (no copy), so
+position (y, x), i.e. x_pad[n, c, y*sh + i*dh, x*sw + j*dw]. It is a strided view (no copy), so
 "im2col" is a reshape of it. `scatter_windows` is the adjoint, "col2im": it adds every window
 entry back onto the pixel it came from, one kernel tap at a time (kh*kw strided additions).
 """
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import OpError
 
 
@@ -34,25 +35,28 @@ def out_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -
 def pad2d(x: np.ndarray, ph: int, pw: int, value: float = 0.0) -> np.ndarray:
     if ph == 0 and pw == 0:
         return x
-    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+    xp = backend.get_array_module(x)
+    return xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
 
 
-def windows(xp, kh, kw, ho, wo, sh, sw, dh, dw) -> np.ndarray:
-    """(N, C, Hp, Wp) -> read-only strided view (N, C, kh, kw, Ho, Wo)."""
-    n, c = xp.shape[:2]
-    s_n, s_c, s_h, s_w = xp.strides
-    return np.lib.stride_tricks.as_strided(
-        xp,
-        shape=(n, c, kh, kw, ho, wo),
-        strides=(s_n, s_c, dh * s_h, dw * s_w, sh * s_h, sw * s_w),
-        writeable=False,
-    )
+def windows(x_pad, kh, kw, ho, wo, sh, sw, dh, dw) -> np.ndarray:
+    """(N, C, Hp, Wp) -> strided view (N, C, kh, kw, Ho, Wo), read-only on the host."""
+    n, c = x_pad.shape[:2]
+    s_n, s_c, s_h, s_w = x_pad.strides
+    shape = (n, c, kh, kw, ho, wo)
+    strides = (s_n, s_c, dh * s_h, dw * s_w, sh * s_h, sw * s_w)
+    if isinstance(x_pad, np.ndarray):  # read-only: a write through the view would corrupt x
+        return np.lib.stride_tricks.as_strided(x_pad, shape, strides, writeable=False)
+    # CuPy's as_strided has no `writeable` (its views are always writable): only read this one.
+    xp = backend.get_array_module(x_pad)
+    return xp.lib.stride_tricks.as_strided(x_pad, shape, strides)
 
 
 def scatter_windows(cols, hp, wp, sh, sw, dh, dw) -> np.ndarray:
     """Adjoint of `windows`: cols (N, C, kh, kw, Ho, Wo) summed onto a zero (N, C, Hp, Wp)."""
+    xp = backend.get_array_module(cols)
     n, c, kh, kw, ho, wo = cols.shape
-    out = np.zeros((n, c, hp, wp), cols.dtype)
+    out = xp.zeros((n, c, hp, wp), cols.dtype)
     for i in range(kh):
         for j in range(kw):
             rows = slice(i * dh, i * dh + sh * (ho - 1) + 1, sh)

@@ -7,8 +7,7 @@ Saved     x, for its sign.
 
 from __future__ import annotations
 
-import numpy as np
-
+from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
@@ -17,13 +16,15 @@ from tinyformer.testing import OpSpec, unary_sample
 class Abs(Function):
     @staticmethod
     def forward(ctx, x):
+        xp = backend.get_array_module(x)
         ctx.save_for_backward(x)
-        return np.abs(x)
+        return xp.abs(x)
 
     @staticmethod
     def backward(ctx, gy):
         (x,) = ctx.saved_tensors
-        return gy * np.sign(x)
+        xp = backend.get_array_module(x)
+        return gy * xp.sign(x)
 
 
 def abs(x: Tensor) -> Tensor:  # noqa: A001 (named as torch.abs)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 
 
 @registry.reference("adamw.step")
@@ -35,11 +35,12 @@ def adamw_step(
     step: int,
 ) -> None:
     """Update `param`, `m` and `v` in place."""
+    xp = backend.get_array_module(param)
     param *= 1 - lr * weight_decay
     m *= beta1
     m += (1 - beta1) * grad
     v *= beta2
     v += (1 - beta2) * grad * grad
     step_size = lr / (1 - beta1**step)
-    denom = np.sqrt(v / (1 - beta2**step)) + eps
+    denom = xp.sqrt(v / (1 - beta2**step)) + eps
     param -= step_size * m / denom

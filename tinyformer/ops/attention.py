@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import data_of, unbroadcast
 from tinyformer.ops.dropout import dropout
@@ -40,27 +40,29 @@ from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 
 def _scores(q, k, mask, causal, scale):
     """s = q k^T * scale with the masks applied: (..., Tq, Tk)."""
-    s = (q @ np.swapaxes(k, -1, -2)) * np.asarray(scale, q.dtype)
-    neg_inf = np.asarray(-np.inf, s.dtype)
+    xp = backend.get_array_module(q)
+    s = (q @ xp.swapaxes(k, -1, -2)) * q.dtype.type(scale)  # NumPy scalars: no host-to-device copy
+    neg_inf = s.dtype.type(-np.inf)
     if causal:
         tq, tk = s.shape[-2:]
-        s = np.where(np.tri(tq, tk, dtype=bool), s, neg_inf)
+        s = xp.where(xp.tri(tq, tk, dtype=bool), s, neg_inf)
     if mask is not None:
-        s = np.where(mask, s, neg_inf) if mask.dtype == np.bool_ else s + mask
+        s = xp.where(mask, s, neg_inf) if mask.dtype == np.bool_ else s + mask
     return s
 
 
 def _row_softmax(s):
     """Softmax over the last axis, and its log-sum-exp; rows with every entry -inf give p = 0
     and lse = +inf."""
+    xp = backend.get_array_module(s)
     m = s.max(axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, np.zeros((), s.dtype))
-    e = np.exp(s - m)
+    m = xp.where(xp.isfinite(m), m, xp.zeros((), s.dtype))
+    e = xp.exp(s - m)
     total = e.sum(axis=-1, keepdims=True)
     empty = total == 0
-    with np.errstate(divide="ignore"):
-        lse = np.where(empty, np.asarray(np.inf, s.dtype), m + np.log(total))
-    return e / np.where(empty, 1, total), lse[..., 0]
+    total = xp.where(empty, 1, total)  # so that no log(0) warns (CuPy has no errstate)
+    lse = xp.where(empty, s.dtype.type(np.inf), m + xp.log(total))
+    return e / total, lse[..., 0]
 
 
 @registry.reference("attention.forward")
@@ -73,12 +75,13 @@ def attention_forward(q, k, v, mask, causal, scale):
 @registry.reference("attention.backward")
 def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
     """-> gq, gk, gv (before summing over broadcast batch dims)."""
-    p = np.exp(_scores(q, k, mask, causal, scale) - lse[..., None])
-    gv = np.swapaxes(p, -1, -2) @ gy
-    gp = gy @ np.swapaxes(v, -1, -2)
+    xp = backend.get_array_module(q)
+    p = xp.exp(_scores(q, k, mask, causal, scale) - lse[..., None])
+    gv = xp.swapaxes(p, -1, -2) @ gy
+    gp = gy @ xp.swapaxes(v, -1, -2)
     gs = p * (gp - (gy * y).sum(axis=-1, keepdims=True))
-    scale = np.asarray(scale, q.dtype)
-    return (gs @ k) * scale, (np.swapaxes(gs, -1, -2) @ q) * scale, gv
+    scale = q.dtype.type(scale)
+    return (gs @ k) * scale, (xp.swapaxes(gs, -1, -2) @ q) * scale, gv
 
 
 def attention_weights(q, k, mask, causal, scale) -> np.ndarray:
@@ -131,10 +134,11 @@ def _attention_with_dropout(query, key, value, mask, causal, scale, p) -> Tensor
     """dropout(softmax(s)) v, composed from other ops: the weights must exist to drop some, and
     the fused path never forms them. Rows that see no key take uniform weights, then are zeroed:
     y = 0 there, as in the fused path, and no NaN."""
-    q, k, v = (x if isinstance(x, Tensor) else Tensor(np.asarray(x)) for x in (query, key, value))
+    q, k, v = (x if isinstance(x, Tensor) else Tensor(x) for x in (query, key, value))
     tq, tk = q.shape[-2], k.shape[-2]
+    xp = backend.get_array_module(q.data)
     # the masks alone, as an additive (..., Tq, Tk) bias: the scores of all-zero q and k
-    bias = _scores(np.zeros((tq, 1), q.dtype), np.zeros((tk, 1), q.dtype), mask, causal, 1.0)
+    bias = _scores(xp.zeros((tq, 1), q.dtype), xp.zeros((tk, 1), q.dtype), mask, causal, 1.0)
     live = (bias > -np.inf).any(axis=-1, keepdims=True)  # (..., Tq, 1): sees at least one key
     s = matmul(q, transpose(k, -2, -1)) * scale + bias  # (..., Tq, Tk)
     weights = softmax(where(live, s, 0.0), axis=-1) * live.astype(q.dtype)
@@ -165,7 +169,11 @@ def scaled_dot_product_attention(
         return_weights: also return the (..., Tq, Tk) attention weights (no gradient, before
             dropout), to plot.
     """
-    mask = None if attn_mask is None else np.asarray(data_of(attn_mask))
+    mask = None if attn_mask is None else data_of(attn_mask)
+    if not (mask is None or isinstance(attn_mask, Tensor) or backend.is_device_array(mask)):
+        # host data goes to the query's device; a Tensor stays where it is, and the Function
+        # reports one on another device
+        mask = backend.to_device(np.asarray(mask), backend.device_of(data_of(query)))
     _check_shapes(query, key, value, mask)
     if mask is not None and mask.dtype != np.bool_:
         mask = mask.astype(query.dtype, copy=False)

@@ -1,9 +1,9 @@
 """avg_pool2d: the mean of each window, as in PyTorch.
 
 Shapes    x (N, C, H, W) -> y (N, C, Ho, Wo), Ho = floor((H + 2 ph - kh) / sh) + 1.
-Forward   y[n, c, y_, x_] = sum of the window of xp / divisor, xp = x zero-padded; the divisor is
-          kh kw (count_include_pad=True, PyTorch's default) or the number of real (unpadded)
-          pixels in the window.
+Forward   y[n, c, y_, x_] = sum of the window of x_pad / divisor, x_pad = x zero-padded; the
+          divisor is kh kw (count_include_pad=True, PyTorch's default) or the number of real
+          (unpadded) pixels in the window.
 Backward  each window spreads gy / divisor evenly over its pixels; overlapping windows add up
           ("col2im" of a constant per window), and the padding is cropped off.
 Saved     x's shape and the divisors.
@@ -15,37 +15,39 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._im2col import check_image, out_size, pad2d, pair, scatter_windows, windows
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
 
-def _divisor(h, w, kernel, stride, padding, include_pad, dtype):
-    """(Ho, Wo) window sizes to divide by."""
+def _divisor(h, w, kernel, stride, padding, include_pad, dtype, xp=np):
+    """(Ho, Wo) window sizes to divide by, made by the array module `xp`."""
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
     ho, wo = out_size(h, kh, sh, ph, 1), out_size(w, kw, sw, pw, 1)
     if include_pad:
-        return np.full((ho, wo), kh * kw, dtype)
-    ones = pad2d(np.ones((1, 1, h, w), dtype), ph, pw)
+        return xp.full((ho, wo), kh * kw, dtype)
+    ones = pad2d(xp.ones((1, 1, h, w), dtype), ph, pw)
     return windows(ones, kh, kw, ho, wo, sh, sw, 1, 1).sum(axis=(2, 3))[0, 0]
 
 
 @registry.reference("avg_pool2d.forward")
 def avg_pool2d_forward(x, kernel, stride, padding, include_pad):
+    xp = backend.get_array_module(x)
     h, w = x.shape[2:]
-    div = _divisor(h, w, kernel, stride, padding, include_pad, x.dtype)
+    div = _divisor(h, w, kernel, stride, padding, include_pad, x.dtype, xp)
     view = windows(pad2d(x, *padding), *kernel, *div.shape, *stride, 1, 1)
     return view.sum(axis=(2, 3)) / div
 
 
 @registry.reference("avg_pool2d.backward")
 def avg_pool2d_backward(gy, x_shape, kernel, stride, padding, include_pad):
+    xp = backend.get_array_module(gy)
     n, c, h, w = x_shape
     (kh, kw), (ph, pw) = kernel, padding
-    g = gy / _divisor(h, w, kernel, stride, padding, include_pad, gy.dtype)  # (N, C, Ho, Wo)
-    cols = np.broadcast_to(g[:, :, None, None], (n, c, kh, kw, *g.shape[2:]))
+    g = gy / _divisor(h, w, kernel, stride, padding, include_pad, gy.dtype, xp)  # (N, C, Ho, Wo)
+    cols = xp.broadcast_to(g[:, :, None, None], (n, c, kh, kw, *g.shape[2:]))
     gxp = scatter_windows(cols, h + 2 * ph, w + 2 * pw, *stride, 1, 1)
     return gxp[:, :, ph : ph + h, pw : pw + w]
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import data_of, same_shape_target
 from tinyformer.ops.sigmoid import stable_sigmoid
@@ -31,7 +32,8 @@ from tinyformer.testing import OpSpec, Sample, floats
 
 def _softplus_neg(x: np.ndarray) -> np.ndarray:
     """softplus(-x) = log(1 + e^-x), without overflow for any x."""
-    return np.maximum(-x, 0) + np.log1p(np.exp(-np.abs(x)))
+    xp = backend.get_array_module(x)
+    return xp.maximum(-x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
 
 
 class BinaryCrossEntropyWithLogits(Function):
@@ -46,7 +48,7 @@ class BinaryCrossEntropyWithLogits(Function):
         ctx.weight, ctx.pos_weight, ctx.reduction = weight, pos_weight, reduction
         if reduction == "none":
             return loss
-        total = np.sum(loss)
+        total = loss.sum()
         return total / loss.size if reduction == "mean" else total
 
     @staticmethod
@@ -77,7 +79,13 @@ def _factor(name: str, value: Any, input: Tensor) -> np.ndarray | None:  # noqa:
         return None
     if isinstance(value, Tensor) and value.requires_grad:
         raise OpError(f"{_OP}: {name} is data here, not a tensor that needs a gradient")
-    arr = np.asarray(data_of(value), input.dtype)
+    arr = data_of(value)
+    if isinstance(value, Tensor) or backend.is_device_array(arr):
+        if (where := backend.device_of(arr)) != input.device:
+            raise OpError(f"{_OP}: {name} is on {where} and input on {input.device}: move one")
+        arr = arr.astype(input.dtype, copy=False)
+    else:  # host data (an ndarray, a list, a number): moved to input's device here
+        arr = backend.to_device(np.asarray(arr, input.dtype), input.device)
     try:
         fits = np.broadcast_shapes(arr.shape, input.shape) == input.shape
     except ValueError:

@@ -9,10 +9,10 @@ stack(xs, axis) is cat of the inputs each unsqueezed at `axis`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
-import numpy as np
-
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import normalize_axes
 from tinyformer.ops.squeeze import unsqueeze
@@ -34,13 +34,16 @@ class Cat(Function):
             ):
                 shapes = ", ".join(str(x.shape) for x in xs)
                 raise OpError(f"cat: shapes {shapes} differ outside axis {axis}")
+        xp = backend.get_array_module(*xs)
         ctx.axis = axis
-        ctx.offsets = np.cumsum([x.shape[axis] for x in xs])[:-1]
-        return np.concatenate(xs, axis=axis)
+        # Python ints: split points any array module takes (a host array would not reach a GPU)
+        ctx.offsets = list(itertools.accumulate(x.shape[axis] for x in xs))[:-1]
+        return xp.concatenate(xs, axis=axis)
 
     @staticmethod
     def backward(ctx, gy):
-        return tuple(np.split(gy, ctx.offsets, axis=ctx.axis))
+        xp = backend.get_array_module(gy)
+        return tuple(xp.split(gy, ctx.offsets, axis=ctx.axis))
 
 
 @torch_names

@@ -7,8 +7,7 @@ Saved     the boolean mask of inside elements (one byte each, smaller than x).
 
 from __future__ import annotations
 
-import numpy as np
-
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
@@ -17,13 +16,14 @@ from tinyformer.testing import OpSpec, Sample, floats
 class Clip(Function):
     @staticmethod
     def forward(ctx, x, *, low, high):
-        inside = np.ones(x.shape, dtype=bool)
+        xp = backend.get_array_module(x)
+        inside = xp.ones(x.shape, dtype=bool)
         if low is not None:
             inside &= x >= low
         if high is not None:
             inside &= x <= high
         ctx.save_for_backward(inside)
-        return np.clip(x, low, high).astype(x.dtype, copy=False)
+        return xp.clip(x, low, high).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, gy):

@@ -2,9 +2,10 @@
 
 Shapes    x (N, C, H, W), w (O, C/g, kh, kw), b (O,) or None -> y (N, O, Ho, Wo),
           Ho = floor((H + 2 ph - dh (kh - 1) - 1) / sh) + 1 (likewise Wo); g = groups.
-Forward   y[n, o, r, s] = b[o] + sum_{c,i,j} w[o, c, i, j] xp[n, G(o) + c, r sh + i dh, s sw + j dw]
-          with xp = x zero-padded by (ph, pw), G(o) the first channel of o's group.
-          Computed as im2col: view xp's windows as columns cols (g, K, N L) with
+Forward   y[n, o, r, s]
+            = b[o] + sum_{c,i,j} w[o, c, i, j] x_pad[n, G(o) + c, r sh + i dh, s sw + j dw]
+          with x_pad = x zero-padded by (ph, pw), G(o) the first channel of o's group.
+          Computed as im2col: view x_pad's windows as columns cols (g, K, N L) with
           K = C/g kh kw (one column per output position of every image, L = Ho Wo), then one
           matrix product per group, y = W cols with W = w reshaped to (g, O/g, K).
 Backward  gW = sum over n and positions of gy cols^T (a matrix product per group);
@@ -19,9 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._im2col import check_image, out_size, pad2d, pair, scatter_windows, windows
 from tinyformer.tensor import Tensor
@@ -43,11 +42,12 @@ def _columns(x, kh, kw, stride, padding, dilation, groups):
 
 @registry.reference("conv2d.forward")
 def conv2d_forward(x, w, b, stride, padding, dilation, groups):
+    xp = backend.get_array_module(x)
     n, o = x.shape[0], w.shape[0]
     cols, (ho, wo) = _columns(x, *w.shape[2:], stride, padding, dilation, groups)
     y = w.reshape(groups, o // groups, -1) @ cols  # (g, O/g, K) @ (g, K, N L) -> (g, O/g, N L)
     y = y.reshape(o, n, ho, wo).transpose(1, 0, 2, 3)  # (O, N, Ho, Wo) -> (N, O, Ho, Wo)
-    return np.ascontiguousarray(y) if b is None else y + b[:, None, None]
+    return xp.ascontiguousarray(y) if b is None else y + b[:, None, None]
 
 
 @registry.reference("conv2d.backward")

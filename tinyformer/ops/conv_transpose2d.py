@@ -23,9 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._im2col import check_image, pair, scatter_windows, windows
 from tinyformer.ops.conv2d import check_groups
@@ -41,6 +39,7 @@ def _full_size(h, kh, sh, ph, oph, dh):
 
 @registry.reference("conv_transpose2d.forward")
 def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation, groups):
+    xp = backend.get_array_module(x)
     n, ci, h, w_ = x.shape
     _, co_g, kh, kw = w.shape
     (sh, sw), (ph, pw), (oph, opw), (dh, dw) = stride, padding, output_padding, dilation
@@ -51,17 +50,18 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
     (hf, ho), (wf, wo) = _full_size(h, kh, sh, ph, oph, dh), _full_size(w_, kw, sw, pw, opw, dw)
     full = scatter_windows(cols, hf, wf, sh, sw, dh, dw)  # (N, Co, Hf, Wf)
     y = full[:, :, ph : ph + ho, pw : pw + wo]
-    return y + b[:, None, None] if b is not None else np.ascontiguousarray(y)
+    return y + b[:, None, None] if b is not None else xp.ascontiguousarray(y)
 
 
 @registry.reference("conv_transpose2d.backward")
 def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilation, groups):
     """-> gx, gw, gb."""
+    xp = backend.get_array_module(gy)
     n, ci, h, w_ = x.shape
     _, co_g, kh, kw = w.shape
     (sh, sw), (ph, pw), (oph, opw), (dh, dw) = stride, padding, output_padding, dilation
     (hf, ho), (wf, wo) = _full_size(h, kh, sh, ph, oph, dh), _full_size(w_, kw, sw, pw, opw, dw)
-    full = np.zeros((n, gy.shape[1], hf, wf), gy.dtype)
+    full = xp.zeros((n, gy.shape[1], hf, wf), gy.dtype)
     full[:, :, ph : ph + ho, pw : pw + wo] = gy
     view = windows(full, kh, kw, h, w_, sh, sw, dh, dw)  # (N, Co, kh, kw, H, W)
     gcols = view.transpose(1, 2, 3, 0, 4, 5).reshape(groups, co_g * kh * kw, n * h * w_)
@@ -69,7 +69,7 @@ def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilatio
     gx = (wg @ gcols).reshape(ci, n, h, w_).transpose(1, 0, 2, 3)  # (g, Ci/g, N HW) -> (N, Ci, ..)
     xg = x.transpose(1, 0, 2, 3).reshape(groups, ci // groups, n * h * w_)
     gw = (xg @ gcols.transpose(0, 2, 1)).reshape(w.shape)
-    return np.ascontiguousarray(gx), gw, gy.sum(axis=(0, 2, 3))
+    return xp.ascontiguousarray(gx), gw, gy.sum(axis=(0, 2, 3))
 
 
 class ConvTranspose2d(Function):

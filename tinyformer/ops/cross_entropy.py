@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._classes import (
     class_rows,
@@ -43,27 +43,29 @@ from tinyformer.testing import OpSpec, Sample
 @registry.reference("cross_entropy.forward")
 def cross_entropy_forward(logits, target, ignore_index, label_smoothing):
     """logits (R, C), target (R,) -> loss (R,), lse (R,)."""
-    rows = np.arange(logits.shape[0])
+    xp = backend.get_array_module(logits)
+    rows = xp.arange(logits.shape[0])
     m = logits.max(axis=1)
-    lse = m + np.log(np.exp(logits - m[:, None]).sum(axis=1))
+    lse = m + xp.log(xp.exp(logits - m[:, None]).sum(axis=1))
     keep = target != ignore_index
-    safe_target = np.where(keep, target, 0)
+    safe_target = xp.where(keep, target, 0)
     loss = lse - logits[rows, safe_target]
     if label_smoothing:
         loss = (1 - label_smoothing) * loss + label_smoothing * (lse - logits.mean(axis=1))
-    return np.where(keep, loss, np.zeros((), logits.dtype)), lse
+    return xp.where(keep, loss, xp.zeros((), logits.dtype)), lse
 
 
 @registry.reference("cross_entropy.backward")
 def cross_entropy_backward(gloss, logits, target, lse, ignore_index, label_smoothing):
     """gloss (R,) -> glogits (R, C)."""
-    rows = np.arange(logits.shape[0])
+    xp = backend.get_array_module(logits)
+    rows = xp.arange(logits.shape[0])
     keep = target != ignore_index
-    g = np.exp(logits - lse[:, None])
+    g = xp.exp(logits - lse[:, None])
     if label_smoothing:
         g -= label_smoothing / logits.shape[1]
-    g[rows, np.where(keep, target, 0)] -= 1 - label_smoothing
-    return g * np.where(keep, gloss, np.zeros((), gloss.dtype))[:, None]
+    g[rows, xp.where(keep, target, 0)] -= 1 - label_smoothing
+    return g * xp.where(keep, gloss, xp.zeros((), gloss.dtype))[:, None]
 
 
 class CrossEntropy(Function):

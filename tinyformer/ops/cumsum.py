@@ -12,8 +12,7 @@ sorted, have a cumulative sum below p.
 
 from __future__ import annotations
 
-import numpy as np
-
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
@@ -23,13 +22,15 @@ from tinyformer.torch_names import torch_names
 class CumSum(Function):
     @staticmethod
     def forward(ctx, x, *, axis):
+        xp = backend.get_array_module(x)
         ctx.axis = axis
-        return np.cumsum(x, axis=axis, dtype=x.dtype)
+        return xp.cumsum(x, axis=axis, dtype=x.dtype)
 
     @staticmethod
     def backward(ctx, gy):
-        reverse = np.flip(gy, ctx.axis)
-        return np.flip(np.cumsum(reverse, axis=ctx.axis, dtype=gy.dtype), ctx.axis)
+        xp = backend.get_array_module(gy)
+        reverse = xp.flip(gy, ctx.axis)
+        return xp.flip(xp.cumsum(reverse, axis=ctx.axis, dtype=gy.dtype), ctx.axis)
 
 
 @torch_names

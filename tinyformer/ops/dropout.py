@@ -14,9 +14,11 @@ backend (a Numba or CUDA kernel) can regenerate the same mask from (s, i) alone.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 
-from tinyformer import random, registry
+from tinyformer import backend, random, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
@@ -38,27 +40,29 @@ def splitmix64_unit(z: np.ndarray | np.uint64) -> np.ndarray | float:
     return (z >> np.uint64(11)) * (1.0 / (1 << 53))
 
 
-def uniform_hash(seed: int, n: int) -> np.ndarray:
-    """n floats in [0, 1): splitmix64 of the counters seed * golden + i (i = 1..n)."""
-    counters = np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN
-    return splitmix64_unit(counters + np.full(n, seed, np.uint64) * _GOLDEN)
+def uniform_hash(seed: int, n: int, xp: ModuleType = np) -> np.ndarray:
+    """n floats in [0, 1): splitmix64 of the counters seed * golden + i (i = 1..n), made by the
+    array module `xp` (numpy, or a device's: the same values on every device)."""
+    counters = xp.arange(1, n + 1, dtype=np.uint64) * _GOLDEN
+    # seed as an array: a NumPy uint64 scalar product would warn when it wraps, arrays do not
+    return splitmix64_unit(counters + xp.full(n, seed, np.uint64) * _GOLDEN)
 
 
-def dropout_mask(shape: tuple[int, ...], p: float, seed: int) -> np.ndarray:
-    """The boolean keep mask of a call seeded with `seed`."""
-    return (uniform_hash(seed, int(np.prod(shape))) >= p).reshape(shape)
+def dropout_mask(shape: tuple[int, ...], p: float, seed: int, xp: ModuleType = np) -> np.ndarray:
+    """The boolean keep mask of a call seeded with `seed`, made by the array module `xp`."""
+    return (uniform_hash(seed, int(np.prod(shape)), xp) >= p).reshape(shape)
 
 
 @registry.reference("dropout.forward")
 def dropout_forward(x: np.ndarray, p: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """-> y, keep."""
-    keep = dropout_mask(x.shape, p, seed)
-    return x * keep * np.asarray(1.0 / (1.0 - p), x.dtype), keep
+    keep = dropout_mask(x.shape, p, seed, backend.get_array_module(x))
+    return x * keep * x.dtype.type(1.0 / (1.0 - p)), keep
 
 
 @registry.reference("dropout.backward")
 def dropout_backward(gy: np.ndarray, keep: np.ndarray, p: float) -> np.ndarray:
-    return gy * keep * np.asarray(1.0 / (1.0 - p), gy.dtype)
+    return gy * keep * gy.dtype.type(1.0 / (1.0 - p))
 
 
 class Dropout(Function):

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import as_operand, unbroadcast
 from tinyformer.tensor import Tensor
@@ -93,21 +94,24 @@ def parse(
 
 def _full(x: np.ndarray, letters: str, sizes: dict[str, int]) -> np.ndarray:
     """x broadcast (a view) along its length-1 axes to every letter's length."""
-    return np.broadcast_to(x, tuple(sizes[c] for c in letters))
+    xp = backend.get_array_module(x)
+    return xp.broadcast_to(x, tuple(sizes[c] for c in letters))
 
 
 class Einsum(Function):
     @staticmethod
     def forward(ctx, *xs, equation):
+        xp = backend.get_array_module(*xs)
         spelled, out, sizes = parse(equation, [x.shape for x in xs])
         ctx.save_for_backward(*xs)
         ctx.letters = spelled, out, sizes
         full = [_full(x, s, sizes) for x, s in zip(xs, spelled)]
-        return np.einsum(f"{','.join(spelled)}->{out}", *full, optimize=len(xs) > 1)
+        return xp.einsum(f"{','.join(spelled)}->{out}", *full, optimize=len(xs) > 1)
 
     @staticmethod
     def backward(ctx, gy):
         xs = ctx.saved_tensors
+        xp = backend.get_array_module(gy)
         spelled, out, sizes = ctx.letters
         full = [_full(x, s, sizes) for x, s in zip(xs, spelled)]
         grads = []
@@ -119,10 +123,10 @@ class Einsum(Function):
             seen = set(out).union(*others)
             kept = "".join(c for c in letters if c in seen)
             operands = [gy, *(f for j, f in enumerate(full) if j != i)]
-            g = np.einsum(f"{','.join([out, *others])}->{kept}", *operands, optimize=len(xs) > 1)
+            g = xp.einsum(f"{','.join([out, *others])}->{kept}", *operands, optimize=len(xs) > 1)
             # Letters x_i summed alone come back as length-1 axes, broadcast to their length.
             g = g.reshape([sizes[c] if c in seen else 1 for c in letters])
-            g = np.broadcast_to(g, tuple(sizes[c] for c in letters))
+            g = xp.broadcast_to(g, tuple(sizes[c] for c in letters))
             grads.append(unbroadcast(g, x.shape))
         return tuple(grads)
 

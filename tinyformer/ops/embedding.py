@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import data_of
 from tinyformer.tensor import Tensor
@@ -23,9 +23,10 @@ from tinyformer.testing import OpSpec, Sample, floats
 
 @registry.reference("embedding.backward")
 def embedding_backward(gy, indices, num_embeddings, padding_idx):
-    """gy (R, D), indices (R,) -> gweight (V, D). `np.add.at` sums repeated indices."""
-    gw = np.zeros((num_embeddings, gy.shape[1]), gy.dtype)
-    np.add.at(gw, indices, gy)
+    """gy (R, D), indices (R,) -> gweight (V, D). `add.at` sums repeated indices."""
+    xp = backend.get_array_module(gy)
+    gw = xp.zeros((num_embeddings, gy.shape[1]), gy.dtype)
+    xp.add.at(gw, indices, gy)
     if padding_idx is not None:
         gw[padding_idx] = 0
     return gw
@@ -54,15 +55,19 @@ class Embedding(Function):
 
 def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
     """Rows of `weight` (V, D) picked by the integer tensor `input`."""
-    indices = np.asarray(data_of(input))
+    indices = data_of(input)
+    if not isinstance(input, Tensor) and not backend.is_device_array(indices):
+        # host data (an ndarray, a list) goes to the table's device; a Tensor stays where it
+        # is, and Embedding.apply reports one on another device
+        indices = backend.to_device(np.asarray(indices), backend.device_of(data_of(weight)))
     if indices.dtype.kind not in "iu":
         raise OpError(f"embedding: indices must be integers, got {indices.dtype}")
     if weight.ndim != 2:
         raise OpError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
     n = weight.shape[0]
     bad = (indices < 0) | (indices >= n)
-    if bad.any():
-        position = tuple(int(i) for i in np.argwhere(bad)[0])
+    if bad.any():  # on a device, one read back to the host per call
+        position = tuple(int(i) for i in np.argwhere(backend.to_host(bad))[0])
         raise OpError(
             f"embedding: index {int(indices[position])} at position {position} is out of range "
             f"for a table of {n} rows (valid: 0..{n - 1})"
@@ -84,7 +89,9 @@ def _embedding_checked(indices: Any, weight: Tensor, padding_idx: int | None = N
     y = embedding(indices, weight, padding_idx)
     if padding_idx is None:
         return y
-    read = np.asarray(data_of(indices)) == padding_idx % weight.shape[0]
+    idx = data_of(indices)
+    idx = idx if backend.is_device_array(idx) else np.asarray(idx)
+    read = idx == padding_idx % weight.shape[0]  # if on the host, the product with y moves it
     return y - y.detach() * read[..., None].astype(y.dtype)
 
 

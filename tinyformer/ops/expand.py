@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import unbroadcast
 from tinyformer.tensor import Tensor
@@ -26,7 +25,8 @@ class Expand(Function):
             raise OpError(f"expand: cannot expand shape {x.shape} to fewer dimensions {shape}")
         shape = tuple(x.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
         ctx.x_shape = x.shape
-        return np.broadcast_to(x, shape)
+        xp = backend.get_array_module(x)
+        return xp.broadcast_to(x, shape)
 
     @staticmethod
     def backward(ctx, gy):

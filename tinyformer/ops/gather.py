@@ -6,7 +6,7 @@ Forward   y[i, j, k] = x[index[i, j, k], j, k]   (axis 0; likewise for any axis)
 Backward  each y element is one x element, but one x element may be picked several times
           (a repeated index), and then it fed several outputs: its gradient is their sum,
               gx = 0,  gx[index[i, j, k], j, k] += gy[i, j, k],
-          a scatter-add (`np.add.at`: a plain assignment would keep only one of the repeats).
+          a scatter-add (`xp.add.at`: a plain assignment would keep only one of the repeats).
 Saved     index and x's shape (not x: the backward only needs where the values came from).
 
 The classic use: the log-probability of each target, `logp.gather(-1, target[..., None])`.
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._util import data_of
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
@@ -28,7 +28,9 @@ from tinyformer.torch_names import torch_names
 def _positions(index: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
     """Full coordinates into x of every index element: index itself along `axis`, its own
     coordinates along the others."""
-    grid = list(np.indices(index.shape, sparse=True))
+    xp = backend.get_array_module(index)
+    # an open grid, as np.indices(shape, sparse=True) makes (CuPy's indices has no sparse=)
+    grid = list(xp.ix_(*(xp.arange(n) for n in index.shape)))
     grid[axis] = index
     return tuple(grid)
 
@@ -43,8 +45,9 @@ class Gather(Function):
     @staticmethod
     def backward(ctx, gy):
         (index,) = ctx.saved_tensors
-        gx = np.zeros(ctx.x_shape, gy.dtype)
-        np.add.at(gx, _positions(index, ctx.axis), gy)  # repeated indices add up
+        xp = backend.get_array_module(gy)
+        gx = xp.zeros(ctx.x_shape, gy.dtype)
+        xp.add.at(gx, _positions(index, ctx.axis), gy)  # repeated indices add up
         return gx
 
 
@@ -52,7 +55,11 @@ class Gather(Function):
 def gather(x: Tensor, axis: int, index: Any) -> Tensor:
     """x's elements at `index` along `axis` (`torch.gather(x, dim, index)`): the result has
     index's shape; index is an integer array of x's rank, no longer than x along other axes."""
-    index = np.asarray(data_of(index))
+    if isinstance(index, Tensor):  # indices live with the data, as in PyTorch
+        backend.check_same_device("gather", x.data, index.data)
+        index = index.data
+    else:  # host data from the user: onto x's device
+        index = backend.to_device(index, x.device)
     if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
         raise OpError(f"gather: axis {axis} is out of range for a tensor of shape {x.shape}")
     if index.dtype.kind not in "iu" or index.ndim != x.ndim:
@@ -67,8 +74,9 @@ def gather(x: Tensor, axis: int, index: Any) -> Tensor:
             f"{axis}"
         )
     n = x.shape[axis]
-    if index.size and not (0 <= index.min() and index.max() < n):
-        bad = index.min() if index.min() < 0 else index.max()
+    lo, hi = (int(index.min()), int(index.max())) if index.size else (0, 0)  # a sync on a GPU
+    if not (0 <= lo and hi < n):
+        bad = lo if lo < 0 else hi
         raise OpError(f"gather: index {bad} is out of range for axis {axis} of length {n}")
     return Gather.apply(x, axis=axis, index=index)
 

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
@@ -47,12 +47,13 @@ _FLOAT32_TERMS = 12
 def erfc(z: np.ndarray) -> np.ndarray:
     """Complementary error function, elementwise: ~2e-15 absolute error in float64, float32
     rounding in float32."""
+    xp = backend.get_array_module(z)
     coefficients = _ERFC_CHEBYSHEV[:_FLOAT32_TERMS] if z.dtype == np.float32 else _ERFC_CHEBYSHEV
-    a = np.abs(z)
+    a = xp.abs(z)
     t = 1.0 / (1.0 + 0.5 * a)
     two_s = 4.0 * t - 2.0  # 2s, where s = 2t - 1 maps t in (0, 1] onto [-1, 1]
     # Clenshaw's recurrence b_k = 2s b_{k+1} - b_{k+2} + c_k, in place to spare allocations.
-    b1, b2 = np.zeros_like(a), np.zeros_like(a)
+    b1, b2 = xp.zeros_like(a), xp.zeros_like(a)
     for c in coefficients[:0:-1]:
         b2 *= -1.0
         b2 += two_s * b1
@@ -60,8 +61,8 @@ def erfc(z: np.ndarray) -> np.ndarray:
         b1, b2 = b2, b1
     series = 0.5 * two_s * b1 - b2 + coefficients[0]
     series -= a * a
-    y = t * np.exp(series)
-    return np.where(z >= 0, y, 2.0 - y)
+    y = t * xp.exp(series)
+    return xp.where(z >= 0, y, 2.0 - y)
 
 
 def normal_cdf(x: np.ndarray) -> np.ndarray:
@@ -72,19 +73,21 @@ def normal_cdf(x: np.ndarray) -> np.ndarray:
 @registry.reference("gelu.forward")
 def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
     if approximate == "tanh":
+        xp = backend.get_array_module(x)
         u = _SQRT_2_OVER_PI * (x + _TANH_C * x * x * x)  # x**3 hits NumPy's slow pow
-        return (0.5 * x * (1.0 + np.tanh(u))).astype(x.dtype, copy=False)
+        return (0.5 * x * (1.0 + xp.tanh(u))).astype(x.dtype, copy=False)
     return (x * normal_cdf(x)).astype(x.dtype, copy=False)
 
 
 @registry.reference("gelu.backward")
 def gelu_backward(gy: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
+    xp = backend.get_array_module(x)
     if approximate == "tanh":
-        th = np.tanh(_SQRT_2_OVER_PI * (x + _TANH_C * x * x * x))
+        th = xp.tanh(_SQRT_2_OVER_PI * (x + _TANH_C * x * x * x))
         du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_C * x * x)
         dy = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du
     else:
-        dy = normal_cdf(x) + x * _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+        dy = normal_cdf(x) + x * _INV_SQRT_2PI * xp.exp(-0.5 * x * x)
     return (gy * dy).astype(gy.dtype, copy=False)
 
 

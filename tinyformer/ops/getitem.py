@@ -4,7 +4,7 @@ Forward   y = x[index]
 Backward  gx = zeros like x, then gy scattered back to where each element came from:
           basic indexing (slices, ints) and boolean masks pick each element at most once, so
           `gx[index] = gy` suffices; integer arrays may pick an element several times, so the
-          gradients are scatter-added (`np.add.at`), which sums repeated positions.
+          gradients are scatter-added (`xp.add.at`), which sums repeated positions.
 Saved     the index and the input's shape and dtype.
 """
 
@@ -14,24 +14,34 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
 
-def _normalize_index(index: Any) -> Any:
-    """Tensors and lists inside an index become arrays, so NumPy sees advanced indexing."""
+def _is_array(p: Any) -> bool:
+    return isinstance(p, np.ndarray) or backend.is_device_array(p)
+
+
+def _normalize_index(x: Tensor, index: Any) -> Any:
+    """Tensors and lists inside an index become arrays on x's device, so the array module sees
+    advanced indexing; Tensors must be there already, host data is moved there."""
     parts = index if isinstance(index, tuple) else (index,)
-    parts = tuple(
-        p.data if isinstance(p, Tensor) else np.asarray(p) if isinstance(p, list) else p
-        for p in parts
-    )
-    return parts if isinstance(index, tuple) else parts[0]
+    out = []
+    for p in parts:
+        if isinstance(p, Tensor):
+            backend.check_same_device("getitem", x.data, p.data)
+            p = p.data
+        elif isinstance(p, list) or _is_array(p):
+            p = backend.to_device(p, x.device)
+        out.append(p)
+    return tuple(out) if isinstance(index, tuple) else out[0]
 
 
 def _has_integer_array(index: Any) -> bool:
     parts = index if isinstance(index, tuple) else (index,)
-    return any(isinstance(p, np.ndarray) and p.dtype.kind in "iu" for p in parts)
+    return any(_is_array(p) and p.dtype.kind in "iu" for p in parts)
 
 
 class GetItem(Function):
@@ -43,9 +53,10 @@ class GetItem(Function):
 
     @staticmethod
     def backward(ctx, gy):
-        gx = np.zeros(ctx.x_shape, ctx.x_dtype)
+        xp = backend.get_array_module(gy)
+        gx = xp.zeros(ctx.x_shape, ctx.x_dtype)
         if _has_integer_array(ctx.index):
-            np.add.at(gx, ctx.index, gy)
+            xp.add.at(gx, ctx.index, gy)
         else:
             gx[ctx.index] = gy
         return gx
@@ -53,7 +64,7 @@ class GetItem(Function):
 
 def getitem(x: Tensor, index: Any) -> Tensor:
     """`x[index]`, differentiable; repeated integer indices accumulate their gradients."""
-    return GetItem.apply(x, index=_normalize_index(index))
+    return GetItem.apply(x, index=_normalize_index(x, index))
 
 
 def _sample(draw) -> Sample:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._im2col import check_image
 from tinyformer.tensor import Tensor
@@ -53,12 +53,14 @@ def interpolation_matrix(
 
 @registry.reference("interpolate.forward")
 def interpolate_forward(x, a_h, a_w):
-    return np.einsum("rh,nchw,sw->ncrs", a_h, x, a_w, optimize=True)
+    xp = backend.get_array_module(x)
+    return xp.einsum("rh,nchw,sw->ncrs", a_h, x, a_w, optimize=True)
 
 
 @registry.reference("interpolate.backward")
 def interpolate_backward(gy, a_h, a_w):
-    return np.einsum("rh,ncrs,sw->nchw", a_h, gy, a_w, optimize=True)
+    xp = backend.get_array_module(gy)
+    return xp.einsum("rh,ncrs,sw->nchw", a_h, gy, a_w, optimize=True)
 
 
 class Interpolate(Function):
@@ -101,8 +103,10 @@ def interpolate(
     if min(out) < 1:
         raise OpError(f"{op}: output size {out} from input {h}x{w} is empty")
     corners = bool(align_corners)
+    # Built from sizes alone, on the host (a few small arrays), then moved to the data.
     a_h = interpolation_matrix(h, out[0], ratios[0], mode, corners)
     a_w = interpolation_matrix(w, out[1], ratios[1], mode, corners)
+    a_h, a_w = backend.to_device(a_h, input.device), backend.to_device(a_w, input.device)
     return Interpolate.apply(input, a_h=a_h, a_w=a_w)
 
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
-
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import normalized_shape_tuple
 from tinyformer.tensor import Tensor
@@ -28,9 +26,10 @@ from tinyformer.testing import OpSpec, Sample, floats
 @registry.reference("layer_norm.forward")
 def layer_norm_forward(x, w, b, eps):
     """x (rows, D) -> y (rows, D), mu (rows,), rstd (rows,)."""
+    xp = backend.get_array_module(x)
     mu = x.mean(axis=1, keepdims=True)
     xc = x - mu
-    rstd = 1.0 / np.sqrt((xc * xc).mean(axis=1, keepdims=True) + eps)
+    rstd = 1.0 / xp.sqrt((xc * xc).mean(axis=1, keepdims=True) + eps)
     y = xc * rstd
     if w is not None:
         y = y * w

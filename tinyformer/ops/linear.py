@@ -12,9 +12,7 @@ single (out, rows) @ (rows, in) product.
 
 from __future__ import annotations
 
-import numpy as np
-
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
@@ -32,11 +30,12 @@ def linear_forward(x2, w, b):
 @registry.reference("linear.backward")
 def linear_backward(gy2, x2, w, need_x, need_w, need_b):
     """-> gx (rows, in), gW, gb; None for what is not needed."""
+    xp = backend.get_array_module(gy2)
     gx = gy2 @ w if need_x else None
     gw = gy2.T @ x2 if need_w else None
     # gb = 1^T gy as a matrix-vector product: BLAS runs it on every core, 3-4x faster here
     # than NumPy's single-threaded sum over axis 0 (1.6 ms of a baby-GPT step before).
-    gb = np.ones_like(gy2, shape=gy2.shape[:1]) @ gy2 if need_b else None
+    gb = xp.ones_like(gy2, shape=gy2.shape[:1]) @ gy2 if need_b else None
     return gx, gw, gb
 
 

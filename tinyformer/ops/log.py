@@ -7,8 +7,7 @@ Saved     x.
 
 from __future__ import annotations
 
-import numpy as np
-
+from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
@@ -18,7 +17,8 @@ class Log(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return np.log(x)
+        xp = backend.get_array_module(x)
+        return xp.log(x)
 
     @staticmethod
     def backward(ctx, gy):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function
 from tinyformer.ops.softmax import axis_sample, check_axis
 from tinyformer.tensor import Tensor
@@ -20,28 +20,32 @@ from tinyformer.torch_names import torch_names
 
 @registry.reference("log_softmax.forward")
 def log_softmax_forward(x: np.ndarray) -> np.ndarray:
+    xp = backend.get_array_module(x)
     shifted = x - x.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
 
 
 @registry.reference("log_softmax.backward")
 def log_softmax_backward(gy: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return gy - np.exp(y) * gy.sum(axis=-1, keepdims=True)
+    xp = backend.get_array_module(y)
+    return gy - xp.exp(y) * gy.sum(axis=-1, keepdims=True)
 
 
 class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, *, axis):
         ctx.axis = axis
-        y = np.moveaxis(registry.call("log_softmax.forward", np.moveaxis(x, axis, -1)), -1, axis)
+        xp = backend.get_array_module(x)
+        y = xp.moveaxis(registry.call("log_softmax.forward", xp.moveaxis(x, axis, -1)), -1, axis)
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
     def backward(ctx, gy):
         (y,) = ctx.saved_tensors
-        last = (np.moveaxis(a, ctx.axis, -1) for a in (gy, y))
-        return np.moveaxis(registry.call("log_softmax.backward", *last), -1, ctx.axis)
+        xp = backend.get_array_module(y)
+        last = (xp.moveaxis(a, ctx.axis, -1) for a in (gy, y))
+        return xp.moveaxis(registry.call("log_softmax.backward", *last), -1, ctx.axis)
 
 
 @torch_names

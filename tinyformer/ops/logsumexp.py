@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.ops._util import expand_reduced, normalize_axes
 from tinyformer.tensor import Tensor
@@ -20,10 +21,13 @@ from tinyformer.torch_names import torch_names
 
 
 def _logsumexp(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
+    xp = backend.get_array_module(x)
     m = x.max(axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, np.zeros((), x.dtype))  # all -inf: keep exp(x - m) = 0
-    with np.errstate(divide="ignore"):  # log(0) = -inf is the right answer there
-        return m + np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+    m = xp.where(xp.isfinite(m), m, xp.zeros((), x.dtype))  # all -inf: keep exp(x - m) = 0
+    # log(0) = -inf is the right answer there. NumPy's errstate silences NumPy's warning; CuPy
+    # has no errstate and never warns.
+    with np.errstate(divide="ignore"):
+        return m + xp.log(xp.exp(x - m).sum(axis=axis, keepdims=True))
 
 
 class LogSumExp(Function):
@@ -37,8 +41,9 @@ class LogSumExp(Function):
     @staticmethod
     def backward(ctx, gy):
         x, y = ctx.saved_tensors
+        xp = backend.get_array_module(x)
         g = expand_reduced(gy, x.shape, ctx.axes, ctx.keepdims)
-        return g * np.exp(x - y)
+        return g * xp.exp(x - y)
 
 
 @torch_names

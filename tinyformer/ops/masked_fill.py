@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._util import data_of
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 
@@ -20,18 +20,21 @@ from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 class MaskedFill(Function):
     @staticmethod
     def forward(ctx, x, mask, *, value):
+        xp = backend.get_array_module(x)
         ctx.save_for_backward(mask)
-        return np.where(mask, np.asarray(value, x.dtype), x)
+        return xp.where(mask, xp.asarray(value, x.dtype), x)
 
     @staticmethod
     def backward(ctx, gy):
         (mask,) = ctx.saved_tensors
-        return np.where(mask, np.zeros((), gy.dtype), gy), None
+        xp = backend.get_array_module(gy)
+        return xp.where(mask, xp.zeros((), gy.dtype), gy), None
 
 
 def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
     """`value` where `mask` is true, `x` elsewhere; `mask` is boolean and broadcasts to x."""
-    mask = np.asarray(data_of(mask))
+    if not isinstance(mask, Tensor):  # data from the user: onto x's device (a Tensor mask
+        mask = backend.to_device(mask, x.device)  # must be there already: apply checks)
     if mask.dtype != np.bool_:
         raise OpError(f"masked_fill: mask must be boolean, got {mask.dtype}")
     try:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import binary_operands, unbroadcast
 from tinyformer.tensor import Tensor
@@ -41,6 +42,7 @@ class MatMul(Function):
     @staticmethod
     def backward(ctx, gy):
         x1, x2 = ctx.saved_tensors
+        xp = backend.get_array_module(x1, x2)
         # Give 1-D operands, and gy, back the matrix axis NumPy dropped.
         a = x1[None, :] if x1.ndim == 1 else x1  # (..., n, k)
         b = x2[:, None] if x2.ndim == 1 else x2  # (..., k, m)
@@ -54,10 +56,10 @@ class MatMul(Function):
             g = gy  # (..., n, m)
         gx1 = gx2 = None
         if ctx.needs_input_grad[0]:
-            ga = g @ np.swapaxes(b, -1, -2)
+            ga = g @ xp.swapaxes(b, -1, -2)
             gx1 = unbroadcast(ga[..., 0, :] if x1.ndim == 1 else ga, x1.shape)
         if ctx.needs_input_grad[1]:
-            gb = np.swapaxes(a, -1, -2) @ g
+            gb = xp.swapaxes(a, -1, -2) @ g
             gx2 = unbroadcast(gb[..., 0] if x2.ndim == 1 else gb, x2.shape)
         return gx1, gx2
 

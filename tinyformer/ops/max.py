@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import expand_reduced, normalize_axes
 from tinyformer.ops.neg import neg
@@ -59,7 +60,8 @@ def _arg(op: str, x: Tensor, axis: int | None, keepdims: bool) -> Tensor:
         raise OpError(f"{op}: cannot search an empty tensor of shape {x.shape}")
     if axis is not None:
         (axis,) = normalize_axes(axis, x.ndim, op)
-    pick = np.argmax if op == "argmax" else np.argmin
+    xp = backend.get_array_module(x.data)
+    pick = xp.argmax if op == "argmax" else xp.argmin
     return Tensor(pick(x.data, axis=axis, keepdims=keepdims).astype(np.int64, copy=False))
 
 

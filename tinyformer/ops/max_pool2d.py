@@ -3,7 +3,7 @@
 Shapes    x (N, C, H, W) -> y (N, C, Ho, Wo), Ho = floor((H + 2 ph - dh (kh - 1) - 1) / sh) + 1,
           and indices (N, C, Ho, Wo) int64: the position of each maximum in its input plane,
           flattened as h W + w (PyTorch's layout, which max_unpool2d reads).
-Forward   y[n, c, y_, x_] = max over the window of xp, xp = x padded with -inf (padding can
+Forward   y[n, c, y_, x_] = max over the window of x_pad, x_pad = x padded with -inf (padding can
           never be chosen); ties go to the first maximum in row-major window order.
 Backward  the gradient flows only to the chosen element of each window:
           gx[n, c, indices[n, c, y_, x_]] += gy[n, c, y_, x_]  (overlapping windows that chose
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError, is_grad_enabled
 from tinyformer.ops._im2col import check_image, out_size, pad2d, pair, windows
 from tinyformer.tensor import Tensor
@@ -27,24 +27,26 @@ from tinyformer.testing import OpSpec, Sample, distinct
 @registry.reference("max_pool2d.forward")
 def max_pool2d_forward(x, kernel, stride, padding, dilation):
     """-> y, indices."""
+    xp = backend.get_array_module(x)
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     ho, wo = out_size(h, kh, sh, ph, dh), out_size(w, kw, sw, pw, dw)
     view = windows(pad2d(x, ph, pw, -np.inf), kh, kw, ho, wo, sh, sw, dh, dw)
     flat = view.reshape(n, c, kh * kw, ho, wo)  # (N, C, window, Ho, Wo)
     tap = flat.argmax(axis=2)  # (N, C, Ho, Wo): which window entry won
-    y = np.take_along_axis(flat, tap[:, :, None], axis=2)[:, :, 0]
-    i, j = np.divmod(tap, kw)  # kernel tap -> input row and column (unpadded)
-    rows = np.arange(ho)[:, None] * sh + i * dh - ph
-    cols = np.arange(wo)[None, :] * sw + j * dw - pw
+    y = xp.take_along_axis(flat, tap[:, :, None], axis=2)[:, :, 0]
+    i, j = xp.divmod(tap, kw)  # kernel tap -> input row and column (unpadded)
+    rows = xp.arange(ho)[:, None] * sh + i * dh - ph
+    cols = xp.arange(wo)[None, :] * sw + j * dw - pw
     return y, (rows * w + cols).astype(np.int64)
 
 
 @registry.reference("max_pool2d.backward")
 def max_pool2d_backward(gy, indices, x_shape):
+    xp = backend.get_array_module(gy)
     n, c, h, w = x_shape
-    planes = np.arange(n * c, dtype=np.int64).reshape(n, c, 1, 1) * (h * w)
-    gx = np.bincount((planes + indices).ravel(), weights=gy.ravel(), minlength=n * c * h * w)
+    planes = xp.arange(n * c, dtype=np.int64).reshape(n, c, 1, 1) * (h * w)
+    gx = xp.bincount((planes + indices).ravel(), weights=gy.ravel(), minlength=n * c * h * w)
     return gx.astype(gy.dtype, copy=False).reshape(x_shape)
 
 

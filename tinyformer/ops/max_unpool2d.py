@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._im2col import check_image, pair
 from tinyformer.tensor import Tensor
@@ -30,16 +30,18 @@ from tinyformer.testing import OpSpec, Sample, distinct
 
 @registry.reference("max_unpool2d.forward")
 def max_unpool2d_forward(x, indices, out_hw):
+    xp = backend.get_array_module(x)
     n, c = x.shape[:2]
-    y = np.zeros((n, c, out_hw[0] * out_hw[1]), x.dtype)
-    np.put_along_axis(y, indices.reshape(n, c, -1), x.reshape(n, c, -1), axis=2)
+    y = xp.zeros((n, c, out_hw[0] * out_hw[1]), x.dtype)
+    xp.put_along_axis(y, indices.reshape(n, c, -1), x.reshape(n, c, -1), axis=2)
     return y.reshape(n, c, *out_hw)
 
 
 @registry.reference("max_unpool2d.backward")
 def max_unpool2d_backward(gy, indices):
+    xp = backend.get_array_module(gy)
     n, c = gy.shape[:2]
-    gx = np.take_along_axis(gy.reshape(n, c, -1), indices.reshape(n, c, -1), axis=2)
+    gx = xp.take_along_axis(gy.reshape(n, c, -1), indices.reshape(n, c, -1), axis=2)
     return gx.reshape(indices.shape)
 
 
@@ -66,7 +68,10 @@ def max_unpool2d(
     """Inverse of max_pool2d where it kept a value, as `torch.nn.functional.max_unpool2d`."""
     op = "max_unpool2d"
     check_image(op, input)
-    idx = np.asarray(getattr(indices, "data", indices))
+    if isinstance(indices, Tensor):
+        idx = indices.data  # on another device than input: Function.apply reports the mix
+    else:  # host data from the user (a list, an ndarray): to the data's device
+        idx = backend.to_device(indices, input.device)
     if idx.shape != tuple(input.shape) or idx.dtype.kind not in "iu":
         raise OpError(
             f"{op}: indices must be integers of the input's shape {input.shape}, got "

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.ops._util import binary_operands, unbroadcast
 from tinyformer.ops.neg import neg
@@ -24,8 +25,9 @@ from tinyformer.testing import OpSpec, Sample, broadcast_pair
 class Maximum(Function):
     @staticmethod
     def forward(ctx, x1, x2):
+        xp = backend.get_array_module(x1, x2)
         ctx.save_for_backward(x1, x2)
-        return np.maximum(x1, x2)
+        return xp.maximum(x1, x2)
 
     @staticmethod
     def backward(ctx, gy):

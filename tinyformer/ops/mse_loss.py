@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import same_shape_target
 from tinyformer.tensor import Tensor
@@ -26,7 +24,7 @@ class MSELoss(Function):
         ctx.reduction = reduction
         if reduction == "none":
             return d * d
-        total = np.sum(d * d)
+        total = (d * d).sum()
         return total / d.size if reduction == "mean" else total
 
     @staticmethod

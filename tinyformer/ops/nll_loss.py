@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.ops._classes import (
     class_rows,
@@ -35,15 +34,17 @@ from tinyformer.testing import OpSpec
 class NLLLoss(Function):
     @staticmethod
     def forward(ctx, lp, target, *, ignore_index):
+        xp = backend.get_array_module(lp)
         keep = target != ignore_index
-        picked = np.where(keep, target, 0)  # ignored rows read column 0, then are zeroed
+        picked = xp.where(keep, target, 0)  # ignored rows read column 0, then are zeroed
         ctx.picked, ctx.keep, ctx.shape = picked, keep, lp.shape
-        return np.where(keep, -lp[np.arange(lp.shape[0]), picked], np.zeros((), lp.dtype))
+        return xp.where(keep, -lp[xp.arange(lp.shape[0]), picked], xp.zeros((), lp.dtype))
 
     @staticmethod
     def backward(ctx, g):
-        glp = np.zeros(ctx.shape, g.dtype)
-        glp[np.arange(ctx.shape[0]), ctx.picked] = np.where(ctx.keep, -g, np.zeros((), g.dtype))
+        xp = backend.get_array_module(g)
+        glp = xp.zeros(ctx.shape, g.dtype)
+        glp[xp.arange(ctx.shape[0]), ctx.picked] = xp.where(ctx.keep, -g, xp.zeros((), g.dtype))
         return glp, None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import OpError
 from tinyformer.ops._util import data_of
 from tinyformer.tensor import Tensor
@@ -17,7 +18,10 @@ from tinyformer.tensor import Tensor
 
 def one_hot(tensor: Any, num_classes: int = -1) -> Tensor:
     """(...) integer indices -> (..., num_classes) int64; num_classes = -1 takes max + 1."""
-    index = np.asarray(data_of(tensor))
+    index = data_of(tensor)
+    if not backend.is_device_array(index):
+        index = np.asarray(index)
+    xp = backend.get_array_module(index)  # the result lives where the indices do
     if index.dtype.kind not in "iu":
         raise OpError(f"one_hot: indices must be integers, got {index.dtype}")
     if index.size and index.min() < 0:
@@ -32,6 +36,6 @@ def one_hot(tensor: Any, num_classes: int = -1) -> Tensor:
             f"one_hot: index {top} does not fit num_classes={num_classes} (valid indices: 0.."
             f"{num_classes - 1})"
         )
-    out = np.zeros((*index.shape, num_classes), np.int64)
-    np.put_along_axis(out, index[..., None].astype(np.intp), 1, axis=-1)
+    out = xp.zeros((*index.shape, num_classes), np.int64)
+    xp.put_along_axis(out, index[..., None].astype(np.intp), 1, axis=-1)
     return Tensor(out)

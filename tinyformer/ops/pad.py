@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
@@ -22,8 +21,9 @@ from tinyformer.testing import OpSpec, Sample, floats
 class Pad(Function):
     @staticmethod
     def forward(ctx, x, *, widths, value):
+        xp = backend.get_array_module(x)
         ctx.window = tuple(slice(before, before + n) for (before, _), n in zip(widths, x.shape))
-        return np.pad(x, widths, mode="constant", constant_values=value)
+        return xp.pad(x, widths, mode="constant", constant_values=value)
 
     @staticmethod
     def backward(ctx, gy):

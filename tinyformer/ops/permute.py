@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import normalize_axes
 from tinyformer.tensor import Tensor
@@ -24,12 +25,15 @@ class Permute(Function):
         # each axis in range and none repeated (5 % 2 == 1 alone would let (0, 5) through)
         if len(normalize_axes(axes, x.ndim, "permute")) != x.ndim:
             raise OpError(f"permute: {axes} is not a permutation of the {x.ndim} axes of {x.shape}")
+        xp = backend.get_array_module(x)
         ctx.axes = axes
-        return np.transpose(x, axes)
+        return xp.transpose(x, axes)
 
     @staticmethod
     def backward(ctx, gy):
-        return np.transpose(gy, np.argsort([a % gy.ndim for a in ctx.axes]))
+        xp = backend.get_array_module(gy)
+        inverse = np.argsort([a % gy.ndim for a in ctx.axes]).tolist()  # Python ints: any device
+        return xp.transpose(gy, inverse)
 
 
 def permute(x: Tensor, *axes: Any) -> Tensor:

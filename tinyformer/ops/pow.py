@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.ops._util import binary_operands, unbroadcast
 from tinyformer.tensor import Tensor
@@ -33,8 +34,10 @@ class Pow(Function):
         if ctx.needs_input_grad[0]:
             gx1 = unbroadcast(gy * x2 * x1 ** (x2 - 1), x1.shape)
         if ctx.needs_input_grad[1]:
+            xp = backend.get_array_module(x1)
+            # NumPy's errstate silences NumPy's warnings; CuPy has no errstate and never warns.
             with np.errstate(invalid="ignore", divide="ignore"):
-                gx2 = unbroadcast(gy * y * np.log(x1), x2.shape)
+                gx2 = unbroadcast(gy * y * xp.log(x1), x2.shape)
         return gx1, gx2
 
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import normalized_shape_tuple
 from tinyformer.ops.layer_norm import _sample as layer_norm_sample
@@ -31,8 +32,9 @@ class RMSNorm(Function):
     @staticmethod
     def forward(ctx, x, w, *, normalized_shape, eps):
         d = math.prod(normalized_shape)
+        xp = backend.get_array_module(x)
         x2 = x.reshape(-1, d)  # (rows, D)
-        r = 1 / np.sqrt(np.mean(x2 * x2, axis=1, keepdims=True) + eps)  # (rows, 1)
+        r = 1 / xp.sqrt(xp.mean(x2 * x2, axis=1, keepdims=True) + eps)  # (rows, 1)
         y = x2 * r
         if w is not None:
             y = y * w.reshape(d)
@@ -42,13 +44,14 @@ class RMSNorm(Function):
     @staticmethod
     def backward(ctx, gy):
         x2, w, r = ctx.saved_tensors
+        xp = backend.get_array_module(x2)
         gy2 = gy.reshape(x2.shape)  # (rows, D)
         xhat = x2 * r
         g = gy2 if w is None else gy2 * w.reshape(-1)
-        gx = r * (g - xhat * np.mean(g * xhat, axis=1, keepdims=True))
+        gx = r * (g - xhat * xp.mean(g * xhat, axis=1, keepdims=True))
         gw = None
         if w is not None and ctx.needs_input_grad[1]:
-            gw = np.sum(gy2 * xhat, axis=0).reshape(w.shape)
+            gw = xp.sum(gy2 * xhat, axis=0).reshape(w.shape)
         return gx.reshape(gy.shape), gw
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
@@ -18,8 +19,9 @@ from tinyformer.testing import OpSpec, unary_sample
 def stable_sigmoid(x: np.ndarray) -> np.ndarray:
     """1 / (1 + e^-x) on an array, through e^-|x| so that no exp overflows (silu and
     binary_cross_entropy_with_logits use it too)."""
-    z = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + z), z / (1 + z))
+    xp = backend.get_array_module(x)
+    z = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + z), z / (1 + z))
 
 
 class Sigmoid(Function):

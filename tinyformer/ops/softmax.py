@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
@@ -22,7 +22,8 @@ from tinyformer.torch_names import torch_names
 
 @registry.reference("softmax.forward")
 def softmax_forward(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    xp = backend.get_array_module(x)
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
 
@@ -41,15 +42,17 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, *, axis):
         ctx.axis = axis
-        y = np.moveaxis(registry.call("softmax.forward", np.moveaxis(x, axis, -1)), -1, axis)
+        xp = backend.get_array_module(x)
+        y = xp.moveaxis(registry.call("softmax.forward", xp.moveaxis(x, axis, -1)), -1, axis)
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
     def backward(ctx, gy):
         (y,) = ctx.saved_tensors
-        last = (np.moveaxis(a, ctx.axis, -1) for a in (gy, y))
-        return np.moveaxis(registry.call("softmax.backward", *last), -1, ctx.axis)
+        xp = backend.get_array_module(y)
+        last = (xp.moveaxis(a, ctx.axis, -1) for a in (gy, y))
+        return xp.moveaxis(registry.call("softmax.backward", *last), -1, ctx.axis)
 
 
 @torch_names

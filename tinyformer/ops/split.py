@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops.cat import cat
 from tinyformer.ops.reshape import reshape
@@ -41,14 +42,17 @@ class Split(Function):
 
     @staticmethod
     def backward(ctx, *gys):
+        xp = backend.get_array_module(*gys)
         whole = _side_by_side(gys, ctx.axis, ctx.shape)
-        return np.concatenate(gys, axis=ctx.axis) if whole is None else whole
+        return xp.concatenate(gys, axis=ctx.axis) if whole is None else whole
 
 
 def _side_by_side(gys, axis: int, shape: tuple[int, ...]) -> np.ndarray | None:
     """The array of x's shape whose consecutive slices along `axis` the gradients are, if they
     are: their concatenation, without copying them. (The attention kernel hands back Q, K and
     V's gradients that way when Q, K and V were split from one projection.) Else None."""
+    if not isinstance(gys[0], np.ndarray):
+        return None  # on a device: that kernel runs on the host, and this reads host addresses
     owner = gys[0].base
     if owner is None or not owner.flags.c_contiguous or owner.size != math.prod(shape):
         return None

@@ -7,8 +7,7 @@ Saved     y: the derivative only needs the output.
 
 from __future__ import annotations
 
-import numpy as np
-
+from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
@@ -17,7 +16,8 @@ from tinyformer.testing import OpSpec, unary_sample
 class Tanh(Function):
     @staticmethod
     def forward(ctx, x):
-        y = np.tanh(x)
+        xp = backend.get_array_module(x)
+        y = xp.tanh(x)
         ctx.save_for_backward(y)
         return y
 

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, distinct
@@ -31,14 +32,16 @@ class TopK(Function):
     @staticmethod
     def forward(ctx, x, *, indices, axis):
         ctx.axis, ctx.x_shape = axis, x.shape
+        xp = backend.get_array_module(x)
         ctx.save_for_backward(indices)
-        return np.take_along_axis(x, indices, axis=axis)
+        return xp.take_along_axis(x, indices, axis=axis)
 
     @staticmethod
     def backward(ctx, gy):
         (indices,) = ctx.saved_tensors
-        gx = np.zeros(ctx.x_shape, gy.dtype)
-        np.put_along_axis(gx, indices, gy, axis=ctx.axis)  # distinct positions: no sums needed
+        xp = backend.get_array_module(gy)
+        gx = xp.zeros(ctx.x_shape, gy.dtype)
+        xp.put_along_axis(gx, indices, gy, axis=ctx.axis)  # distinct positions: no sums needed
         return gx
 
 
@@ -56,8 +59,9 @@ def topk(
         raise OpError(
             f"topk: k must be an integer in [0, {n}] (axis {axis} of {x.shape}), got {k!r}"
         )
-    order = np.argsort(-x.data if largest else x.data, axis=axis, kind="stable")
-    indices = np.take(order, np.arange(k), axis=axis)  # (..., k, ...): the first k of each line
+    xp = backend.get_array_module(x.data)
+    order = xp.argsort(-x.data if largest else x.data, axis=axis, kind="stable")
+    indices = xp.take(order, xp.arange(k), axis=axis)  # (..., k, ...): the first k of each line
     return TopKResult(TopK.apply(x, indices=indices, axis=axis), Tensor(indices.astype(np.int64)))
 
 

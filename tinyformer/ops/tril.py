@@ -2,7 +2,7 @@
 
 Forward   y[..., i, j] = x[..., i, j] if j - i <= k else 0     (tril; triu keeps j - i >= k)
 Backward  gx[..., i, j] = gy[..., i, j] where the triangle kept x, else 0
-Saved     nothing: the triangle is rebuilt from the shape and k (`np.tri`).
+Saved     nothing: the triangle is rebuilt from the shape and k (`xp.tri`).
 
 k (`diagonal`) shifts the triangle: tril with k = 0 keeps the main diagonal, k = -1 drops it.
 `tf.tril(tf.ones(T, T))` is nanoGPT's causal mask, a (T, T) matrix of ones on and below the
@@ -13,28 +13,32 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
 
-def _keep(shape, diagonal, lower):
-    """Boolean (rows, cols) mask of the kept triangle."""
+def _keep(xp, shape, diagonal, lower):
+    """Boolean (rows, cols) mask of the kept triangle, made by the array module `xp`."""
     rows, cols = shape[-2:]
     if lower:
-        return np.tri(rows, cols, diagonal, dtype=bool)
-    return ~np.tri(rows, cols, diagonal - 1, dtype=bool)
+        return xp.tri(rows, cols, diagonal, dtype=bool)
+    return ~xp.tri(rows, cols, diagonal - 1, dtype=bool)
 
 
 class Triangle(Function):
     @staticmethod
     def forward(ctx, x, *, diagonal, lower):
+        xp = backend.get_array_module(x)
         ctx.diagonal, ctx.lower = diagonal, lower
-        return np.where(_keep(x.shape, diagonal, lower), x, np.zeros((), x.dtype))
+        return xp.where(_keep(xp, x.shape, diagonal, lower), x, xp.zeros((), x.dtype))
 
     @staticmethod
     def backward(ctx, gy):
-        return np.where(_keep(gy.shape, ctx.diagonal, ctx.lower), gy, np.zeros((), gy.dtype))
+        xp = backend.get_array_module(gy)
+        keep = _keep(xp, gy.shape, ctx.diagonal, ctx.lower)
+        return xp.where(keep, gy, xp.zeros((), gy.dtype))
 
 
 def _triangle(op, x, diagonal, lower):

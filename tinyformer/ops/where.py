@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.ops._util import binary_operands, data_of, unbroadcast
 from tinyformer.tensor import Tensor
@@ -22,25 +23,29 @@ class Where(Function):
     @staticmethod
     def forward(ctx, cond, x1, x2):
         ctx.shapes = (x1.shape, x2.shape)
+        xp = backend.get_array_module(cond, x1, x2)
         ctx.save_for_backward(cond)
-        return np.where(cond, x1, x2)
+        return xp.where(cond, x1, x2)
 
     @staticmethod
     def backward(ctx, gy):
         (cond,) = ctx.saved_tensors
         s1, s2 = ctx.shapes
-        zero = np.zeros((), gy.dtype)
-        gx1 = unbroadcast(np.where(cond, gy, zero), s1)
-        gx2 = unbroadcast(np.where(cond, zero, gy), s2)
+        xp = backend.get_array_module(gy)
+        zero = xp.zeros((), gy.dtype)
+        gx1 = unbroadcast(xp.where(cond, gy, zero), s1)
+        gx2 = unbroadcast(xp.where(cond, zero, gy), s2)
         return None, gx1, gx2
 
 
 def where(cond: Any, x1: Any, x2: Any) -> Tensor:
     """`x1` where `cond` is true, else `x2`."""
-    cond = np.asarray(data_of(cond))
+    x1, x2 = binary_operands(x1, x2)
+    if not isinstance(cond, Tensor):  # data from the user: onto the operands' device (a Tensor
+        cond = backend.to_device(cond, backend.device_of(data_of(x1)))  # must be there already)
     if cond.dtype != np.bool_:
         raise TypeError(f"where: cond must be boolean, got {cond.dtype}")
-    return Where.apply(cond, *binary_operands(x1, x2))
+    return Where.apply(cond, x1, x2)
 
 
 def _sample(draw) -> Sample:
