@@ -77,10 +77,10 @@ def test_train_eval_zero_grad_apply_and_to():
     assert model.head.weight is model.emb.weight
     with pytest.raises(TypeError, match="Tiny.to: dtype must be floating, got int32"):
         model.to(np.int32)
-    with pytest.raises(
-        TypeError, match="Tiny.to: takes a floating dtype .*, got 'cpu'; there are no dev"
-    ):
-        model.to("cpu")  # was NumPy's "data type 'cpu' not understood"
+    with pytest.raises(TypeError, match="Tiny.to: takes a device .* or a floating dtype .*'cpux'"):
+        model.to("cpux")  # was NumPy's "data type 'cpux' not understood"
+    weight = model.head.weight
+    assert model.to("cpu") is model and model.head.weight is weight  # PyTorch code's .to(device)
     assert all(p.dtype == np.float64 for p in model.parameters())  # nothing converted
     assert "Linear(in_features=4, out_features=6, bias=True)" in repr(model)
 

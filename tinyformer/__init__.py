@@ -10,7 +10,7 @@
 Reading order: tensor.py -> autograd.py -> ops/ (one file per op) -> gradcheck.py -> registry.py.
 """
 
-from tinyformer import nn, optim, registry  # tf.nn.Linear, tf.optim.AdamW, as torch.nn, torch.optim
+from tinyformer import cuda, nn, optim, registry  # tf.nn.Linear, tf.cuda: as torch.nn, torch.cuda
 from tinyformer.autograd import (
     Function,
     OpError,
@@ -20,6 +20,7 @@ from tinyformer.autograd import (
     is_grad_enabled,
     no_grad,
 )
+from tinyformer.backend import Device, device
 from tinyformer.creation import (
     arange,
     from_numpy,
@@ -96,13 +97,14 @@ long = int64  # PyTorch's name: tf.zeros(n, dtype=tf.long)
 __version__ = "0.1.0"
 
 __all__ = [
-    "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "arange", "argmax", "argmin",
-    "cat", "chunk", "clamp", "clip", "clone", "concatenate", "cumsum", "detect_anomaly", "div",
-    "einsum", "enable_grad", "exp", "expand", "flatten", "float32", "float64", "from_numpy",
-    "full", "gather", "get_rng_state", "grad", "gradcheck", "int64", "is_grad_enabled", "log",
-    "logsumexp", "long", "manual_seed", "masked_fill", "matmul", "max", "maximum", "mean", "min",
-    "minimum", "mul", "multinomial", "neg", "nn", "no_grad", "ones", "ones_like", "optim",
-    "permute", "pow", "rand", "randint", "randn", "registry", "relu", "reshape", "set_rng_state",
-    "sigmoid", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor", "topk",
-    "transpose", "tril", "triu", "unsqueeze", "var", "where", "zeros", "zeros_like",
+    "Device", "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "arange", "argmax",
+    "argmin", "cat", "chunk", "clamp", "clip", "clone", "concatenate", "cuda", "cumsum",
+    "detect_anomaly", "device", "div", "einsum", "enable_grad", "exp", "expand", "flatten",
+    "float32", "float64", "from_numpy", "full", "gather", "get_rng_state", "grad", "gradcheck",
+    "int64", "is_grad_enabled", "log", "logsumexp", "long", "manual_seed", "masked_fill", "matmul",
+    "max", "maximum", "mean", "min", "minimum", "mul", "multinomial", "neg", "nn", "no_grad",
+    "ones", "ones_like", "optim", "permute", "pow", "rand", "randint", "randn", "registry", "relu",
+    "reshape", "set_rng_state", "sigmoid", "split", "sqrt", "squeeze", "stack", "std", "sub",
+    "sum", "tanh", "tensor", "topk", "transpose", "tril", "triu", "unsqueeze", "var", "where",
+    "zeros", "zeros_like",
 ]  # fmt: skip

@@ -1,6 +1,7 @@
 """Creating tensors: from data (`tensor`, `from_numpy`), filled (`zeros`, `ones`, `full`,
 `arange`, `*_like`) and random (`randn`, `rand`, `randint`, `multinomial`, from tinyformer's
-seeded generator)."""
+seeded generator). `device=` puts the result on a device ("cpu", "cuda"); random numbers are
+drawn on the host and moved, so a seed gives the same numbers on every device."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer import random as _random
 from tinyformer.tensor import DEFAULT_DTYPE, Tensor, _as_array, _data
 
@@ -28,9 +30,10 @@ __all__ = [
 ]
 
 
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A new tensor holding a copy of `data` (Python floats become float32)."""
-    return Tensor(np.array(_as_array(data, dtype), copy=True), requires_grad=requires_grad)
+    array = _as_array(data, dtype).copy()
+    return Tensor(array, requires_grad=requires_grad, device=device)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -44,49 +47,68 @@ def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def zeros(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.zeros(_shape(shape), dtype), requires_grad=requires_grad)
+def zeros(
+    *shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False, device: Any = None
+) -> Tensor:
+    array = backend.array_module(device).zeros(_shape(shape), dtype)
+    return Tensor(array, requires_grad=requires_grad)
 
 
-def ones(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.ones(_shape(shape), dtype), requires_grad=requires_grad)
+def ones(
+    *shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False, device: Any = None
+) -> Tensor:
+    array = backend.array_module(device).ones(_shape(shape), dtype)
+    return Tensor(array, requires_grad=requires_grad)
 
 
 def full(
-    shape: Any, value: float, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False
+    shape: Any,
+    value: float,
+    dtype: Any = DEFAULT_DTYPE,
+    requires_grad: bool = False,
+    device: Any = None,
 ) -> Tensor:
-    return Tensor(np.full(shape, value, dtype), requires_grad=requires_grad)
+    array = backend.array_module(device).full(shape, value, dtype)
+    return Tensor(array, requires_grad=requires_grad)
 
 
 def zeros_like(x: Tensor, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.zeros_like(_data(x)), requires_grad=requires_grad)
+    """On `x`'s device, with its shape and dtype."""
+    data = _data(x)
+    return Tensor(backend.get_array_module(data).zeros_like(data), requires_grad=requires_grad)
 
 
 def ones_like(x: Tensor, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.ones_like(_data(x)), requires_grad=requires_grad)
+    """On `x`'s device, with its shape and dtype."""
+    data = _data(x)
+    return Tensor(backend.get_array_module(data).ones_like(data), requires_grad=requires_grad)
 
 
-def arange(*args: float, dtype: Any = None) -> Tensor:
+def arange(*args: float, dtype: Any = None, device: Any = None) -> Tensor:
     """Like `numpy.arange`; integer arguments give int64, others float32."""
     array = np.arange(*args)
     if dtype is None and array.dtype.kind == "f":
         dtype = DEFAULT_DTYPE
-    return Tensor(array, dtype=dtype)
+    return Tensor(array, dtype=dtype, device=device)
 
 
-def randn(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
+def randn(
+    *shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False, device: Any = None
+) -> Tensor:
     """Standard normal samples from tinyformer's generator (see `tinyformer.manual_seed`)."""
     array = _random.generator().standard_normal(_shape(shape)).astype(dtype)
-    return Tensor(array, requires_grad=requires_grad)
+    return Tensor(array, requires_grad=requires_grad, device=device)
 
 
-def rand(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
+def rand(
+    *shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False, device: Any = None
+) -> Tensor:
     """Uniform samples in [0, 1) from tinyformer's generator."""
     array = _random.generator().random(_shape(shape)).astype(dtype)
-    return Tensor(array, requires_grad=requires_grad)
+    return Tensor(array, requires_grad=requires_grad, device=device)
 
 
-def randint(*args: int, size: Any = None, dtype: Any = np.int64) -> Tensor:
+def randint(*args: int, size: Any = None, dtype: Any = np.int64, device: Any = None) -> Tensor:
     """Integers drawn uniformly from [low, high) by tinyformer's generator, as `torch.randint`:
     `randint(high, size)` or `randint(low, high, size)`; `size` is a tuple (or a keyword)."""
     if size is None and args and isinstance(args[-1], (tuple, list)):
@@ -100,7 +122,7 @@ def randint(*args: int, size: Any = None, dtype: Any = np.int64) -> Tensor:
     if not low < high:
         raise ValueError(f"randint: need low < high, got low={low}, high={high}")
     array = _random.generator().integers(low, high, size=tuple(size), dtype=dtype)
-    return Tensor(array)
+    return Tensor(array, device=device)
 
 
 def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tensor:  # noqa: A002
@@ -110,7 +132,10 @@ def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tens
     replacement, a row's samples are distinct; they are drawn by the Gumbel top-k trick
     (the num_samples largest log w + Gumbel noise), which draws them in the same order and
     with the same probabilities as removing each pick and drawing again."""
-    weights = np.asarray(_data(input), dtype=np.float64)
+    data = _data(input)
+    device = backend.device_of(data) if backend.is_device_array(data) else None
+    # drawn on the host, from the host generator (so a seed draws the same on every device)
+    weights = np.asarray(data if device is None else backend.to_host(data), dtype=np.float64)
     if weights.ndim not in (1, 2) or weights.shape[-1] == 0:
         raise ValueError(f"multinomial: input must be 1-D or 2-D weights, got {weights.shape}")
     rows = weights.reshape(-1, weights.shape[-1])  # (R, V): one distribution per row
@@ -135,4 +160,5 @@ def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tens
         with np.errstate(divide="ignore"):  # log 0 = -inf: a weight of 0 is never drawn
             keys = np.log(rows) + rng.gumbel(size=rows.shape)
         picks = np.argsort(-keys, axis=-1)[:, :num_samples]
-    return Tensor(picks.reshape(*weights.shape[:-1], num_samples).astype(np.int64))
+    picks = picks.reshape(*weights.shape[:-1], num_samples).astype(np.int64)
+    return Tensor(picks, device=device)

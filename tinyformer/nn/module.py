@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.tensor import Tensor
 
 __all__ = ["Module", "Parameter", "StateDictError"]
@@ -41,6 +42,17 @@ class StateDictError(KeyError):
         return str(self.args[0])
 
 
+def _array(value: Any) -> Any:
+    """The array behind a Tensor or array-like, on whatever device it is (not `.data`: a CuPy
+    array's is its memory pointer)."""
+    value = value.data if isinstance(value, Tensor) else value
+    return value if backend.is_device_array(value) else np.asarray(value)
+
+
+def _host_copy(a: Any) -> np.ndarray:
+    return a.copy() if isinstance(a, np.ndarray) else backend.to_host(a)
+
+
 class Module:
     """Base class of every layer and model: subclasses set attributes in `__init__` and define
     `forward`; calling the module calls `forward`."""
@@ -60,6 +72,11 @@ class Module:
                 f"cannot assign {name!r} before Module.__init__() has run: call "
                 "super().__init__() first in the subclass's __init__"
             )
+        if name in self._buffers and not isinstance(value, (Parameter, Module)):
+            # `self.mask = self.mask[..., :T]` keeps a buffer a buffer (and in state_dict), as
+            # in PyTorch; before, it silently became a plain attribute.
+            self._buffers[name] = None if value is None else _array(value)
+            return
         for table in (self._parameters, self._buffers, self._modules):
             table.pop(name, None)
         self.__dict__.pop(name, None)
@@ -93,7 +110,7 @@ class Module:
 
     def register_buffer(self, name: str, value: Any, persistent: bool = True) -> None:
         """Keep `value` (an array) as state that is not trained; `persistent` ones are saved."""
-        self._buffers[name] = None if value is None else np.asarray(getattr(value, "data", value))
+        self._buffers[name] = None if value is None else _array(value)
         if not persistent:
             self._non_persistent.add(name)
 
@@ -150,17 +167,17 @@ class Module:
     # -- state ----------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """Copies of every parameter and persistent buffer, by dotted name (shared ones under
-        every name that reaches them, as in PyTorch)."""
+        """Host copies of every parameter and persistent buffer, by dotted name (shared ones
+        under every name that reaches them, as in PyTorch)."""
         state: dict[str, np.ndarray] = {}
         for module_name, module in self.named_modules():
             dot = f"{module_name}." if module_name else ""
             for name, param in module._parameters.items():
                 if param is not None:
-                    state[dot + name] = param.data.copy()
+                    state[dot + name] = _host_copy(param.data)
             for name, buf in module._buffers.items():
                 if buf is not None and name not in module._non_persistent:
-                    state[dot + name] = buf.copy()
+                    state[dot + name] = _host_copy(buf)
         return state
 
     def _state_slots(self) -> dict[str, tuple[Module, str, str]]:
@@ -200,7 +217,7 @@ class Module:
         for key, (module, name, kind) in slots.items():
             if key not in state_dict:
                 continue
-            value = np.asarray(getattr(state_dict[key], "data", state_dict[key]))
+            value = backend.to_host(_array(state_dict[key]))
             target = module._parameters[name].data if kind == "param" else module._buffers[name]
             if value.dtype.kind not in "biuf":  # complex would lose its imaginary part silently
                 problems.append(f"{key} has dtype {value.dtype}, not real numbers")
@@ -213,7 +230,8 @@ class Module:
         if problems:
             raise StateDictError(f"{where}: " + "; ".join(problems))
         for target, value in arrays.values():
-            target[...] = value  # in place: optimizers keep pointing at the same arrays
+            # in place, on the module's device: optimizers keep pointing at the same arrays
+            target[...] = backend.to_device(value, backend.device_of(target))
 
     # -- modes and helpers ----------------------------------------------------------------------
 
@@ -239,26 +257,58 @@ class Module:
             fn(module)
         return self
 
-    def to(self, dtype: Any) -> Module:
-        """Convert every floating parameter and buffer to `dtype` in place (e.g. np.float64 for
-        gradient checks); gradients are dropped. Optimizers must be built after this."""
+    def to(self, *args: Any, dtype: Any = None, device: Any = None) -> Module:
+        """Move every parameter and buffer to `device` and/or convert the floating ones to
+        `dtype`, in place (`model.to("cuda")`, `model.to(np.float64)` for gradient checks,
+        `model.to(device, dtype)`), as PyTorch's. Parameters stay the same objects, so an
+        optimizer built before still holds them; its state follows at its next step. A dtype
+        change drops gradients."""
         where = f"{type(self).__name__}.to"
-        try:
-            kind = np.dtype(dtype).kind
-        except TypeError:  # PyTorch code moving a model: .to("cpu"), .to(device)
-            raise TypeError(
-                f"{where}: takes a floating dtype such as 'float64', got {dtype!r}; there are no "
-                "devices to move to (tensors hold NumPy arrays), so a PyTorch .to(device) can go"
-            ) from None
-        if kind != "f":  # integer weights would have no gradients to train
-            raise TypeError(f"{where}: dtype must be floating, got {np.dtype(dtype)}")
+        for arg in args:
+            if isinstance(arg, backend.Device) or (
+                isinstance(arg, str) and arg.split(":")[0] in ("cpu", "cuda", "fake")
+            ):
+                device = arg
+            else:
+                dtype = arg
+        if dtype is not None:
+            try:
+                kind = np.dtype(dtype).kind
+            except TypeError:
+                raise TypeError(
+                    f"{where}: takes a device ('cpu', 'cuda') or a floating dtype such as "
+                    f"'float64', got {dtype!r}"
+                ) from None
+            if kind != "f":  # integer weights would have no gradients to train
+                raise TypeError(f"{where}: dtype must be floating, got {np.dtype(dtype)}")
+        place = backend.device(device) if device is not None else None
+
+        def convert(a: Any) -> Any:
+            if place is not None:
+                a = backend.to_device(a, place)
+            if dtype is not None and a.dtype.kind == "f":
+                a = a.astype(dtype, copy=False)
+            return a
+
         for param in self.parameters():
-            param.data, param.grad = param.data.astype(dtype, copy=False), None
+            param.data = convert(param.data)
+            if dtype is not None or param.grad is None:
+                param.grad = None
+            else:
+                param.grad = backend.to_device(param.grad, place)
         for module in self.modules():
             for name, buf in module._buffers.items():
-                if buf is not None and buf.dtype.kind == "f":
-                    module._buffers[name] = buf.astype(dtype, copy=False)
+                if buf is not None:
+                    module._buffers[name] = convert(buf)
         return self
+
+    def cuda(self, device: int | None = None) -> Module:
+        """`module.to("cuda")` (or `"cuda:<device>"`)."""
+        return self.to("cuda" if device is None else f"cuda:{device}")
+
+    def cpu(self) -> Module:
+        """`module.to("cpu")`."""
+        return self.to("cpu")
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         for param in self.parameters():

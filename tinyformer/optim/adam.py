@@ -8,9 +8,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
-
-from tinyformer import registry
+from tinyformer import backend, registry
+from tinyformer.ops.adamw import adamw_step  # noqa: F401  (registers the "adamw.step" reference)
 from tinyformer.optim.optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
@@ -46,13 +45,17 @@ class Adam(Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                xp = backend.get_array_module(p.data)
                 state = self.state.setdefault(id(p), {})
                 if not state:
                     state.update(
-                        step=0, exp_avg=np.zeros_like(p.data), exp_avg_sq=np.zeros_like(p.data)
+                        step=0, exp_avg=xp.zeros_like(p.data), exp_avg_sq=xp.zeros_like(p.data)
                     )
+                elif type(state["exp_avg"]) is not type(p.data):  # the module moved: follow it
+                    for name in ("exp_avg", "exp_avg_sq"):
+                        state[name] = backend.to_device(state[name], backend.device_of(p.data))
                 state["step"] += 1
-                grad = np.ascontiguousarray(p.grad, dtype=p.dtype)
+                grad = xp.ascontiguousarray(p.grad, dtype=p.dtype)
                 if wd and not self.decoupled:
                     grad = grad + p.dtype.type(wd) * p.data
                 registry.call(

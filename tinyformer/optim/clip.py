@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
+from tinyformer import backend
 
 __all__ = ["clip_grad_norm_"]
 
@@ -21,7 +21,9 @@ def clip_grad_norm_(parameters: Iterable[Any], max_norm: float, eps: float = 1e-
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return 0.0
-    total = float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads)))
+    xp = backend.get_array_module(grads[0])
+    # summed in float64, as Python floats summed them; on a device, one read back to the host
+    total = float(xp.sqrt(sum(xp.vdot(g, g).astype(xp.float64) for g in grads)))
     coef = max_norm / (total + eps)
     if coef < 1.0:
         for g in grads:

@@ -13,9 +13,16 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.nn.module import Parameter
 
 __all__ = ["Optimizer"]
+
+
+def _host_copy(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return backend.to_host(value) if backend.is_device_array(value) else value
 
 
 class Optimizer:
@@ -68,10 +75,10 @@ class Optimizer:
 
     def state_dict(self) -> dict[str, Any]:
         """{"state": {index: {name: array or number}}, "param_groups": [hyperparameters with
-        "params" as indices]} - copies, safe to keep while training goes on."""
+        "params" as indices]} - host copies, safe to keep while training goes on."""
         index = {id(p): i for i, p in enumerate(self._params())}
         state = {
-            index[pid]: {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in s.items()}
+            index[pid]: {k: _host_copy(v) for k, v in s.items()}
             for pid, s in self.state.items()
             if pid in index
         }
@@ -101,12 +108,15 @@ class Optimizer:
             p = params[int(i)]
             entry = {}
             for k, v in saved.items():
+                v = backend.to_host(v) if backend.is_device_array(v) else v
                 if isinstance(v, np.ndarray) and v.shape != p.shape:
                     raise ValueError(
                         f"{type(self).__name__}.load_state_dict: state {k!r} of parameter {i} "
                         f"has shape {v.shape}, the parameter has {p.shape}"
                     )
-                entry[k] = v.astype(p.dtype) if isinstance(v, np.ndarray) else v
+                if isinstance(v, np.ndarray):  # on the parameter's device
+                    v = backend.to_device(v.astype(p.dtype), backend.device_of(p.data))
+                entry[k] = v
             new_state[id(p)] = entry
         for mine, g in zip(self.param_groups, groups):
             mine.update({k: v for k, v in g.items() if k != "params"})

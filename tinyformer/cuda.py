@@ -1,0 +1,23 @@
+"""`tinyformer.cuda`, as `torch.cuda`: whether a GPU can be used, and how many there are, so
+that PyTorch code choosing its device (`"cuda" if torch.cuda.is_available() else "cpu"`) runs
+unchanged. CuPy is imported on the first call, never at import."""
+
+from __future__ import annotations
+
+import sys
+
+from tinyformer import backend
+
+__all__ = ["device_count", "is_available"]
+
+
+def is_available() -> bool:
+    """True when CuPy is installed and sees a working NVIDIA GPU."""
+    return backend.cuda_available()
+
+
+def device_count() -> int:
+    """The number of GPUs CuPy sees (0 without CuPy or a GPU)."""
+    if not backend.cuda_available():
+        return 0
+    return int(sys.modules["cupy"].cuda.runtime.getDeviceCount())
