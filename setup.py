@@ -53,7 +53,9 @@ setup(
             "ipykernel>=6",
             "mkdocs>=1.5",
         ],
-        "gpu": ["cupy-cuda12x>=13"],
+        # CuPy built for the machine's CUDA: `pip install -e ".[cuda13]"` (or cuda12)
+        "cuda12": ["cupy-cuda12x>=13"],
+        "cuda13": ["cupy-cuda13x>=14"],
     },
     entry_points={"console_scripts": ["tinyformer = tinyformer.cli:main"]},
 )

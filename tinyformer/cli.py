@@ -110,6 +110,12 @@ def _gradcheck_all(samples: int, only: str | None) -> int:
     return 1 if failures else 0
 
 
+def _add_device_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device", default="cpu", help="cpu, or cuda (an NVIDIA GPU, through CuPy) (default: cpu)"
+    )
+
+
 def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     from tinyformer.train.args import add_dataclass_flags
     from tinyformer.train.gpt import TrainGPTConfig
@@ -157,6 +163,7 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
         image.set_defaults(model=name)
     evaluate = sub.add_parser("eval", help="evaluate a trained image model and plot it")
     evaluate.add_argument("--ckpt", required=True, help="run folder (with ckpt.npz) or .npz file")
+    _add_device_flag(evaluate)
     sample = sub.add_parser("sample", help="sample text from a trained GPT")
     sample.add_argument("--ckpt", required=True, help="run folder (with ckpt.npz) or .npz file")
     sample.add_argument("--prompt", default="\n", help="text to continue (default: newline)")
@@ -175,6 +182,7 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
         help="nucleus sampling: keep the likeliest tokens up to this mass (default: off)",
     )  # fmt: skip
     sample.add_argument("--seed", type=int, default=0, help="seed of the sampling (default: 0)")
+    _add_device_flag(sample)
     params = sub.add_parser("params", help="parameter count of a named configuration")
     params.add_argument("model", choices=["gpt", "bert", "vit"])
     params.add_argument("--config", default=None, help="a configuration name (default: all)")
@@ -188,6 +196,7 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     embed.add_argument("--model", required=True, help="checkpoint directory")
     embed.add_argument("sentences", nargs="+", help="sentences to embed")
     embed.add_argument("--out", default=None, help="also save the embeddings (.npy)")
+    _add_device_flag(embed)
 
 
 def _params(model: str, only: str | None) -> int:
@@ -207,10 +216,13 @@ def _params(model: str, only: str | None) -> int:
     return 0
 
 
-def _embed(model: str, sentences: list[str], out: str | None) -> int:
+def _embed(model: str, sentences: list[str], out: str | None, device: str = "cpu") -> int:
+    from tinyformer.backend import device as parse_device
     from tinyformer.models.pretrained import SentenceEncoder
 
+    parse_device(device)  # a missing GPU is said before the weights are read
     encoder = SentenceEncoder(model)
+    encoder.model.to(device)
     vectors = encoder.embed(sentences)
     print(f"{len(sentences)} sentences -> embeddings of size {vectors.shape[1]} (unit length)")
     similarity = vectors @ vectors.T  # cosine similarity: the vectors have unit length
@@ -236,6 +248,7 @@ def _error_line(err: BaseException) -> str:
 
 
 def _run_training_command(args: argparse.Namespace) -> int:
+    from tinyformer.backend import DeviceUnavailable
     from tinyformer.checkpoint import CheckpointError
     from tinyformer.console import quiet_when_closed
     from tinyformer.data import DatasetUnavailable
@@ -249,7 +262,8 @@ def _run_training_command(args: argparse.Namespace) -> int:
     # What bad input, a bad file or the machine causes; anything else is a bug in tinyformer
     # and keeps its traceback.
     except (
-        CheckpointError, DatasetUnavailable, StateDictError, ValueError, OSError, MemoryError
+        CheckpointError, DatasetUnavailable, DeviceUnavailable, StateDictError, ValueError,
+        OSError, MemoryError,
     ) as err:  # fmt: skip
         print(f"tinyformer {args.command}: error: {_error_line(err)}", file=sys.stderr)
         return 2
@@ -268,18 +282,18 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.command == "params":
         return _params(args.model, args.config)
     if args.command == "embed":
-        return _embed(args.model, args.sentences, args.out)
+        return _embed(args.model, args.sentences, args.out, args.device)
     if args.command == "sample":
         from tinyformer.train.gpt import sample
 
         top_k = args.top_k or None
         print(sample(args.ckpt, args.prompt, args.tokens, args.temperature, top_k, args.top_p,
-                     args.seed))  # fmt: skip
+                     args.seed, args.device))  # fmt: skip
         return 0
     if args.command == "eval":
         from tinyformer.train.vision import eval_vision
 
-        result = eval_vision(args.ckpt)
+        result = eval_vision(args.ckpt, args.device)
         plots = result.pop("plots")
         print(", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                         for k, v in result.items()))  # fmt: skip

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 import tinyformer.nn.functional as F
-from tinyformer import nn
+from tinyformer import backend, nn
 from tinyformer.models._checks import check_dropout, check_sizes
+from tinyformer.models._inputs import array_of, to_device_of
 from tinyformer.nn import init
 from tinyformer.ops import getitem, linear, reshape
 from tinyformer.tensor import Tensor
@@ -103,15 +104,19 @@ class Bert(nn.Module):
         self, input_ids: Any, attention_mask: Any = None, token_type_ids: Any = None
     ) -> Tensor:
         """input_ids (B, T); attention_mask (B, T), 1 at real tokens and 0 at padding (None: all
-        real); token_type_ids (B, T) (None: all 0) -> hidden states (B, T, C)."""
-        ids = np.asarray(getattr(input_ids, "data", input_ids))
+        real); token_type_ids (B, T) (None: all 0) -> hidden states (B, T, C). Host arrays
+        move to the model's device here."""
+        weight = self.tok_emb.weight  # where the model is
+        ids = to_device_of(input_ids, weight)
         if ids.ndim != 2:
             raise ValueError(f"Bert: input_ids must be (B, T), got shape {ids.shape}")
         b, t = ids.shape
-        for name, extra in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
-            if extra is not None and np.shape(extra) != ids.shape:
+        mask = None if attention_mask is None else to_device_of(attention_mask, weight)
+        types = None if token_type_ids is None else to_device_of(token_type_ids, weight)
+        for name, extra in (("attention_mask", mask), ("token_type_ids", types)):
+            if extra is not None and extra.shape != ids.shape:
                 raise ValueError(f"Bert: {name} must have input_ids' shape {ids.shape}, got "
-                                 f"{np.shape(extra)}")  # fmt: skip
+                                 f"{extra.shape}")  # fmt: skip
         if t == 0:  # attention over no keys is undefined
             raise ValueError(f"Bert: input_ids of shape {ids.shape} hold no tokens")
         if t > self.config.max_position:
@@ -119,12 +124,13 @@ class Bert(nn.Module):
                 f"Bert: sequence of length {t} is longer than max_position "
                 f"{self.config.max_position}; truncate it (the tokenizer's max_length)"
             )
+        xp = backend.get_array_module(ids)  # positions and segments are made where ids live
         # one segment type (DistilBERT): every token is in segment 0, whatever the tokenizer says
-        one_type = token_type_ids is None or self.config.type_vocab_size == 1
-        types = np.zeros_like(ids) if one_type else np.asarray(token_type_ids)
-        x = self.tok_emb(ids) + self.pos_emb(np.arange(t)) + self.type_emb(types)  # (B, T, C)
+        one_type = types is None or self.config.type_vocab_size == 1
+        types = xp.zeros_like(ids) if one_type else types
+        x = self.tok_emb(ids) + self.pos_emb(xp.arange(t)) + self.type_emb(types)  # (B, T, C)
         x = self.drop(self.emb_ln(x))
-        pad = None if attention_mask is None else np.asarray(attention_mask) == 0  # (B, T)
+        pad = None if mask is None else mask == 0  # (B, T), True at padding
         for layer in self.layers:
             x = layer(x, key_padding_mask=pad)  # (B, T, C)
         return self.ln_f(x)
@@ -151,8 +157,9 @@ def init_bert_weights(module: nn.Module) -> None:
 def mean_pool(hidden: Tensor | np.ndarray, attention_mask: Any) -> np.ndarray:
     """Sentence embeddings as sentence-transformers makes them: the mean of the token vectors
     over real tokens (padding left out), then scaled to unit length. (B, T, C) -> (B, C)."""
-    h = np.asarray(getattr(hidden, "data", hidden), np.float64)
-    m = np.asarray(attention_mask, np.float64)[:, :, None]  # (B, T, 1)
+    # computed on the host in float64 (a read-back when the model is on a device)
+    h = backend.to_host(array_of(hidden)).astype(np.float64, copy=False)
+    m = backend.to_host(array_of(attention_mask)).astype(np.float64, copy=False)[:, :, None]
     mean = (h * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)  # (B, C)
     return mean / np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
 
@@ -190,13 +197,15 @@ class BertForMaskedLM(nn.Module):
         hidden = self.bert(input_ids, attention_mask, token_type_ids)  # (B, T, C)
         if labels is None:
             return self.head(hidden), None
-        labels = np.asarray(labels)
+        labels = array_of(labels)
         b, t, c = hidden.shape
         if labels.shape != (b, t):  # one label per token: another shape picked the wrong rows
             raise ValueError(f"BertForMaskedLM: labels must have input_ids' shape {(b, t)}, got "
                              f"{labels.shape}")  # fmt: skip
-        rows = np.flatnonzero(labels.reshape(-1) != ignore_index)  # (N,)
-        picked = getitem(reshape(hidden, b * t, c), rows)  # (B*T, C) -> (N, C)
+        # found where the labels are: host labels need no read-back from the device (N depends
+        # on the data, so finding the rows on a device waits for it), and N ids are moved
+        rows = backend.get_array_module(labels).flatnonzero(labels.reshape(-1) != ignore_index)
+        picked = getitem(reshape(hidden, b * t, c), to_device_of(rows, hidden))  # (N, C)
         logits = self.head(picked)  # (N, V)
         return logits, F.cross_entropy(logits, labels.reshape(-1)[rows])
 
@@ -222,5 +231,5 @@ class BertForSequenceClassification(nn.Module):
         """-> logits (B, L), and their mean cross-entropy against labels (B,) when given."""
         hidden = self.bert(input_ids, attention_mask, token_type_ids)  # (B, T, C)
         logits = self.classifier(self.drop(self.bert.pool(hidden)))  # (B, L)
-        loss = None if labels is None else F.cross_entropy(logits, np.asarray(labels))
+        loss = None if labels is None else F.cross_entropy(logits, array_of(labels))
         return logits, loss

@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 import tinyformer.nn.functional as F
 from tinyformer import nn
+from tinyformer.models._inputs import array_of, to_device_of
 from tinyformer.tensor import Tensor
 
 __all__ = ["CNN", "CNNConfig"]
@@ -64,8 +63,10 @@ class CNN(nn.Module):
         self.head = nn.Linear(config.channels[-1] * side * side, config.num_classes)
 
     def forward(self, images: Any, targets: Any = None) -> tuple[Tensor, Tensor | None]:
-        """images (B, C_in, H, W) -> logits (B, K), and the cross-entropy with targets (B,)."""
-        x = images if isinstance(images, Tensor) else Tensor(np.asarray(images))
+        """images (B, C_in, H, W) -> logits (B, K), and the cross-entropy with targets (B,).
+        A host array of images moves to the model's device here; a Tensor is used where it is."""
+        x = images if isinstance(images, Tensor) else (
+            Tensor(to_device_of(images, self.head.weight)))  # fmt: skip
         cfg = self.config
         if x.ndim != 4 or x.shape[1:] != (cfg.in_channels, cfg.image_size, cfg.image_size):
             # the head's width is fixed by image_size: another size failed there, as a Linear
@@ -77,5 +78,5 @@ class CNN(nn.Module):
             x = self.pool(stage(x))  # (B, c, H, W) -> (B, c', H/2, W/2)
         x = x.reshape(x.shape[0], -1)  # (B, c' h w)
         logits = self.head(self.drop(x))  # (B, K)
-        loss = None if targets is None else F.cross_entropy(logits, np.asarray(targets))
+        loss = None if targets is None else F.cross_entropy(logits, array_of(targets))
         return logits, loss

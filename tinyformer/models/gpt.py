@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 import tinyformer.nn.functional as F
-from tinyformer import nn, random
+from tinyformer import backend, nn, random
 from tinyformer.autograd import no_grad
 from tinyformer.models._checks import check_dropout, check_sizes
+from tinyformer.models._inputs import array_of, to_device_of
 from tinyformer.nn import init
 from tinyformer.ops import reshape
 from tinyformer.tensor import Tensor
@@ -95,8 +96,9 @@ class GPT(nn.Module):
 
     def forward(self, idx: Any, targets: Any = None) -> tuple[Tensor, Tensor | None]:
         """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy against targets
-        (B, T) when given (positions with target -100 are ignored)."""
-        idx = np.asarray(getattr(idx, "data", idx))
+        (B, T) when given (positions with target -100 are ignored). Host ids move to the
+        model's device here; targets go to the loss as they are (it moves them)."""
+        idx = to_device_of(idx, self.wte.weight)  # (B, T) on the model's device
         if idx.ndim != 2:
             raise ValueError(f"GPT.forward: idx must be (B, T) token ids, got shape {idx.shape}")
         b, t = idx.shape
@@ -109,13 +111,14 @@ class GPT(nn.Module):
                 f"GPT.forward: sequence of length {t} is longer than the block size "
                 f"{self.config.block_size}; crop it (generate() keeps the last block_size tokens)"
             )
-        x = self.drop(self.wte(idx) + self.wpe(np.arange(t)))  # (B, T, C) + (T, C) -> (B, T, C)
+        pos = backend.get_array_module(idx).arange(t)  # (T,) positions, where idx lives
+        x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, C) + (T, C) -> (B, T, C)
         for block in self.h:
             x = block(x, is_causal=True)  # (B, T, C)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         if targets is None:
             return logits, None
-        targets = np.asarray(getattr(targets, "data", targets))
+        targets = array_of(targets)
         if targets.shape != idx.shape:  # each position's next token
             raise ValueError(
                 f"GPT.forward: targets must have idx's shape {idx.shape}, got {targets.shape}"
@@ -133,8 +136,9 @@ class GPT(nn.Module):
         top_p: float | None = None,
     ) -> np.ndarray:
         """Extend idx (B, T) by sampling one token at a time from the model's next-token
-        distribution; returns (B, T + max_new_tokens). Draws come from tinyformer's generator,
-        so `tinyformer.manual_seed` makes sampling reproducible.
+        distribution; returns (B, T + max_new_tokens) ids on the host, wherever the model is.
+        Draws come from tinyformer's generator, so `tinyformer.manual_seed` makes sampling
+        reproducible (and the same on every device).
 
         temperature < 1 sharpens the distribution; top_k keeps the k likeliest tokens; top_p
         keeps the smallest set of likeliest tokens whose probability reaches p (nucleus).
@@ -149,7 +153,9 @@ class GPT(nn.Module):
             )
         if top_p is not None and not 0.0 < top_p <= 1.0:
             raise ValueError(f"generate: top_p must be in (0, 1], got {top_p}")
-        idx = np.array(getattr(idx, "data", idx), dtype=np.int64, ndmin=2)
+        idx = to_device_of(idx, self.wte.weight).astype(np.int64)  # a copy: idx is not changed
+        idx = idx.reshape(1, -1) if idx.ndim < 2 else idx  # (B, T) on the model's device
+        xp = backend.get_array_module(idx)
         was_training = self.training
         self.eval()
         try:
@@ -157,12 +163,15 @@ class GPT(nn.Module):
                 for _ in range(max_new_tokens):
                     context = idx[:, -self.config.block_size :]  # (B, <= block_size)
                     logits, _ = self(context)
-                    last = logits.data[:, -1, :].astype(np.float64) / temperature  # (B, V)
-                    nxt = _sample(last, top_k, top_p, random.generator())  # (B,)
-                    idx = np.concatenate([idx, nxt[:, None]], axis=1)
+                    # sampling runs on the host, from tinyformer's generator (so that a seed
+                    # draws the same tokens on every device): one read-back per new token
+                    last = backend.to_host(logits.data[:, -1, :]).astype(np.float64)  # (B, V)
+                    nxt = _sample(last / temperature, top_k, top_p, random.generator())  # (B,)
+                    nxt = backend.to_device(nxt[:, None], backend.device_of(idx))  # (B, 1)
+                    idx = xp.concatenate([idx, nxt], axis=1)  # (B, T + 1)
         finally:
             self.train(was_training)
-        return idx
+        return backend.to_host(idx)
 
 
 def _sample(

@@ -21,11 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 import tinyformer.nn.functional as F
 from tinyformer import nn
 from tinyformer.models._checks import check_sizes
+from tinyformer.models._inputs import array_of, to_device_of
 from tinyformer.models.cnn import conv_stage
 from tinyformer.ops import cat
 from tinyformer.tensor import Tensor
@@ -43,8 +42,11 @@ class SegConfig:
         check_sizes(self, "in_channels", "num_classes", "width")
 
 
-def _as_tensor(images: Any) -> Tensor:
-    x = images if isinstance(images, Tensor) else Tensor(np.asarray(images))
+def _as_tensor(images: Any, model: nn.Module) -> Tensor:
+    """A host array of images on the model's device (that of its first parameter); a Tensor
+    is used where it is."""
+    x = images if isinstance(images, Tensor) else (
+        Tensor(to_device_of(images, next(model.parameters()))))  # fmt: skip
     if x.ndim != 4 or x.shape[2] % 4 or x.shape[3] % 4:
         raise ValueError(
             f"segmentation: images must be (B, C, H, W) with H, W divisible by 4, got {x.shape}"
@@ -53,7 +55,7 @@ def _as_tensor(images: Any) -> Tensor:
 
 
 def _loss(logits: Tensor, masks: Any) -> Tensor | None:
-    return None if masks is None else F.cross_entropy(logits, np.asarray(masks))
+    return None if masks is None else F.cross_entropy(logits, array_of(masks))
 
 
 class FCN(nn.Module):
@@ -71,7 +73,7 @@ class FCN(nn.Module):
         self.upsample = nn.ConvTranspose2d(config.num_classes, config.num_classes, 8, 4, 2)
 
     def forward(self, images: Any, masks: Any = None) -> tuple[Tensor, Tensor | None]:
-        scores = self.classifier(self.features(_as_tensor(images)))  # (B, K, H/4, W/4)
+        scores = self.classifier(self.features(_as_tensor(images, self)))  # (B, K, H/4, W/4)
         logits = self.upsample(scores)  # (B, K, H, W)
         return logits, _loss(logits, masks)
 
@@ -87,7 +89,7 @@ class SegNet(nn.Module):
         self.classifier = nn.Conv2d(w, config.num_classes, 1)
 
     def forward(self, images: Any, masks: Any = None) -> tuple[Tensor, Tensor | None]:
-        x = _as_tensor(images)
+        x = _as_tensor(images, self)
         e1 = self.enc1(x)  # (B, w, H, W)
         p1, i1 = self.pool(e1)  # (B, w, H/2, W/2) and where each max was
         e2 = self.enc2(p1)  # (B, 2w, H/2, W/2)
@@ -112,7 +114,7 @@ class UNet(nn.Module):
         self.classifier = nn.Conv2d(w, config.num_classes, 1)
 
     def forward(self, images: Any, masks: Any = None) -> tuple[Tensor, Tensor | None]:
-        x = _as_tensor(images)
+        x = _as_tensor(images, self)
         s1 = self.down1(x)  # (B, w, H, W)
         s2 = self.down2(self.pool(s1))  # (B, 2w, H/2, W/2)
         b = self.bottom(self.pool(s2))  # (B, 4w, H/4, W/4)

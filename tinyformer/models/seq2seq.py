@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 import tinyformer.nn.functional as F
-from tinyformer import nn, registry
+from tinyformer import backend, nn, registry
 from tinyformer.autograd import no_grad
 from tinyformer.models._checks import check_dropout, check_sizes
+from tinyformer.models._inputs import array_of, to_device_of
 from tinyformer.nn import init
 from tinyformer.ops import linear, reshape
 from tinyformer.tensor import Tensor
@@ -143,7 +144,8 @@ class Transformer(nn.Module):
         for emb in (self.src_emb, self.tgt_emb):
             emb.weight.data[cfg.pad_id] = 0
 
-    def _embed(self, emb: nn.Embedding, ids: np.ndarray) -> Tensor:
+    def _embed(self, emb: nn.Embedding, ids: Any) -> Tensor:
+        """ids (B, t) on the model's device -> embeddings + positions (B, t, C)."""
         if ids.ndim != 2 or ids.shape[1] == 0:  # attention over no keys is undefined
             raise ValueError(f"Transformer: token ids must be (B, t) with t >= 1, got shape "
                              f"{ids.shape}")  # fmt: skip
@@ -153,13 +155,15 @@ class Transformer(nn.Module):
                              f"{self.config.max_len}")  # fmt: skip
         # the paper scales embeddings by sqrt(C) so they are not drowned by the positions
         x = emb(ids) * math.sqrt(self.config.d_model)  # (B, t, C)
-        pos = self.pos_emb(np.arange(t)) if self.config.positions == "learned" else (
+        positions = backend.get_array_module(ids).arange(t)  # (t,), where the ids live
+        pos = self.pos_emb(positions) if self.config.positions == "learned" else (
             Tensor(self.pos_table[:t]))  # fmt: skip
         return self.drop(x + pos)  # (B, t, C) + (t, C)
 
-    def encode(self, src: Any) -> tuple[Tensor, np.ndarray]:
-        """src (B, S) -> memory (B, S, C), source padding mask (B, S) (True at padding)."""
-        src = np.asarray(src)
+    def encode(self, src: Any) -> tuple[Tensor, Any]:
+        """src (B, S) -> memory (B, S, C), source padding mask (B, S) (True at padding), both on
+        the model's device (host ids move there here)."""
+        src = to_device_of(src, self.src_emb.weight)
         src_pad = src == self.config.pad_id
         x = self._embed(self.src_emb, src)
         for block in self.encoder:
@@ -167,11 +171,11 @@ class Transformer(nn.Module):
         return self.ln_enc(x), src_pad
 
     def decode(
-        self, tgt_in: Any, memory: Tensor, src_pad: np.ndarray, need_weights: bool = False
+        self, tgt_in: Any, memory: Tensor, src_pad: Any, need_weights: bool = False
     ) -> tuple[Tensor, list[Tensor]]:
         """tgt_in (B, T) -> logits (B, T, V), and each layer's cross-attention weights
-        (B, nh, T, S) when need_weights."""
-        tgt_in = np.asarray(tgt_in)
+        (B, nh, T, S) when need_weights. Host ids move to the model's device here."""
+        tgt_in = to_device_of(tgt_in, self.tgt_emb.weight)
         x = self._embed(self.tgt_emb, tgt_in)
         weights = []
         for layer in self.decoder:
@@ -185,7 +189,7 @@ class Transformer(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher-forced logits (B, T, V), and the label-smoothed cross-entropy against
         tgt_out (B, T) over non-padding positions."""
-        src, tgt_in = np.asarray(src), np.asarray(tgt_in)
+        src, tgt_in = array_of(src), array_of(tgt_in)  # moved to the device by encode, decode
         if src.ndim == tgt_in.ndim == 2 and len(src) != len(tgt_in):  # else cross-attention failed
             raise ValueError(f"Transformer: src {src.shape} and tgt_in {tgt_in.shape} must hold "
                              "the same number of sequences")  # fmt: skip
@@ -194,12 +198,13 @@ class Transformer(nn.Module):
         if tgt_out is None:
             return logits, None
         b, t, v = logits.shape
-        if np.shape(tgt_out) != (b, t):
+        tgt_out = array_of(tgt_out)  # left where it is: the loss checks it there, then moves it
+        if tgt_out.shape != (b, t):
             raise ValueError(f"Transformer: tgt_out must have tgt_in's shape {(b, t)}, got "
-                             f"{np.shape(tgt_out)}")  # fmt: skip
+                             f"{tgt_out.shape}")  # fmt: skip
         loss = F.cross_entropy(
             reshape(logits, b * t, v),
-            np.asarray(tgt_out).reshape(b * t),
+            tgt_out.reshape(b * t),
             ignore_index=self.config.pad_id,
             label_smoothing=label_smoothing,
         )
@@ -216,7 +221,8 @@ class Transformer(nn.Module):
     ) -> np.ndarray:
         """Keep the `beam` best partial outputs per source; a finished one (EOS) keeps its
         score. Final ranking: log p / ((5 + length) / 6)^length_penalty (Wu et al., 2016), so
-        that short outputs do not win just by having fewer terms. -> (B, <= max_len) ids."""
+        that short outputs do not win just by having fewer terms. -> (B, <= max_len) ids, on
+        the host wherever the model is: the search's bookkeeping runs there."""
         if beam < 1 or max_len < 0:
             raise ValueError(f"beam_search: need beam >= 1 and max_len >= 0, got {beam}, {max_len}")
         cfg, was_training = self.config, self.training
@@ -225,18 +231,18 @@ class Transformer(nn.Module):
                              f"{cfg.max_len}")  # fmt: skip
         self.eval()
         try:
-            src = np.asarray(src)
-            b = src.shape[0]
-            memory, src_pad = self.encode(src)
+            memory, src_pad = self.encode(src)  # on the model's device
+            b, xp = src_pad.shape[0], backend.get_array_module(src_pad)
             # every source repeated `beam` times: rows b*beam .. b*beam + beam - 1
-            memory = Tensor(np.repeat(memory.data, beam, axis=0))  # (B*K, S, C)
-            src_pad = np.repeat(src_pad, beam, axis=0)
+            memory = Tensor(xp.repeat(memory.data, beam, axis=0))  # (B*K, S, C)
+            src_pad = xp.repeat(src_pad, beam, axis=0)
             seqs = np.full((b * beam, 1), cfg.bos_id, np.int64)  # (B*K, 1)
             scores = np.tile([0.0] + [-np.inf] * (beam - 1), b)  # one live beam at the start
             done = np.zeros(b * beam, bool)
             for _ in range(max_len):
-                logits, _ = self.decode(seqs, memory, src_pad)
-                last = logits.data[:, -1].astype(np.float64)  # (B*K, V)
+                logits, _ = self.decode(seqs, memory, src_pad)  # the host seqs move there
+                # one read-back per step: the ranking below is on the host
+                last = backend.to_host(logits.data[:, -1]).astype(np.float64)  # (B*K, V)
                 logp = registry.call("log_softmax.forward", last)
                 v = logp.shape[1]
                 logp[done] = -np.inf  # a finished beam extends only with padding, for free

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 import tinyformer.nn.functional as F
-from tinyformer import nn
+from tinyformer import backend, nn
 from tinyformer.models._checks import check_dropout, check_sizes
+from tinyformer.models._inputs import array_of, to_device_of
 from tinyformer.nn import init
 from tinyformer.ops import cat, expand, reshape, transpose
 from tinyformer.tensor import Tensor
@@ -101,8 +102,10 @@ class ViT(nn.Module):
         init.normal_(self.pos_embed, std=0.02)
 
     def tokens(self, images: Any) -> Tensor:
-        """images (B, C_in, H, W) -> embedded tokens (B, T, C), [CLS] first."""
-        x = images if isinstance(images, Tensor) else Tensor(np.asarray(images))
+        """images (B, C_in, H, W) -> embedded tokens (B, T, C), [CLS] first. A host array
+        moves to the model's device here; a Tensor is used where it is."""
+        x = images if isinstance(images, Tensor) else (
+            Tensor(to_device_of(images, self.patch_embed.weight)))  # fmt: skip
         if x.ndim != 4 or x.shape[1:] != (self.config.in_channels, *(self.config.image_size,) * 2):
             cfg = self.config
             raise ValueError(
@@ -121,11 +124,12 @@ class ViT(nn.Module):
         for block in self.blocks:
             x = block(x)  # (B, T, C)
         logits = self.head(self.norm(x)[:, 0])  # the [CLS] token -> (B, K)
-        loss = None if targets is None else F.cross_entropy(logits, np.asarray(targets))
+        loss = None if targets is None else F.cross_entropy(logits, array_of(targets))
         return logits, loss
 
     def attention_maps(self, images: Any) -> list[np.ndarray]:
-        """Every block's attention weights, each (B, nh, T, T) (no gradient), for plots."""
+        """Every block's attention weights, each (B, nh, T, T) (no gradient), on the host, for
+        plots."""
         from tinyformer.autograd import no_grad
 
         maps = []
@@ -133,7 +137,7 @@ class ViT(nn.Module):
             x = self.tokens(images)
             for block in self.blocks:
                 x, weights = block(x, need_weights=True)
-                maps.append(weights.data)
+                maps.append(backend.to_host(weights.data))  # a read-back from a device
         return maps
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 import tinyformer.nn.functional as F
+from tinyformer import backend
 from tinyformer.nn.layers import GELU, Dropout, LayerNorm, Linear
 from tinyformer.nn.module import Module
 from tinyformer.ops import reshape, split, transpose
@@ -20,12 +21,19 @@ from tinyformer.tensor import Tensor
 __all__ = ["MLP", "Block", "MultiheadAttention", "combine_masks"]
 
 
-def combine_masks(attn_mask: Any, key_padding_mask: Any) -> np.ndarray | None:
+def _array(x: Any) -> Any:
+    """The array behind a Tensor or array-like, on whatever device it is."""
+    x = x.data if isinstance(x, Tensor) else x  # (a CuPy array's .data is its memory pointer)
+    return x if backend.is_device_array(x) else np.asarray(x)
+
+
+def combine_masks(attn_mask: Any, key_padding_mask: Any) -> Any:
     """One mask for `scaled_dot_product_attention` from an attention mask (boolean True = attend,
-    or additive float) and a key padding mask (B, S), True where a key is padding."""
+    or additive float) and a key padding mask (B, S), True where a key is padding. Computed where
+    the masks are (host masks are moved to the queries' device by the attention op)."""
     if key_padding_mask is None:
-        return None if attn_mask is None else np.asarray(getattr(attn_mask, "data", attn_mask))
-    pad = np.asarray(getattr(key_padding_mask, "data", key_padding_mask))
+        return None if attn_mask is None else _array(attn_mask)
+    pad = _array(key_padding_mask)
     if pad.ndim != 2 or pad.dtype != np.bool_:
         raise ValueError(
             f"key_padding_mask must be boolean of shape (B, S), got {pad.dtype} {pad.shape}"
@@ -33,8 +41,9 @@ def combine_masks(attn_mask: Any, key_padding_mask: Any) -> np.ndarray | None:
     keep = ~pad[:, None, None, :]  # (B, 1, 1, S): broadcasts over heads and queries
     if attn_mask is None:
         return keep
-    mask = np.asarray(getattr(attn_mask, "data", attn_mask))
-    return mask & keep if mask.dtype == np.bool_ else np.where(keep, mask, -np.inf)
+    mask = _array(attn_mask)
+    xp = backend.get_array_module(mask, keep)  # give both masks on one device
+    return mask & keep if mask.dtype == np.bool_ else xp.where(keep, mask, -np.inf)
 
 
 class MultiheadAttention(Module):

@@ -68,6 +68,10 @@ def check_ranges(config: Any) -> None:
     compare, and NaN passes every comparison), naming the flag, the range and the value. None
     means "the default", and is not checked. Call it from the dataclass's __post_init__, so
     that the CLI and the Python API both check."""
+    if getattr(config, "device", None) is not None:  # a GPU asked for and missing: say so now
+        from tinyformer import backend
+
+        backend.device(config.device)
     for field in dataclasses.fields(config):
         valid, value = field.metadata.get("valid"), getattr(config, field.name)
         name = "--" + field.name.replace("_", "-")

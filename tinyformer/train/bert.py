@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 import tinyformer as tf
+from tinyformer import backend
 from tinyformer.data import load_text
 from tinyformer.data.mlm import mask_tokens, pad_batch
 from tinyformer.data.sentences import split_sentences, tamper_batch
@@ -67,6 +68,7 @@ class TrainBertConfig:
     resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
     overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show progress bars")
+    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -152,7 +154,7 @@ def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dic
     else:
         mconf = cfg.model_config(tok.vocab_size)
     tf.manual_seed(cfg.seed)
-    model = BertForMaskedLM(mconf)
+    model = BertForMaskedLM(mconf).to(cfg.device)
     optimizer, scheduler = _optimizer(model, cfg, cfg.lr, phase.iters, cfg.warmup)
 
     @tf.no_grad()
@@ -168,7 +170,7 @@ def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dic
                 losses.append(loss.item())
                 target = labels[labels != -100]
                 hits, total = (
-                    hits + int((logits.data.argmax(1) == target).sum()),
+                    hits + int((backend.to_host(logits.data.argmax(1)) == target).sum()),
                     total + len(target),
                 )
             out[split], out[f"{split}_acc"] = float(np.mean(losses)), hits / total
@@ -209,6 +211,7 @@ def finetune(
     if init is not None:
         own = model.state_dict()
         model.load_state_dict({**own, **{k: v for k, v in init.items() if k in own}})
+    model.to(cfg.device)
     iters = cfg.finetune_iters
     optimizer, scheduler = _optimizer(model, cfg, cfg.finetune_lr, iters, max(1, iters // 10))
     test_rng = np.random.default_rng([cfg.seed, 2])  # one fixed tampering of the test set
@@ -222,7 +225,7 @@ def finetune(
         for (ids, mask), labels in test:
             logits, loss = model(ids, labels, mask)
             losses.append(loss.item() * len(labels))
-            hits += int((logits.data.argmax(1) == labels).sum())
+            hits += int((backend.to_host(logits.data.argmax(1)) == labels).sum())
         model.train()
         n = len(corpus.test_sentences)
         return {"test": float(np.sum(losses) / n), "test_acc": hits / n}

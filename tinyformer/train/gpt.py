@@ -64,6 +64,7 @@ class TrainGPTConfig:
         300, "tokens to sample when training ends (0: none)", valid=NONNEGATIVE
     )
     progress: bool = flag(True, "show a progress bar")
+    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -129,7 +130,7 @@ def _train_gpt(cfg: TrainGPTConfig, on_step: Any) -> dict[str, Any]:
 
     tf.manual_seed(cfg.seed)
     batch_rng = np.random.default_rng(cfg.seed)
-    model = GPT(mconf)
+    model = GPT(mconf).to(cfg.device)
     optimizer = AdamW(
         weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2)
     )
@@ -187,8 +188,11 @@ def sample(
     top_k: int | None = 40,
     top_p: float | None = None,
     seed: int = 0,
+    device: str = "cpu",
 ) -> str:
-    """Text sampled from a checkpoint, starting with `prompt`."""
+    """Text sampled from a checkpoint, starting with `prompt`, by the model on `device`."""
+    tf.device(device)  # a missing GPU is said before the checkpoint is read
     model, tokenizer, _ = load_model(ckpt)
+    model.to(device)
     tf.manual_seed(seed)
     return _generate(model, tokenizer, prompt, tokens, temperature, top_k, top_p)

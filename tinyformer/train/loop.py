@@ -77,6 +77,8 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
     settings = {f.name: f.default for f in fields} | written
     # A copied or moved run continues where it is now, not where it was first saved.
     keep = {"progress": cfg.progress, "resume": True, "out_dir": cfg.out_dir}
+    if hasattr(cfg, "device"):  # a run saved on a GPU may go on on the CPU, and back
+        keep["device"] = cfg.device
     saved["scheduler"].setdefault("total", written["iters"])  # older checkpoints: not saved
     if cfg.iters is not None:
         keep["iters"] = cfg.iters

@@ -60,6 +60,7 @@ class TrainSeq2SeqConfig:
     resume: bool = flag(False, "continue the run saved in --out-dir")
     overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show a progress bar")
+    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -104,7 +105,7 @@ def _train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
     else:
         mconf = cfg.model_config()
     tf.manual_seed(cfg.seed)
-    model = Transformer(mconf)
+    model = Transformer(mconf).to(cfg.device)
     optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98))
     scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, 0.05)
     src, tgt_in, tgt_out, _, _ = task.test_set()

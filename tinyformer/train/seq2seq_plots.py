@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.autograd import no_grad
 from tinyformer.data.dates import DateTask
 from tinyformer.fileio import save_figure
@@ -20,7 +21,7 @@ def cross_attention(model: Transformer, src: np.ndarray, tgt_in: np.ndarray) -> 
     (B, T, S), row t = where output position t looked in the source."""
     memory, src_pad = model.encode(src)
     _, weights = model.decode(tgt_in, memory, src_pad, need_weights=True)
-    return weights[-1].data.mean(axis=1)  # (B, nh, T, S) -> (B, T, S)
+    return backend.to_host(weights[-1].data).mean(axis=1)  # (B, nh, T, S) -> (B, T, S)
 
 
 def plot_alignment(model: Transformer, task: DateTask, path: Path, formats: tuple = (

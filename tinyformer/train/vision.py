@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 import tinyformer as tf
+from tinyformer import backend
 from tinyformer.data import load_digits, load_mnist, make_shapes
 from tinyformer.models.cnn import CNN, CNNConfig
 from tinyformer.models.segmentation import SEGMENTATION_MODELS, SegConfig
@@ -94,6 +95,7 @@ class TrainVisionConfig:
     resume: bool = flag(False, "continue the run saved in --out-dir")
     overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show a progress bar")
+    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -208,8 +210,8 @@ def evaluate_model(
     losses, preds = [], []
     for start in range(0, len(images), 256):
         logits, loss = model(images[start : start + 256], targets[start : start + 256])
-        losses.append(loss.item() * len(logits.data))
-        preds.append(logits.data.argmax(axis=1))
+        losses.append(loss.item() * len(logits))
+        preds.append(backend.to_host(logits.data.argmax(axis=1)))  # the metrics are host work
     model.train(was_training)
     pred = np.concatenate(preds)
     out: dict[str, Any] = {"loss": float(np.sum(losses) / len(images))}
@@ -244,7 +246,7 @@ def _train_vision(cfg: TrainVisionConfig, out_dir: str, on_step: Any) -> dict[st
     tf.manual_seed(cfg.seed)
     batch_rng = np.random.default_rng(cfg.seed)
     with checkpoint_errors(saved["_path"]) if saved else contextlib.nullcontext():
-        model = build_model(cfg.model, config)
+        model = build_model(cfg.model, config).to(cfg.device)
     optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr)
     scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, cfg.min_lr_ratio)
     probe = np.random.default_rng(cfg.seed + 1).choice(len(x_train), min(512, len(x_train)), False)
@@ -286,13 +288,15 @@ def load_trained(path: Any) -> tuple[Module, TrainVisionConfig, dict[str, Any]]:
     return model.eval(), cfg, meta
 
 
-def eval_vision(path: Any) -> dict[str, Any]:
+def eval_vision(path: Any, device: str = "cpu") -> dict[str, Any]:
     """Metrics of a trained image model on its held-out data, and plots in its run folder:
     confusion.png (classifiers), predictions.png (segmentation), and for a ViT patches.png,
     attention.png and rollout.png."""
     from tinyformer.train import vision_plots
 
+    tf.device(device)  # a missing GPU is said before the checkpoint is read
     model, cfg, meta = load_trained(path)
+    model.to(device)
     _, _, x_val, y_val = load_vision(cfg)
     result = evaluate_model(model, cfg.model, x_val, y_val, meta["num_classes"])
     pred = result.pop("predictions")
