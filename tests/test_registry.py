@@ -142,3 +142,15 @@ print(sorted(n for n in called if registry.REFERENCE not in registry._table.get(
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", f"primitives only a kernel file registers: {out.stdout}"
+
+
+def test_explain_says_what_runs_on_a_device(capsys):
+    from tinyformer import backend, cli
+
+    text = registry.explain("softmax.forward", "float32", "fake")
+    assert "[float32 on fake]: runs numpy" in text and "fake device runs the references" in text
+    assert cli.main(["explain", "softmax.forward", "--device", "fake"]) == 0
+    assert "on fake]: runs numpy" in capsys.readouterr().out
+    if not backend.cuda_available():
+        assert cli.main(["explain", "softmax", "--device", "cuda"]) == 2
+        assert "'cuda' is not available" in capsys.readouterr().err

@@ -335,8 +335,16 @@ def main(argv: list[str] | None = None) -> int:
         "primitive", nargs="?", default=None,
         help="a primitive (softmax.forward) or an op (softmax); default: all",
     )  # fmt: skip
+    _add_device_flag(explain)
     _add_training_commands(sub)
     args = parser.parse_args(argv)
+    from tinyformer.console import quiet_when_closed
+
+    with quiet_when_closed():  # `tinyformer explain | head -1` is not an error
+        return _dispatch(args, argv)
+
+
+def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
 
     if args.command in ("train", "sample", "params", "eval", "embed"):
         if argv is None and args.command not in ("params", "embed"):
@@ -363,9 +371,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"no primitive or op named {args.primitive!r}; primitives: {known}", file=sys.stderr
             )
             return 2
-    for dtype in ("float32", "float64"):
-        for name in names:
-            print(registry.explain(name, dtype))
+    from tinyformer.backend import DeviceUnavailable
+
+    device = None if args.device == "cpu" else args.device
+    try:
+        for dtype in ("float32", "float64"):
+            for name in names:
+                print(registry.explain(name, dtype, device))
+    except (DeviceUnavailable, ValueError) as err:
+        print(f"tinyformer explain: error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer.backend import array_module
+from tinyformer.backend import device as parse_device
 from tinyformer.fake_device import FakeArray
 
 __all__ = [
@@ -214,9 +216,10 @@ def backends(name: str) -> list[str]:
     return sorted(_table.get(name, {}), key=lambda b: (b != REFERENCE, b))
 
 
-def explain(name: str, dtype: Any = np.float32) -> str:
-    """Say which implementation of `name` runs for a NumPy input of `dtype`, and why."""
-    array = np.empty(0, dtype)
+def explain(name: str, dtype: Any = np.float32, device: Any = None) -> str:
+    """Say which implementation of `name` runs for an input of `dtype` on `device` (the host
+    by default), and why."""
+    array = array_module(device).empty(0, dtype)
     impl = implementation(name, array)
     wanted, source = _preference(array)
     available = ", ".join(
@@ -236,4 +239,5 @@ def explain(name: str, dtype: Any = np.float32) -> str:
         )
     else:
         why = f"{wanted} is preferred ({source}) but its kernel does not support {np.dtype(dtype)}"
-    return f"{name} [{np.dtype(dtype)}]: runs {impl.backend}; {why}. Registered: {available}."
+    where = f"{np.dtype(dtype)}" + ("" if device is None else f" on {parse_device(device)}")
+    return f"{name} [{where}]: runs {impl.backend}; {why}. Registered: {available}."
