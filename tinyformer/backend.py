@@ -41,12 +41,14 @@ __all__ = [
     "device_of",
     "get_array_module",
     "is_device_array",
+    "is_device_spec",
     "to_device",
     "to_host",
 ]
 
 CUDA_INSTALL_HINT = 'pip install -e ".[cuda13]"'
 _FORMS = "'cpu', 'cuda', 'cuda:<index>', 'fake', 'fake:0', a Device or None"
+DEVICE_TYPES = ("cpu", "cuda", "fake")
 _SPEC = re.compile(r"(cpu|cuda|fake)(?::(\d+))?")
 _SCALARS = (bool, int, float, complex, np.generic)  # usable with arrays on any device
 
@@ -64,7 +66,7 @@ class Device:
     index: int | None = None
 
     def __post_init__(self) -> None:
-        if self.type not in ("cpu", "cuda", "fake"):
+        if self.type not in DEVICE_TYPES:
             raise ValueError(f"unknown device type {self.type!r}")
         index = self.index
         if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
@@ -94,6 +96,14 @@ class Device:
 
 
 DeviceSpec = Device | str | None
+
+
+def is_device_spec(value: Any) -> bool:
+    """Whether `value` names a device (a Device, "cpu", "cuda:1", ...) rather than, say, a
+    dtype: how `Tensor.to` and `Module.to` tell their arguments apart, as PyTorch's do."""
+    return isinstance(value, Device) or (
+        isinstance(value, str) and value.split(":")[0] in DEVICE_TYPES
+    )
 
 
 def device(spec: DeviceSpec = None) -> Device:

@@ -145,9 +145,7 @@ class TorchSpellings:
         for arg in args:
             if hasattr(arg, "device") and hasattr(arg, "dtype") and not isinstance(arg, str):
                 device, dtype = arg.device, arg.dtype
-            elif isinstance(arg, backend.Device) or (
-                isinstance(arg, str) and arg.split(":")[0] in ("cpu", "cuda", "fake")
-            ):
+            elif backend.is_device_spec(arg):
                 device = arg
             else:
                 dtype = arg

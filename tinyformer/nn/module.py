@@ -265,9 +265,7 @@ class Module:
         change drops gradients."""
         where = f"{type(self).__name__}.to"
         for arg in args:
-            if isinstance(arg, backend.Device) or (
-                isinstance(arg, str) and arg.split(":")[0] in ("cpu", "cuda", "fake")
-            ):
+            if backend.is_device_spec(arg):
                 device = arg
             else:
                 dtype = arg
