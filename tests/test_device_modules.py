@@ -80,3 +80,18 @@ def test_mixing_devices_in_one_op_names_the_op_and_both_devices():
     with pytest.raises(TypeError, match=r"use \.cpu\(\)"):
         x.numpy()
     assert x.cpu().device == backend.device("cpu") and "device='fake:0'" in repr(x)
+
+
+def test_class_weights_follow_the_rule_of_every_loss():
+    """Host data is moved to the input's device; a tensor on another device is an error."""
+    import tinyformer.nn.functional as F
+
+    logits = tf.randn(4, 3).to("fake")
+    target = np.array([0, 1, 2, 1])
+    on_device = F.cross_entropy(logits, target, weight=[1.0, 2.0, 0.5])
+    assert on_device.device == backend.device("fake")
+    for loss in (F.cross_entropy, F.nll_loss):
+        with pytest.raises(tf.OpError, match="weight is on cpu and input on fake:0"):
+            loss(logits, target, weight=tf.tensor([1.0, 2.0, 0.5]))
+    with pytest.raises(tf.OpError, match="weight is on cpu and input on fake:0"):
+        F.binary_cross_entropy_with_logits(logits, tf.zeros(4, 3), weight=tf.ones(3))

@@ -62,12 +62,18 @@ def class_rows(
 
 
 def class_weights(op: str, weight: Any, rows: Tensor) -> np.ndarray | None:
-    """`weight` (C,), one weight per class as in PyTorch, as an array of the rows' dtype; None
-    stays None. Weights are data: they get no gradient (PyTorch's losses do not train them)."""
+    """`weight` (C,), one weight per class as in PyTorch, as an array of the rows' dtype on
+    their device; None stays None. Weights are data: they get no gradient (PyTorch's losses do
+    not train them). Host data (a list, an ndarray) is moved to the rows' device; a Tensor or
+    device array elsewhere is an error, as for binary_cross_entropy_with_logits' weights."""
     if weight is None:
         return None
     w = data_of(weight)
-    w = w if backend.is_device_array(w) else np.asarray(w)
+    if isinstance(weight, Tensor) or backend.is_device_array(w):
+        if (where := backend.device_of(w)) != rows.device:
+            raise OpError(f"{op}: weight is on {where} and input on {rows.device}: move one")
+    else:
+        w = np.asarray(w)
     n_classes = rows.shape[1]
     if w.shape != (n_classes,):
         raise OpError(
