@@ -18,7 +18,7 @@ from tinyformer.models.vit import ViTConfig
 from tinyformer.train.args import COUNT, FRACTION, POSITIVE, PROPER_FRACTION, Range
 from tinyformer.train.bert import TrainBertConfig
 from tinyformer.train.gpt import TrainGPTConfig
-from tinyformer.train.loop import check_out_dir
+from tinyformer.train.rundir import check_out_dir
 from tinyformer.train.seq2seq import TrainSeq2SeqConfig
 from tinyformer.train.vision import TrainVisionConfig, load_vision, model_config
 

@@ -40,6 +40,7 @@ __all__ = [
     "device",
     "device_of",
     "get_array_module",
+    "host_copy",
     "is_device_array",
     "is_device_spec",
     "to_device",
@@ -253,6 +254,14 @@ def to_host(array: Any) -> np.ndarray:
     if is_device_array(array):
         return array.get()
     return np.asarray(array)
+
+
+def host_copy(value: Any) -> Any:
+    """A new host ndarray holding an array's values (safe to keep while the array changes);
+    values that are not arrays (numbers, strings) as they are."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return value.get() if is_device_array(value) else value
 
 
 def to_device(array: Any, spec: DeviceSpec) -> Any:

@@ -250,15 +250,12 @@ def _error_line(err: BaseException) -> str:
 def _run_training_command(args: argparse.Namespace) -> int:
     from tinyformer.backend import DeviceUnavailable
     from tinyformer.checkpoint import CheckpointError
-    from tinyformer.console import quiet_when_closed
     from tinyformer.data import DatasetUnavailable
     from tinyformer.nn.module import StateDictError
     from tinyformer.train.loop import NonFiniteLoss, RunStopped
 
     try:
-        # A closed stdout (`| head -1`) must not stop a run before it saves.
-        with quiet_when_closed():
-            return _run_command(args)
+        return _run_command(args)
     # What bad input, a bad file or the machine causes; anything else is a bug in tinyformer
     # and keeps its traceback.
     except (
@@ -340,7 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from tinyformer.console import quiet_when_closed
 
-    with quiet_when_closed():  # `tinyformer explain | head -1` is not an error
+    # A closed stdout (`tinyformer train gpt | head -1`) must not stop a run before it saves,
+    # nor turn `tinyformer explain | head -1` into a traceback.
+    with quiet_when_closed():
         return _dispatch(args, argv)
 
 

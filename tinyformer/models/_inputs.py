@@ -14,16 +14,10 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend
+from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
 __all__ = ["array_of", "to_device_of"]
-
-
-def array_of(x: Any) -> Any:
-    """The array behind `x`: a Tensor's data, a NumPy or device array as it is, a list as an
-    ndarray."""
-    x = x.data if isinstance(x, Tensor) else x
-    return x if backend.is_device_array(x) else np.asarray(x)
 
 
 def to_device_of(x: Any, like: Tensor) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend
+from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
 __all__ = ["Module", "Parameter", "StateDictError"]
@@ -42,17 +43,6 @@ class StateDictError(KeyError):
         return str(self.args[0])
 
 
-def _array(value: Any) -> Any:
-    """The array behind a Tensor or array-like, on whatever device it is (not `.data`: a CuPy
-    array's is its memory pointer)."""
-    value = value.data if isinstance(value, Tensor) else value
-    return value if backend.is_device_array(value) else np.asarray(value)
-
-
-def _host_copy(a: Any) -> np.ndarray:
-    return a.copy() if isinstance(a, np.ndarray) else backend.to_host(a)
-
-
 class Module:
     """Base class of every layer and model: subclasses set attributes in `__init__` and define
     `forward`; calling the module calls `forward`."""
@@ -75,7 +65,7 @@ class Module:
         if name in self._buffers and not isinstance(value, (Parameter, Module)):
             # `self.mask = self.mask[..., :T]` keeps a buffer a buffer (and in state_dict), as
             # in PyTorch; before, it silently became a plain attribute.
-            self._buffers[name] = None if value is None else _array(value)
+            self._buffers[name] = None if value is None else array_of(value)
             return
         for table in (self._parameters, self._buffers, self._modules):
             table.pop(name, None)
@@ -110,7 +100,7 @@ class Module:
 
     def register_buffer(self, name: str, value: Any, persistent: bool = True) -> None:
         """Keep `value` (an array) as state that is not trained; `persistent` ones are saved."""
-        self._buffers[name] = None if value is None else _array(value)
+        self._buffers[name] = None if value is None else array_of(value)
         if not persistent:
             self._non_persistent.add(name)
 
@@ -174,10 +164,10 @@ class Module:
             dot = f"{module_name}." if module_name else ""
             for name, param in module._parameters.items():
                 if param is not None:
-                    state[dot + name] = _host_copy(param.data)
+                    state[dot + name] = backend.host_copy(param.data)
             for name, buf in module._buffers.items():
                 if buf is not None and name not in module._non_persistent:
-                    state[dot + name] = _host_copy(buf)
+                    state[dot + name] = backend.host_copy(buf)
         return state
 
     def _state_slots(self) -> dict[str, tuple[Module, str, str]]:
@@ -217,7 +207,7 @@ class Module:
         for key, (module, name, kind) in slots.items():
             if key not in state_dict:
                 continue
-            value = backend.to_host(_array(state_dict[key]))
+            value = backend.to_host(array_of(state_dict[key]))
             target = module._parameters[name].data if kind == "param" else module._buffers[name]
             if value.dtype.kind not in "biuf":  # complex would lose its imaginary part silently
                 problems.append(f"{key} has dtype {value.dtype}, not real numbers")

@@ -16,15 +16,10 @@ from tinyformer import backend
 from tinyformer.nn.layers import GELU, Dropout, LayerNorm, Linear
 from tinyformer.nn.module import Module
 from tinyformer.ops import reshape, split, transpose
+from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
 __all__ = ["MLP", "Block", "MultiheadAttention", "combine_masks"]
-
-
-def _array(x: Any) -> Any:
-    """The array behind a Tensor or array-like, on whatever device it is."""
-    x = x.data if isinstance(x, Tensor) else x  # (a CuPy array's .data is its memory pointer)
-    return x if backend.is_device_array(x) else np.asarray(x)
 
 
 def combine_masks(attn_mask: Any, key_padding_mask: Any) -> Any:
@@ -32,8 +27,8 @@ def combine_masks(attn_mask: Any, key_padding_mask: Any) -> Any:
     or additive float) and a key padding mask (B, S), True where a key is padding. Computed where
     the masks are (host masks are moved to the queries' device by the attention op)."""
     if key_padding_mask is None:
-        return None if attn_mask is None else _array(attn_mask)
-    pad = _array(key_padding_mask)
+        return None if attn_mask is None else array_of(attn_mask)
+    pad = array_of(key_padding_mask)
     if pad.ndim != 2 or pad.dtype != np.bool_:
         raise ValueError(
             f"key_padding_mask must be boolean of shape (B, S), got {pad.dtype} {pad.shape}"
@@ -41,7 +36,7 @@ def combine_masks(attn_mask: Any, key_padding_mask: Any) -> Any:
     keep = ~pad[:, None, None, :]  # (B, 1, 1, S): broadcasts over heads and queries
     if attn_mask is None:
         return keep
-    mask = _array(attn_mask)
+    mask = array_of(attn_mask)
     xp = backend.get_array_module(mask, keep)  # give both masks on one device
     return mask & keep if mask.dtype == np.bool_ else xp.where(keep, mask, -np.inf)
 

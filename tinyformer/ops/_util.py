@@ -84,6 +84,14 @@ def data_of(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x
 
 
+def array_of(x: Any) -> Any:
+    """The array behind a Tensor or array-like, on whatever device it is: a Tensor's data, an
+    ndarray or device array as it is, a list as an ndarray. (Not `getattr(x, "data", x)`: a
+    CuPy array's `.data` is its memory pointer.)"""
+    x = data_of(x)
+    return x if backend.is_device_array(x) else np.asarray(x)
+
+
 def same_shape_target(op: str, input: Tensor, target: Any) -> Tensor:  # noqa: A002
     """A loss's target of input's shape: a tensor that needs a gradient stays one (its dtype
     must then be input's); anything else (labels as integers or booleans, probabilities) is

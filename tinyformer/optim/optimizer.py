@@ -19,12 +19,6 @@ from tinyformer.nn.module import Parameter
 __all__ = ["Optimizer"]
 
 
-def _host_copy(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    return backend.to_host(value) if backend.is_device_array(value) else value
-
-
 class Optimizer:
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         self.defaults = defaults
@@ -78,7 +72,7 @@ class Optimizer:
         "params" as indices]} - host copies, safe to keep while training goes on."""
         index = {id(p): i for i, p in enumerate(self._params())}
         state = {
-            index[pid]: {k: _host_copy(v) for k, v in s.items()}
+            index[pid]: {k: backend.host_copy(v) for k, v in s.items()}
             for pid, s in self.state.items()
             if pid in index
         }

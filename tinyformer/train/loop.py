@@ -32,12 +32,11 @@ from tinyformer.optim.lr_scheduler import LRScheduler
 from tinyformer.optim.optimizer import Optimizer
 from tinyformer.runtime import RUNTIME_ENV
 from tinyformer.train.report import peak_rss_mib, plot_losses
-from tinyformer.train.rundir import check_out_dir
 from tinyformer.train.state import checkpoint_errors, load_run, restore_run, save_run
 
 __all__ = [
-    "NonFiniteLoss", "Run", "RunStopped", "StopFlag", "check_out_dir", "new_log", "resume_from",
-    "resume_into", "train_loop",
+    "NonFiniteLoss", "Run", "RunStopped", "StopFlag", "new_log", "resume_from", "resume_into",
+    "train_loop",
 ]  # fmt: skip
 
 
@@ -59,8 +58,8 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
     """With `cfg.resume`: the saved run's configuration (keeping this command's `progress` and
     `out_dir`, wherever the run was first saved, and, when given, `iters`: a run extended past
     its schedule's end goes on at the final learning rate), its model state and its checkpoint
-    meta. Without: (cfg, None, None)."""
-    check_out_dir(out_dir)
+    meta. Without: (cfg, None, None). The command has claimed the folder (`claim_out_dir`),
+    which checked that it can be written."""
     if not cfg.resume:
         return cfg, None, None
     path = Path(out_dir) / "ckpt.npz"
