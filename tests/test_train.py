@@ -136,5 +136,7 @@ def test_cli_train_sample_params(corpus, tmp_path, capsys):
     )
     assert cli.main(["sample", "--ckpt", str(other)]) == 2
     assert "is not a GPT checkpoint" in capsys.readouterr().err
-    assert cli.main(["train", "gpt", "--data", str(tmp_path / "nope.txt")]) == 2
+    # its own out-dir: the README's first command leaves a run in ./out/gpt, which is refused
+    nope = ["--data", str(tmp_path / "nope.txt"), "--out-dir", str(tmp_path / "nope")]
+    assert cli.main(["train", "gpt", *nope]) == 2
     assert "unknown corpus" in capsys.readouterr().err
