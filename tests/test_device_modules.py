@@ -63,7 +63,7 @@ def test_a_training_step_on_the_fake_device_gives_the_hosts_numbers():
             optimizer.step()
         state = optimizer.state_dict()["state"]
         assert all(type(v) is not FakeArray for s in state.values() for v in s.values())
-        return loss.item(), norm, {k: v for k, v in model.state_dict().items()}
+        return loss.item(), float(norm), {k: v for k, v in model.state_dict().items()}
 
     with registry.prefer(registry.REFERENCE):  # the fake device runs the references too
         host = step("cpu")

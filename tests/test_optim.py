@@ -133,10 +133,12 @@ def test_clip_grad_norm():
     params = _params()
     _grads(0, params)
     total = math.sqrt(sum(float((p.grad**2).sum()) for p in params))
-    assert optim.clip_grad_norm_(params, 1.0) == pytest.approx(total)
+    assert float(optim.clip_grad_norm_(params, 1.0)) == pytest.approx(total)
     after = math.sqrt(sum(float((p.grad**2).sum()) for p in params))
     assert after == pytest.approx(1.0, rel=1e-5)
-    assert optim.clip_grad_norm_(params, 10.0) == pytest.approx(after)  # below max: untouched
+    assert float(optim.clip_grad_norm_(params, 10.0)) == pytest.approx(
+        after
+    )  # below max: untouched
     with pytest.raises(ValueError, match="max_norm must be >= 0, got -1.0"):
         optim.clip_grad_norm_(params, -1.0)  # it flipped every gradient
 

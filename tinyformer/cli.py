@@ -27,7 +27,7 @@ from tinyformer import __version__
 from tinyformer.runtime import restart_with_runtime_env
 
 
-def _attention_demo() -> None:
+def _attention_demo(device: str = "cpu") -> None:
     import tinyformer as tf
     import tinyformer.nn.functional as F
 
@@ -56,7 +56,13 @@ def _attention_demo() -> None:
     for row in weights.data[0, 0]:
         print("   ", " ".join(f"{p:.2f}" for p in row))
     ok = tf.gradcheck(lambda x, w: (layer(x, w) ** 2).mean(), [x, w_qkv])
-    print(f"  gradcheck of the whole layer (full Jacobian): {'passed' if ok else 'FAILED'}\n")
+    print(f"  gradcheck of the whole layer (full Jacobian): {'passed' if ok else 'FAILED'}")
+    if device != "cpu":  # the same layer on the device: the same numbers, up to rounding
+        on = [t.detach().to(device).requires_grad_() for t in (x, w_qkv)]
+        (layer(*on) ** 2).mean().backward()
+        diff = max(float(np.abs(t.grad.get() - h.grad).max()) for t, h in zip(on, (x, w_qkv)))
+        print(f"  on {on[0].device}: the same gradients (largest difference {diff:.1e})")
+    print()
 
 
 def _at_least_one(text: str) -> int:
@@ -321,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tinyformer", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"tinyformer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="autograd on an attention layer, then gradcheck every op")
+    demo = sub.add_parser("demo", help="autograd on an attention layer, then gradcheck every op")
+    _add_device_flag(demo)
     check = sub.add_parser("gradcheck", help="gradcheck every op against finite differences")
     check.add_argument(
         "--samples", type=_at_least_one, default=5, help="random inputs per op (default 5)"
@@ -347,15 +354,19 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
 
     if args.command in ("train", "sample", "params", "eval", "embed"):
         if argv is None and args.command not in ("params", "embed"):
-            # Only as a program: never replaces a caller's process. Measured with `tinyformer
-            # train gpt`, 2 cores: 81 ms per step with none of RUNTIME_ENV's settings, 52.6 ms
-            # with the OpenBLAS timeout and the malloc ones; the one-pool settings (BLAS on one
-            # thread, linear's kernel, longer spin) took the baby GPT benchmark from 46 to 38 ms
-            # (docs/cli.md).
+            # Only as a program: never replaces a caller's process. The settings (BLAS and
+            # malloc) and what they are worth are in docs/cli.md.
             restart_with_runtime_env("tinyformer.cli")
         return _run_training_command(args)
     if args.command == "demo":
-        _attention_demo()
+        from tinyformer.backend import DeviceUnavailable, device
+
+        try:
+            device(args.device)  # a missing GPU is said before anything runs
+        except (DeviceUnavailable, ValueError) as err:
+            print(f"tinyformer demo: error: {err}", file=sys.stderr)
+            return 2
+        _attention_demo(args.device)
         return _gradcheck_all(samples=3, only=None)
     if args.command == "gradcheck":
         return _gradcheck_all(args.samples, args.op)

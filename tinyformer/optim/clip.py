@@ -5,27 +5,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from tinyformer import backend
+from tinyformer.tensor import Tensor
 
 __all__ = ["clip_grad_norm_"]
 
 
-def clip_grad_norm_(parameters: Iterable[Any], max_norm: float, eps: float = 1e-6) -> float:
+def clip_grad_norm_(parameters: Iterable[Any], max_norm: float, eps: float = 1e-6) -> Tensor:
     """Scale all gradients together so that their joint L2 norm is at most `max_norm`.
 
-    Returns the norm before clipping (worth logging: spikes warn of instability). As in PyTorch
-    the scale is max_norm / (norm + eps), applied only when it is below 1.
+    Returns the norm before clipping as a 0-d float64 Tensor on the gradients' device, as
+    PyTorch returns one (worth logging: spikes warn of instability; `float(norm)` reads it). As
+    in PyTorch the scale is max_norm / (norm + eps), applied only when it is below 1.
     """
     if not max_norm >= 0:  # a negative one would flip every gradient: training would ascend
         raise ValueError(f"clip_grad_norm_: max_norm must be >= 0, got {max_norm}")
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
-        return 0.0
+        return Tensor(np.zeros((), np.float64))
     xp = backend.get_array_module(grads[0])
-    # summed in float64, as Python floats summed them; on a device, one read back to the host
-    total = float(xp.sqrt(sum(xp.vdot(g, g).astype(xp.float64) for g in grads)))
-    coef = max_norm / (total + eps)
-    if coef < 1.0:
-        for g in grads:
-            g *= g.dtype.type(coef)
-    return total
+    # Summed in float64, as Python floats would sum them. The scale is clamped to 1 on the
+    # device rather than compared on the host: deciding there would read the norm back (a sync
+    # on a GPU) in every step. A scale of exactly 1 leaves the gradients' bits unchanged.
+    total = xp.sqrt(sum(xp.vdot(g, g).astype(xp.float64) for g in grads))
+    coef = xp.minimum(max_norm / (total + eps), 1.0)
+    for g in grads:
+        g *= coef.astype(g.dtype)
+    return Tensor(total)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.fileio import save_json
 from tinyformer.nn.module import Module
 from tinyformer.optim import clip_grad_norm_
@@ -179,13 +180,24 @@ def _format(numbers: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.4f}" for k, v in numbers.items())
 
 
-def _check_finite(what: str, value: float, it: int, lr: float, saved: Path, log: dict) -> None:
+# On a GPU, reading a number back waits for every queued kernel; the loss and the gradient
+# norm are read in batches of this many steps there. On the host a read costs nothing.
+DEVICE_READ_EVERY = 10
+
+
+def _check_finite(what: str, value: float, it: int, now: int, lr: float, saved: Path, log: dict):
     if math.isfinite(value):
         return
     last = log["evals"][-1]["iter"] if log["evals"] else 0
+    when = (
+        "before the optimizer step"
+        if it == now
+        else f"at iteration {now + 1}, when it was read (on a GPU the loss is read every "
+        f"{DEVICE_READ_EVERY} steps)"
+    )
     raise NonFiniteLoss(
         f"iteration {it + 1}: the {what} is {value} (learning rate {lr:.3g}); the run stopped "
-        f"before the optimizer step. {saved} holds the last checkpoint, from iteration {last}. "
+        f"{when}. {saved} holds the last checkpoint, from iteration {last}. "
         f"Try a lower --lr or --grad-clip, in a new run (or with --overwrite)"
     )
 
@@ -218,6 +230,22 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
         checkpoint()
         bar.write(f"iter {it:5d}: {_format(numbers)}")
 
+    # Steps whose loss and gradient norm are not read yet: (loss, norm, lr), read by `read`.
+    pending: list[tuple[Any, Any, float]] = []
+
+    def read() -> None:
+        first = len(log["loss"])
+        for i, (loss, norm, lr) in enumerate(pending):
+            value = float(loss.item())
+            _check_finite("loss", value, first + i, it, lr, ckpt_path, log)
+            if norm is not None:
+                _check_finite(
+                    "gradient norm", float(norm.item()), first + i, it, lr, ckpt_path, log
+                )
+            log["loss"].append(value)
+            log["lr"].append(lr)
+        pending.clear()
+
     bar = tqdm(total=cfg.iters, initial=it, disable=not cfg.progress, unit="it", dynamic_ncols=True)
     with StopFlag() as stop:
         while it < cfg.iters:
@@ -227,23 +255,27 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
             inputs, targets = run.get_batch(run.batch_rng)
             loss = run.model(inputs, targets)[1] if run.loss is None else run.loss(inputs, targets)
             lr = run.optimizer.param_groups[0]["lr"]
-            loss_value = float(loss.item())
-            _check_finite("loss", loss_value, it, lr, ckpt_path, log)
             run.optimizer.zero_grad()
             loss.backward()
-            if cfg.grad_clip > 0:
-                norm = clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
-                _check_finite("gradient norm", norm, it, lr, ckpt_path, log)
+            norm = (
+                clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+                if cfg.grad_clip > 0
+                else None
+            )
+            pending.append((loss, norm, lr))
+            on_device = backend.is_device_array(loss.data)
+            if not on_device or len(pending) >= DEVICE_READ_EVERY:
+                read()  # before the step: a non-finite loss stops the run with finite weights
             run.optimizer.step()
             run.scheduler.step()
             it += 1
-            ms = (time.perf_counter() - start) * 1e3
-            log["loss"].append(loss_value)
-            log["lr"].append(lr)
-            log["ms"].append(ms)
+            log["ms"].append((time.perf_counter() - start) * 1e3)
             bar.update()
-            bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", ms=f"{ms:.0f}")
+            if not pending:
+                bar.set_postfix(loss=f"{log['loss'][-1]:.3f}", lr=f"{lr:.2e}",
+                                ms=f"{log['ms'][-1]:.0f}")  # fmt: skip
             if (on_step is not None and on_step(it)) or stop.requested:
+                read()
                 checkpoint()
                 bar.close()
                 print(f"stopped at iteration {it}; checkpoint in {ckpt_path}. Continue with:")
@@ -252,6 +284,8 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
                 if stop.signum is not None:
                     raise RunStopped(stop.signum, it, log)
                 return log
+            if it % cfg.eval_interval == 0 or it == cfg.iters:
+                read()  # the log is complete before a checkpoint saves it
         evaluate()
     bar.close()
     steady = log["ms"][len(log["ms"]) // 10 :] or log["ms"]
