@@ -31,7 +31,7 @@ setup(
     package_data={"tinyformer.kernels.cuda": ["*.cu"]},
     install_requires=[
         "numpy>=2.0",
-        # Numba is a core dependency: the hot paths (issue 3) run through it on every laptop,
+        # Numba is a core dependency: the hot paths run through it on every laptop,
         # and the registry still falls back to the NumPy references if it fails to import.
         "numba>=0.60",
         "tqdm>=4.60",

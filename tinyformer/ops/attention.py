@@ -14,7 +14,7 @@ Backward  gv = p^T gy,   gp = gy v^T
           gq = gs k * scale,   gk = gs^T q * scale
 Saved     q, k, v, y and lse (one number per query row), never the (Tq, Tk) weights: backward
           recomputes s and p from lse. The reference still forms s in each pass; the fused kernel
-          of the same signatures (issue 3) works tile by tile and never does.
+          of the same signatures works tile by tile and never does.
 Dropout   dropout_p > 0 drops weights: y = dropout(p) v. The weights must then exist, so that
           path is composed from matmul, softmax and dropout, and autograd differentiates it.
 """
