@@ -52,7 +52,11 @@ setup(
             "nbmake>=1.5",
             "ipykernel>=6",
             "mkdocs>=1.5",
+            "einops>=0.7",
         ],
+        # einops.rearrange/repeat/reduce on tinyformer tensors, and nn.Rearrange / nn.Reduce
+        # (0.7 has the per-rank recipes the layers use)
+        "einops": ["einops>=0.7"],
         # CuPy built for the machine's CUDA: `pip install -e ".[cuda13]"` (or cuda12)
         "cuda12": ["cupy-cuda12x>=13"],
         "cuda13": ["cupy-cuda13x>=14"],

@@ -1,5 +1,7 @@
 """Neural-network building blocks with PyTorch's names: `Module`, `Parameter`, layers,
-containers and transformer blocks; `tinyformer.nn.functional` holds the functional ops."""
+containers and transformer blocks; `tinyformer.nn.functional` holds the functional ops.
+`Rearrange` and `Reduce` are einops' layers (they need einops, an optional dependency); where
+einops is installed, importing them also lets einops take tinyformer tensors."""
 
 from tinyformer.nn import functional, init, utils
 from tinyformer.nn.conv import (
@@ -11,6 +13,7 @@ from tinyformer.nn.conv import (
     MaxUnpool2d,
     Upsample,
 )
+from tinyformer.nn.einops_layers import Rearrange, Reduce
 from tinyformer.nn.layers import (
     GELU,
     Dropout,
@@ -37,6 +40,7 @@ __all__ = [
     "AvgPool2d", "BCEWithLogitsLoss", "Block", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss",
     "Dropout", "Embedding", "Flatten", "GELU", "Identity", "LayerNorm", "Linear", "LogSoftmax",
     "MLP", "MSELoss", "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict", "ModuleList",
-    "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "Sequential", "SiLU",
-    "Sigmoid", "Softmax", "StateDictError", "Tanh", "Upsample", "functional", "init", "utils",
+    "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "Rearrange", "Reduce",
+    "Sequential", "SiLU", "Sigmoid", "Softmax", "StateDictError", "Tanh", "Upsample", "functional",
+    "init", "utils",
 ]  # fmt: skip
