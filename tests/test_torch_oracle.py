@@ -62,6 +62,15 @@ def _class_weight(kwargs):
     return {**kwargs, "weight": None if weight is None else torch.from_numpy(weight)}
 
 
+def _prod(x, axis, keepdims):
+    # torch.prod reduces one dim at a time: the last first, so the others keep their numbers.
+    dims = _dims(x, axis)
+    dims = (dims,) if isinstance(dims, int) else dims
+    for d in sorted((d % x.ndim for d in dims), reverse=True):
+        x = x.prod(d, keepdim=keepdims)
+    return x
+
+
 def _weighted_topk(result):
     return result.values * (result.indices + 1)  # as the topk spec weighs them
 
@@ -138,6 +147,19 @@ TORCH = {
     "max_unpool2d": lambda x, idx, **kw: TF.max_unpool2d(x, idx, **kw),
     "avg_pool2d": lambda x, **kw: TF.avg_pool2d(x, **kw),
     "interpolate": lambda x, **kw: TF.interpolate(x, **kw),
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "rsqrt": torch.rsqrt,
+    "erf": torch.erf,
+    "log1p": torch.log1p,
+    "prod": _prod,
+    "amax": lambda x, axis, keepdims: torch.amax(x, dim=_dims(x, axis), keepdim=keepdims),
+    "amin": lambda x, axis, keepdims: torch.amin(x, dim=_dims(x, axis), keepdim=keepdims),
+    "norm": lambda x, p, axis, keepdims: torch.linalg.vector_norm(x, p, dim=axis, keepdim=keepdims),
+    "normalize": lambda x, p, axis, eps: TF.normalize(x, p, axis, eps),
+    "outer": torch.outer,
+    "roll": lambda x, shifts, dims=None: torch.roll(x, shifts, dims),
+    "meshgrid": lambda *xs, indexing: _pieces(torch.meshgrid(*xs, indexing=indexing)),
 }
 # Not compared, on purpose: dropout draws its mask from tinyformer's own generator, so no other
 # library can produce the same mask (its properties are tested in test_op_properties.py).

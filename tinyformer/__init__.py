@@ -39,6 +39,8 @@ from tinyformer.gradcheck import GradcheckError, gradcheck
 from tinyformer.ops import (
     abs,
     add,
+    amax,
+    amin,
     argmax,
     argmin,
     cat,
@@ -47,29 +49,39 @@ from tinyformer.ops import (
     clip,
     clone,
     concatenate,
+    cos,
     cumsum,
     div,
     einsum,
+    erf,
     exp,
     expand,
     flatten,
     gather,
     log,
+    log1p,
     logsumexp,
     masked_fill,
     matmul,
     max,
     maximum,
     mean,
+    meshgrid,
     min,
     minimum,
     mul,
     neg,
+    norm,
+    outer,
     permute,
     pow,
+    prod,
     relu,
     reshape,
+    roll,
+    rsqrt,
     sigmoid,
+    sin,
     split,
     sqrt,
     squeeze,
@@ -89,22 +101,33 @@ from tinyformer.ops import (
 from tinyformer.random import get_rng_state, manual_seed, set_rng_state
 from tinyformer.tensor import Tensor
 
+# dtypes under PyTorch's names; each is the NumPy dtype's name, which every creation function,
+# `x.to()`, `x.type()` and `x.astype()` take. tf.bool, tf.float and tf.int are left out of
+# __all__: a star import would hide Python's own bool, float and int.
+float16 = "float16"
 float32 = "float32"
 float64 = "float64"
+int32 = "int32"
 int64 = "int64"
-long = int64  # PyTorch's name: tf.zeros(n, dtype=tf.long)
+bool = "bool"  # noqa: A001
+half = float16
+float = float32  # noqa: A001
+double = float64
+int = int32  # noqa: A001  (torch.int is int32)
+long = int64  # tf.zeros(n, dtype=tf.long)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Device", "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "arange", "argmax",
-    "argmin", "cat", "chunk", "clamp", "clip", "clone", "concatenate", "cuda", "cumsum",
-    "detect_anomaly", "device", "div", "einsum", "enable_grad", "exp", "expand", "flatten",
-    "float32", "float64", "from_numpy", "full", "gather", "get_rng_state", "grad", "gradcheck",
-    "int64", "is_grad_enabled", "log", "logsumexp", "long", "manual_seed", "masked_fill", "matmul",
-    "max", "maximum", "mean", "min", "minimum", "mul", "multinomial", "neg", "nn", "no_grad",
-    "ones", "ones_like", "optim", "permute", "pow", "rand", "randint", "randn", "registry", "relu",
-    "reshape", "set_rng_state", "sigmoid", "split", "sqrt", "squeeze", "stack", "std", "sub",
-    "sum", "tanh", "tensor", "topk", "transpose", "tril", "triu", "unsqueeze", "var", "where",
-    "zeros", "zeros_like",
+    "Device", "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "amax", "amin",
+    "arange", "argmax", "argmin", "cat", "chunk", "clamp", "clip", "clone", "concatenate", "cos",
+    "cuda", "cumsum", "detect_anomaly", "device", "div", "double", "einsum", "enable_grad", "erf",
+    "exp", "expand", "flatten", "float16", "float32", "float64", "from_numpy", "full", "gather",
+    "get_rng_state", "grad", "gradcheck", "half", "int32", "int64", "is_grad_enabled", "log",
+    "log1p", "logsumexp", "long", "manual_seed", "masked_fill", "matmul", "max", "maximum", "mean",
+    "meshgrid", "min", "minimum", "mul", "multinomial", "neg", "nn", "no_grad", "norm", "ones",
+    "ones_like", "optim", "outer", "permute", "pow", "prod", "rand", "randint", "randn",
+    "registry", "relu", "reshape", "roll", "rsqrt", "set_rng_state", "sigmoid", "sin", "split",
+    "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor", "topk", "transpose", "tril",
+    "triu", "unsqueeze", "var", "where", "zeros", "zeros_like",
 ]  # fmt: skip

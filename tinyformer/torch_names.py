@@ -6,8 +6,10 @@
 - `x.size()`: NumPy's `x.size` is the element count, PyTorch's `x.size()` the shape.
   `ElementCount` is both: an int that returns the shape when called.
 - Tensor methods PyTorch code calls and NumPy has under other names or not at all
-  (`TorchSpellings`: `x.dim()`, `x.numel()`, `x.float()`, `x.long()`, `x.clamp()`,
-  `x.to(dtype)`, `x.repeat()`, `x.unbind()`, `x.flip()`, `x.new_zeros()`, `x.gt()`, ...).
+  (`TorchSpellings`: `x.dim()`, `x.numel()`, `x.float()`, `x.long()`, `x.int()`, `x.bool()`,
+  `x.type()`, `x.clamp()`, `x.to(dtype)`, `x.repeat()`, `x.unbind()`, `x.flip()`,
+  `x.new_zeros()`, `x.gt()`, ...), and the math ops PyTorch has as methods (`x.sin()`,
+  `x.rsqrt()`, `x.prod(dim=)`, `x.amax(dim=)`, `x.norm(p, dim=)`, `x.roll()`, ...).
 
 `max` and `min` refuse `dim=` and `keepdim=` with an explanation instead of accepting them:
 PyTorch's `x.max(dim=1)` returns (values, indices), tinyformer's the values only (as
@@ -98,6 +100,39 @@ class ElementCount(int):
         return self.shape[dim]
 
 
+def _ops() -> Any:
+    from tinyformer import ops  # tensor.py imports this module before the ops exist
+
+    return ops
+
+
+# PyTorch's legacy type names (`x.type()`), by NumPy dtype name.
+_TYPE_NAMES = {
+    "float16": "HalfTensor",
+    "float32": "FloatTensor",
+    "float64": "DoubleTensor",
+    "int8": "CharTensor",
+    "int16": "ShortTensor",
+    "int32": "IntTensor",
+    "int64": "LongTensor",
+    "uint8": "ByteTensor",
+    "bool": "BoolTensor",
+}
+_TYPE_DTYPES = {name: dtype for dtype, name in _TYPE_NAMES.items()}
+
+
+def _type_name_dtype(name: str) -> tuple[str, str]:
+    """("float32", "cpu") for "tinyformer.FloatTensor" or "torch.FloatTensor"; the device type
+    for "tinyformer.cuda.FloatTensor" and the like."""
+    parts = name.split(".")
+    if len(parts) in (2, 3) and parts[0] in ("torch", "tinyformer") and parts[-1] in _TYPE_DTYPES:
+        return _TYPE_DTYPES[parts[-1]], parts[1] if len(parts) == 3 else "cpu"
+    raise ValueError(
+        f"type: {name!r} names no tensor type; give a dtype (tf.float32, 'int64', np.float64) "
+        "or a type name such as 'tinyformer.FloatTensor'"
+    )
+
+
 def _same_dtype(dtype: Any, other: np.dtype) -> bool:
     try:
         return np.dtype(dtype) == other
@@ -171,6 +206,33 @@ class TorchSpellings:
         """`x` as int64 (indices; no gradient flows through integers)."""
         return self.astype(np.int64)
 
+    def int(self) -> Tensor:
+        """`x` as int32, as PyTorch's `x.int()` (no gradient flows through integers)."""
+        return self.astype(np.int32)
+
+    def bool(self) -> Tensor:
+        """`x` as booleans: True where nonzero (no gradient)."""
+        return self.astype(np.bool_)
+
+    def half(self) -> Tensor:
+        """`x` as float16 (differentiable; NumPy computes float16 slowly, on the CPU)."""
+        return self.astype(np.float16)
+
+    def type(self, dtype: Any = None) -> Any:
+        """With no argument, the tensor's type name in PyTorch's legacy form under tinyformer's
+        name: "tinyformer.FloatTensor" for float32 on the CPU, "tinyformer.cuda.LongTensor" for
+        int64 on a GPU (PyTorch says "torch.FloatTensor"). With a dtype (tf.int32, "float64",
+        np.bool_) or such a type name (tinyformer's or torch's), `x` converted to it, as
+        `x.to()`: `x` itself when nothing changes."""
+        if dtype is None:
+            kind = _TYPE_NAMES.get(str(self.dtype), f"{self.dtype}Tensor")
+            where = "" if self.device.type == "cpu" else f"{self.device.type}."
+            return f"tinyformer.{where}{kind}"
+        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+            dtype, device = _type_name_dtype(dtype)
+            return self.to(dtype) if self.device.type == device else self.to(device, dtype)
+        return self.to(dtype)
+
     def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
         """`x.clip(min, max)`, under PyTorch's name."""
         return self.clip(min, max)
@@ -182,6 +244,46 @@ class TorchSpellings:
     def double(self) -> Tensor:
         """`x` as float64."""
         return self.astype(np.float64)
+
+    # -- math ops that PyTorch also has as methods (each is an op in tinyformer/ops) ----------
+
+    def sin(self) -> Tensor:
+        return _ops().sin(self)
+
+    def cos(self) -> Tensor:
+        return _ops().cos(self)
+
+    def rsqrt(self) -> Tensor:
+        return _ops().rsqrt(self)
+
+    def erf(self) -> Tensor:
+        return _ops().erf(self)
+
+    def log1p(self) -> Tensor:
+        return _ops().log1p(self)
+
+    @torch_names
+    def prod(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops().prod(self, axis, keepdims)
+
+    @torch_names
+    def amax(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops().amax(self, axis, keepdims)
+
+    @torch_names
+    def amin(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops().amin(self, axis, keepdims)
+
+    @torch_names
+    def norm(self, p: Any = 2, axis: Any = None, keepdims: bool = False) -> Tensor:
+        """The p-norm over `axis` (`x.norm(p, dim=1)`); PyTorch's default "fro" is p = 2."""
+        return _ops().norm(self, p, axis, keepdims)
+
+    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
+        return _ops().roll(self, shifts, dims)
+
+    def outer(self, other: Tensor) -> Tensor:
+        return _ops().outer(self, other)
 
     def type_as(self, other: Tensor) -> Tensor:
         """`x` in `other`'s dtype."""

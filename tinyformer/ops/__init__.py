@@ -5,6 +5,7 @@ Adding an op: write `ops/<name>.py` (see docs/adding-an-op.md) and import its wr
 
 from tinyformer.ops.abs import abs
 from tinyformer.ops.add import add
+from tinyformer.ops.amax import amax, amin
 from tinyformer.ops.astype import astype
 from tinyformer.ops.attention import scaled_dot_product_attention
 from tinyformer.ops.avg_pool2d import avg_pool2d
@@ -14,12 +15,14 @@ from tinyformer.ops.clip import clamp, clip
 from tinyformer.ops.clone import clone
 from tinyformer.ops.conv2d import conv2d
 from tinyformer.ops.conv_transpose2d import conv_transpose2d
+from tinyformer.ops.cos import cos
 from tinyformer.ops.cross_entropy import cross_entropy
 from tinyformer.ops.cumsum import cumsum
 from tinyformer.ops.div import div
 from tinyformer.ops.dropout import dropout
 from tinyformer.ops.einsum import einsum
 from tinyformer.ops.embedding import embedding
+from tinyformer.ops.erf import erf
 from tinyformer.ops.exp import exp
 from tinyformer.ops.expand import expand
 from tinyformer.ops.gather import gather
@@ -29,6 +32,7 @@ from tinyformer.ops.interpolate import interpolate
 from tinyformer.ops.layer_norm import layer_norm
 from tinyformer.ops.linear import linear
 from tinyformer.ops.log import log
+from tinyformer.ops.log1p import log1p
 from tinyformer.ops.log_softmax import log_softmax
 from tinyformer.ops.logsumexp import logsumexp
 from tinyformer.ops.masked_fill import masked_fill
@@ -38,19 +42,27 @@ from tinyformer.ops.max_pool2d import max_pool2d
 from tinyformer.ops.max_unpool2d import max_unpool2d
 from tinyformer.ops.maximum import maximum, minimum
 from tinyformer.ops.mean import mean
+from tinyformer.ops.meshgrid import meshgrid
 from tinyformer.ops.mse_loss import mse_loss
 from tinyformer.ops.mul import mul
 from tinyformer.ops.neg import neg
 from tinyformer.ops.nll_loss import nll_loss
+from tinyformer.ops.norm import norm
+from tinyformer.ops.normalize import normalize
 from tinyformer.ops.one_hot import one_hot
+from tinyformer.ops.outer import outer
 from tinyformer.ops.pad import pad
 from tinyformer.ops.permute import permute, transpose
 from tinyformer.ops.pow import pow
+from tinyformer.ops.prod import prod
 from tinyformer.ops.relu import relu
 from tinyformer.ops.reshape import flatten, reshape
 from tinyformer.ops.rms_norm import rms_norm
+from tinyformer.ops.roll import roll
+from tinyformer.ops.rsqrt import rsqrt
 from tinyformer.ops.sigmoid import sigmoid
 from tinyformer.ops.silu import silu
+from tinyformer.ops.sin import sin
 from tinyformer.ops.softmax import softmax
 from tinyformer.ops.split import chunk, split
 from tinyformer.ops.sqrt import sqrt
@@ -64,13 +76,15 @@ from tinyformer.ops.var import std, var
 from tinyformer.ops.where import where
 
 __all__ = [
-    "abs", "add", "argmax", "argmin", "astype", "avg_pool2d", "binary_cross_entropy_with_logits",
-    "cat", "chunk", "clamp", "clip", "clone", "concatenate", "conv2d", "conv_transpose2d",
-    "cross_entropy", "cumsum", "div", "dropout", "einsum", "embedding", "exp", "expand", "flatten",
-    "gather", "gelu", "getitem", "interpolate", "layer_norm", "linear", "log", "log_softmax",
-    "logsumexp", "masked_fill", "matmul", "max", "max_pool2d", "max_unpool2d", "maximum", "mean",
-    "min", "minimum", "mse_loss", "mul", "neg", "nll_loss", "one_hot", "pad", "permute", "pow",
-    "relu", "reshape", "rms_norm", "scaled_dot_product_attention", "sigmoid", "silu", "softmax",
-    "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril",
-    "triu", "unsqueeze", "var", "where",
+    "abs", "add", "amax", "amin", "argmax", "argmin", "astype", "avg_pool2d",
+    "binary_cross_entropy_with_logits", "cat", "chunk", "clamp", "clip", "clone",
+    "concatenate", "conv2d", "conv_transpose2d", "cos", "cross_entropy", "cumsum", "div",
+    "dropout", "einsum", "embedding", "erf", "exp", "expand", "flatten", "gather", "gelu",
+    "getitem", "interpolate", "layer_norm", "linear", "log", "log1p", "log_softmax",
+    "logsumexp", "masked_fill", "matmul", "max", "max_pool2d", "max_unpool2d", "maximum",
+    "mean", "meshgrid", "min", "minimum", "mse_loss", "mul", "neg", "nll_loss", "norm",
+    "normalize", "one_hot", "outer", "pad", "permute", "pow", "prod", "relu", "reshape",
+    "rms_norm", "roll", "rsqrt", "scaled_dot_product_attention", "sigmoid", "silu", "sin",
+    "softmax", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
+    "transpose", "tril", "triu", "unsqueeze", "var", "where",
 ]  # fmt: skip

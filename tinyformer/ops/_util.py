@@ -59,15 +59,20 @@ def expand_reduced(g: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...],
 
 
 def as_operand(x: Any, like: Any = None) -> Any:
-    """A Tensor stays; anything else becomes an array on the other operand's device (a Python
-    scalar takes the float dtype of the other operand, so `x * 2` stays float32)."""
+    """A Tensor stays; anything else becomes an array on the other operand's device.
+
+    A Python (or NumPy) scalar is weak, as in PyTorch: it takes the other operand's dtype when
+    it is of the same kind or a lower one (`x * 2` stays float32, `i + 1` stays int32), and
+    the default dtype of its own kind otherwise (`i * 1.5` makes the scalar float32, and
+    `binary_operands` then makes `i` float32 too)."""
     if isinstance(x, Tensor):
         return x
     other = data_of(like)
     xp = backend.get_array_module(other)
     dtype = getattr(other, "dtype", None)
-    if dtype is not None and dtype.kind == "f" and isinstance(x, (int, float, bool, np.number)):
-        return xp.asarray(x, dtype=dtype)
+    if isinstance(x, (int, float, bool, np.number, np.bool_)):
+        scalar = _scalar_dtype(x, dtype)
+        return xp.asarray(x, dtype=scalar)
     if isinstance(x, np.ndarray) or backend.is_device_array(x):
         return x if xp is np else backend.to_device(x, backend.device_of(other))
     array = np.asarray(x)  # Python data: floats become float32, as in tinyformer.tensor
@@ -75,8 +80,35 @@ def as_operand(x: Any, like: Any = None) -> Any:
     return array if xp is np else backend.to_device(array, backend.device_of(other))
 
 
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}  # bool < integers < floats, as PyTorch ranks them
+
+
+def _scalar_dtype(x: Any, other: np.dtype | None) -> np.dtype:
+    """The dtype a scalar takes beside an array of dtype `other` (None: no array)."""
+    own = np.asarray(x).dtype
+    own = np.dtype(np.float32) if own.kind == "f" else own  # PyTorch's default float dtype
+    if other is None or _KIND_RANK.get(other.kind, 2) < _KIND_RANK.get(own.kind, 2):
+        return own
+    if other.kind in "iu" and own.kind in "iu":
+        info = np.iinfo(other)
+        if not info.min <= x <= info.max:  # would wrap: keep int64 (NumPy then promotes)
+            return own
+    return other
+
+
 def binary_operands(x1: Any, x2: Any) -> tuple[Any, Any]:
-    return as_operand(x1, x2), as_operand(x2, x1)
+    """The two operands of a binary op (add, mul, div, ...), promoted as PyTorch does across
+    kinds: an integer or boolean operand beside a floating one takes the floating one's dtype
+    (float32 * int64 is float32, where NumPy would give float64). Within a kind, NumPy's rules
+    hold (float32 * float64 is float64, as in PyTorch). An integer operand is data, not a
+    differentiable input, so it is converted as an array."""
+    a, b = as_operand(x1, x2), as_operand(x2, x1)
+    kind_a, kind_b = data_of(a).dtype.kind, data_of(b).dtype.kind
+    if kind_a == "f" and kind_b != "f":
+        b = data_of(b).astype(data_of(a).dtype)
+    elif kind_b == "f" and kind_a != "f":
+        a = data_of(a).astype(data_of(b).dtype)
+    return a, b
 
 
 def data_of(x: Any) -> Any:

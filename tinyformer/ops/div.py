@@ -4,6 +4,10 @@ Forward   y = x1 / x2
 Backward  gx1 = unbroadcast(gy / x2, shape(x1))
           gx2 = unbroadcast(-gy * x1 / x2^2, shape(x2)) = unbroadcast(-gy * y / x2, shape(x2))
 Saved     x2 and y: the second form of gx2 reuses the output instead of squaring x2.
+
+Dtypes    true division, as PyTorch's: integer (or boolean) operands on both sides give float32,
+          PyTorch's default float dtype (NumPy would give float64), so `i / 2` is float32.
+          Integers beside floats take the float's dtype (`binary_operands`).
 """
 
 from __future__ import annotations
@@ -11,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from tinyformer.autograd import Function
-from tinyformer.ops._util import binary_operands, unbroadcast
-from tinyformer.tensor import Tensor
+from tinyformer.ops._util import binary_operands, data_of, unbroadcast
+from tinyformer.tensor import DEFAULT_DTYPE, Tensor
 from tinyformer.testing import OpSpec, binary_sample
 
 
@@ -33,8 +37,11 @@ class Div(Function):
 
 
 def div(x1: Any, x2: Any) -> Tensor:
-    """Elementwise `x1 / x2`."""
-    return Div.apply(*binary_operands(x1, x2))
+    """Elementwise `x1 / x2`: true division, float32 for integer operands (as PyTorch)."""
+    a, b = binary_operands(x1, x2)
+    if data_of(a).dtype.kind != "f":  # then b is not floating either
+        a, b = (data_of(t).astype(DEFAULT_DTYPE) for t in (a, b))
+    return Div.apply(a, b)
 
 
 SPECS = [OpSpec("div", div, binary_sample(positive_second=True), functions=(Div,))]
