@@ -23,6 +23,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, distinct, reduction_sample
 from tinyformer.torch_names import torch_names
 
+__all__ = ["amax", "amin"]
+
 
 @torch_names
 def amax(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:

@@ -19,6 +19,8 @@ from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
 
+__all__ = ["astype"]
+
 
 class AsType(Function):
     @staticmethod

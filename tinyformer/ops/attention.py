@@ -37,6 +37,8 @@ from tinyformer.ops.where import where
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 
+__all__ = ["scaled_dot_product_attention"]
+
 
 def _scores(q, k, mask, causal, scale):
     """s = q k^T * scale with the masks applied: (..., Tq, Tk)."""

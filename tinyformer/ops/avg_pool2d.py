@@ -21,6 +21,8 @@ from tinyformer.ops._im2col import check_image, out_size, pad2d, pair, scatter_w
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["avg_pool2d"]
+
 
 def _divisor(h, w, kernel, stride, padding, include_pad, dtype, xp=np):
     """(Ho, Wo) window sizes to divide by, made by the array module `xp`."""

@@ -29,6 +29,8 @@ from tinyformer.ops.sigmoid import stable_sigmoid
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["binary_cross_entropy_with_logits"]
+
 
 def _softplus_neg(x: np.ndarray) -> np.ndarray:
     """softplus(-x) = log(1 + e^-x), without overflow for any x."""

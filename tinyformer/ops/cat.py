@@ -20,6 +20,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
+__all__ = ["cat", "concatenate", "stack"]
+
 
 class Cat(Function):
     @staticmethod

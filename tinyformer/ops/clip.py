@@ -12,6 +12,8 @@ from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["clamp", "clip"]
+
 
 class Clip(Function):
     @staticmethod

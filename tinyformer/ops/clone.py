@@ -14,6 +14,8 @@ from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
 
+__all__ = ["clone"]
+
 
 class Clone(Function):
     @staticmethod

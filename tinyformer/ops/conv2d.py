@@ -26,6 +26,8 @@ from tinyformer.ops._im2col import check_image, out_size, pad2d, pair, scatter_w
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["conv2d"]
+
 
 def _columns(x, kh, kw, stride, padding, dilation, groups):
     """x (N, C, H, W) -> cols (g, C/g kh kw, N Ho Wo) and (Ho, Wo).

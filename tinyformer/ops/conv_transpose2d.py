@@ -30,6 +30,8 @@ from tinyformer.ops.conv2d import check_groups
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["conv_transpose2d"]
+
 
 def _full_size(h, kh, sh, ph, oph, dh):
     """(rows of the full, uncropped grid, rows of the output)."""

@@ -39,6 +39,8 @@ from tinyformer.ops.nll_loss import NLLLoss
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample
 
+__all__ = ["cross_entropy"]
+
 
 @registry.reference("cross_entropy.forward")
 def cross_entropy_forward(logits, target, ignore_index, label_smoothing):

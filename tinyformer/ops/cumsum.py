@@ -18,6 +18,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
+__all__ = ["cumsum"]
+
 
 class CumSum(Function):
     @staticmethod

@@ -19,6 +19,8 @@ from tinyformer.ops._util import binary_operands, data_of, unbroadcast
 from tinyformer.tensor import DEFAULT_DTYPE, Tensor
 from tinyformer.testing import OpSpec, binary_sample
 
+__all__ = ["div"]
+
 
 class Div(Function):
     @staticmethod

@@ -23,6 +23,8 @@ from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["dropout"]
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)

@@ -35,6 +35,8 @@ from tinyformer.ops._util import as_operand, unbroadcast
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["einsum"]
+
 
 def parse(
     equation: str, shapes: Sequence[tuple[int, ...]]

@@ -20,6 +20,8 @@ from tinyformer.ops._util import data_of
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["embedding"]
+
 
 @registry.reference("embedding.backward")
 def embedding_backward(gy, indices, num_embeddings, padding_idx):

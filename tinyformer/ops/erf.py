@@ -29,6 +29,8 @@ from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
 
+__all__ = ["erf"]
+
 _ERFC_CHEBYSHEV = (
     -0.6513268598850182, 0.6419697923449327, 0.019476473215405677, -0.009561514797484714,
     -0.0009465953345258005, 0.00036683948875679143, 4.252333294447089e-05,

@@ -16,6 +16,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 from tinyformer.torch_names import shape_arg
 
+__all__ = ["expand"]
+
 
 class Expand(Function):
     @staticmethod

@@ -24,6 +24,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
+__all__ = ["gather"]
+
 
 def _positions(index: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
     """Full coordinates into x of every index element: index itself along `axis`, its own

@@ -19,6 +19,8 @@ from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["getitem"]
+
 
 def _is_array(p: Any) -> bool:
     return isinstance(p, np.ndarray) or backend.is_device_array(p)

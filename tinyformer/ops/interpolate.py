@@ -27,6 +27,8 @@ from tinyformer.ops._im2col import check_image
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["interpolate"]
+
 MODES = ("nearest", "bilinear")
 
 

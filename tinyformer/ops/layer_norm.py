@@ -22,6 +22,8 @@ from tinyformer.ops._util import normalized_shape_tuple
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["layer_norm"]
+
 
 @registry.reference("layer_norm.forward")
 def layer_norm_forward(x, w, b, eps):

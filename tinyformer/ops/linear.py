@@ -17,6 +17,8 @@ from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["linear"]
+
 
 @registry.reference("linear.forward")
 def linear_forward(x2, w, b):

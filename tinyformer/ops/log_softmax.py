@@ -17,6 +17,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec
 from tinyformer.torch_names import torch_names
 
+__all__ = ["log_softmax"]
+
 
 @registry.reference("log_softmax.forward")
 def log_softmax_forward(x: np.ndarray) -> np.ndarray:

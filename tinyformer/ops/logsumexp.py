@@ -19,6 +19,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, floats, reduction_sample
 from tinyformer.torch_names import torch_names
 
+__all__ = ["logsumexp"]
+
 
 def _logsumexp(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
     xp = backend.get_array_module(x)

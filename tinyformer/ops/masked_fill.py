@@ -16,6 +16,8 @@ from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 
+__all__ = ["masked_fill"]
+
 
 class MaskedFill(Function):
     @staticmethod

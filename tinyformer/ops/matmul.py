@@ -19,6 +19,8 @@ from tinyformer.ops._util import binary_operands, unbroadcast
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 
+__all__ = ["matmul"]
+
 
 def check_matmul_shapes(op: str, s1: tuple[int, ...], s2: tuple[int, ...]) -> None:
     if not s1 or not s2:

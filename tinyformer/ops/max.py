@@ -23,6 +23,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, distinct, reduction_sample
 from tinyformer.torch_names import max_names, torch_names
 
+__all__ = ["argmax", "argmin", "max", "min"]
+
 
 class Max(Function):
     @staticmethod

@@ -23,6 +23,8 @@ from tinyformer.ops._im2col import check_image, out_size, pad2d, pair, windows
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, distinct
 
+__all__ = ["max_pool2d"]
+
 
 @registry.reference("max_pool2d.forward")
 def max_pool2d_forward(x, kernel, stride, padding, dilation):

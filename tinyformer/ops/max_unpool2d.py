@@ -27,6 +27,8 @@ from tinyformer.ops._im2col import check_image, pair
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, distinct
 
+__all__ = ["max_unpool2d"]
+
 
 @registry.reference("max_unpool2d.forward")
 def max_unpool2d_forward(x, indices, out_hw):

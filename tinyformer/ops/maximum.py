@@ -21,6 +21,8 @@ from tinyformer.ops.neg import neg
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, broadcast_pair
 
+__all__ = ["maximum", "minimum"]
+
 
 class Maximum(Function):
     @staticmethod

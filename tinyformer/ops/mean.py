@@ -16,6 +16,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, reduction_sample
 from tinyformer.torch_names import torch_names
 
+__all__ = ["mean"]
+
 
 class Mean(Function):
     @staticmethod

@@ -21,6 +21,8 @@ from tinyformer.ops.reshape import reshape
 from tinyformer.tensor import Tensor
 from tinyformer.testing import Draw, OpSpec, Sample, floats
 
+__all__ = ["meshgrid"]
+
 
 def _axis_of(k: int, n: int, indexing: str) -> int:
     """The axis of the grids along which input k varies."""

@@ -15,6 +15,8 @@ from tinyformer.ops._util import same_shape_target
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["mse_loss"]
+
 
 class MSELoss(Function):
     @staticmethod

@@ -14,6 +14,8 @@ from tinyformer.ops._util import binary_operands, unbroadcast
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, binary_sample
 
+__all__ = ["mul"]
+
 
 class Mul(Function):
     @staticmethod

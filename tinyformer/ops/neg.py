@@ -11,6 +11,8 @@ from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
 
+__all__ = ["neg"]
+
 
 class Neg(Function):
     @staticmethod

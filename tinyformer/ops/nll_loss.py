@@ -30,6 +30,8 @@ from tinyformer.ops._classes import (
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec
 
+__all__ = ["nll_loss"]
+
 
 class NLLLoss(Function):
     @staticmethod

@@ -27,6 +27,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import Draw, OpSpec, Sample
 from tinyformer.torch_names import torch_names
 
+__all__ = ["norm"]
+
 
 def vector_norm(x: np.ndarray, p: float, axes: tuple[int, ...]) -> np.ndarray:
     """The p-norm over `axes`, the axes kept (size 1)."""

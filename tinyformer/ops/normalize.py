@@ -17,6 +17,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import Draw, OpSpec, Sample
 from tinyformer.torch_names import torch_names
 
+__all__ = ["normalize"]
+
 
 @torch_names
 def normalize(x: Tensor, p: float = 2.0, axis: int = 1, eps: float = 1e-12) -> Tensor:

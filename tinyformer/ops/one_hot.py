@@ -15,6 +15,8 @@ from tinyformer.autograd import OpError
 from tinyformer.ops._util import data_of
 from tinyformer.tensor import Tensor
 
+__all__ = ["one_hot"]
+
 
 def one_hot(tensor: Any, num_classes: int = -1) -> Tensor:
     """(...) integer indices -> (..., num_classes) int64; num_classes = -1 takes max + 1."""

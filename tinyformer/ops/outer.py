@@ -15,6 +15,8 @@ from tinyformer.ops._util import binary_operands
 from tinyformer.tensor import Tensor
 from tinyformer.testing import Draw, OpSpec, Sample, floats
 
+__all__ = ["outer"]
+
 
 class Outer(Function):
     @staticmethod

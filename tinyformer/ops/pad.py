@@ -17,6 +17,8 @@ from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["pad"]
+
 
 class Pad(Function):
     @staticmethod

@@ -18,6 +18,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import shape_arg
 
+__all__ = ["permute", "transpose"]
+
 
 class Permute(Function):
     @staticmethod

@@ -18,6 +18,8 @@ from tinyformer.ops._util import binary_operands, unbroadcast
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, broadcast_pair, floats
 
+__all__ = ["pow"]
+
 
 class Pow(Function):
     @staticmethod

@@ -23,6 +23,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import Draw, OpSpec, floats, reduction_sample
 from tinyformer.torch_names import torch_names
 
+__all__ = ["prod"]
+
 
 def _exclusive_cumprod(a: np.ndarray) -> np.ndarray:
     """Running products along the last axis that leave the current element out:

@@ -15,6 +15,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import shape_arg
 
+__all__ = ["flatten", "reshape"]
+
 
 class Reshape(Function):
     @staticmethod

@@ -27,6 +27,8 @@ from tinyformer.ops.layer_norm import _sample as layer_norm_sample
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample
 
+__all__ = ["rms_norm"]
+
 
 class RMSNorm(Function):
     @staticmethod

@@ -19,6 +19,8 @@ from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import Draw, OpSpec, Sample, floats
 
+__all__ = ["roll"]
+
 
 class Roll(Function):
     @staticmethod

@@ -14,6 +14,8 @@ from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
 
+__all__ = ["rsqrt"]
+
 
 class Rsqrt(Function):
     @staticmethod

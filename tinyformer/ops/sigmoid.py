@@ -15,6 +15,8 @@ from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
 
+__all__ = ["sigmoid"]
+
 
 def stable_sigmoid(x: np.ndarray) -> np.ndarray:
     """1 / (1 + e^-x) on an array, through e^-|x| so that no exp overflows (silu and

@@ -15,6 +15,8 @@ from tinyformer.ops.sigmoid import stable_sigmoid
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
 
+__all__ = ["silu"]
+
 
 class SiLU(Function):
     @staticmethod

@@ -19,6 +19,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
+__all__ = ["softmax"]
+
 
 @registry.reference("softmax.forward")
 def softmax_forward(x: np.ndarray) -> np.ndarray:

@@ -27,6 +27,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
+__all__ = ["chunk", "split"]
+
 
 class Split(Function):
     @staticmethod

@@ -15,6 +15,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
+__all__ = ["squeeze", "unsqueeze"]
+
 
 @torch_names
 def squeeze(x: Tensor, axis: Any = None) -> Tensor:

@@ -12,6 +12,8 @@ from tinyformer.autograd import Function
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, unary_sample
 
+__all__ = ["tanh"]
+
 
 class Tanh(Function):
     @staticmethod

@@ -20,6 +20,8 @@ from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, distinct
 from tinyformer.torch_names import torch_names
 
+__all__ = ["topk"]
+
 
 class TopKResult(NamedTuple):
     """`torch.topk`'s result: unpacks as `values, indices = topk(x, k)`."""

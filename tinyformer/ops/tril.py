@@ -18,6 +18,8 @@ from tinyformer.autograd import Function, OpError
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
+__all__ = ["tril", "triu"]
+
 
 def _keep(xp, shape, diagonal, lower):
     """Boolean (rows, cols) mask of the kept triangle, made by the array module `xp`."""

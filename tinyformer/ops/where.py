@@ -18,6 +18,8 @@ from tinyformer.ops._util import binary_operands, data_of, unbroadcast
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, broadcast_pair, broadcastable, floats
 
+__all__ = ["where"]
+
 
 class Where(Function):
     @staticmethod
