@@ -283,3 +283,9 @@ def test_integer_division_on_a_device_stays_there():
     y = tf.tensor([1, 2, 3]).to("fake") / 2
     assert y.dtype == np.float32 and y.device == tf.device("fake")
     assert y.cpu().data.tolist() == [0.5, 1.0, 1.5]
+
+
+def test_any_and_all_stay_on_the_tensors_device():
+    x = tf.tensor([[0.0, 1.0], [2.0, 3.0]]).to("fake")
+    assert x.any().device == x.device and x.any().item() is True
+    assert x.all(dim=1).cpu().tolist() == [False, True]

@@ -366,9 +366,9 @@ class TorchSpellings:
     @torch_names
     def all(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         """Whether every element (along `axis`) is nonzero: a boolean tensor, no gradient."""
-        return type(self)(np.all(self.data, axis=axis, keepdims=keepdims))
+        return type(self)(self.data.all(axis=axis, keepdims=keepdims))
 
     @torch_names
     def any(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         """Whether any element (along `axis`) is nonzero: a boolean tensor, no gradient."""
-        return type(self)(np.any(self.data, axis=axis, keepdims=keepdims))
+        return type(self)(self.data.any(axis=axis, keepdims=keepdims))
