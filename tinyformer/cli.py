@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import signal
 import sys
 import time
@@ -122,6 +123,25 @@ def _add_device_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# `tinyformer train NAME` for the models trained by one function of one config dataclass:
+# NAME -> (module, config class, train function, help, description). (GPT comes first and the
+# image models share one config: they are added on their own below.)
+TRAINERS = {
+    "bert": (
+        "tinyformer.train.bert", "TrainBertConfig", "train_bert",
+        "pretrain a tiny BERT, fine-tune it, compare with training from scratch",
+        "Masked-LM pretraining on the corpus, then two fine-tuning runs on a sentence task "
+        "(pretrained vs random weights); about 4 minutes on 2 cores.",
+    ),
+    "seq2seq": (
+        "tinyformer.train.seq2seq", "TrainSeq2SeqConfig", "train_seq2seq",
+        "train an encoder-decoder Transformer on date translation",
+        "Dates in ten human formats -> ISO 8601, with held-out dates; reports greedy and "
+        "beam-search exact match and plots cross-attention.",
+    ),
+}  # fmt: skip
+
+
 def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     from tinyformer.train.args import add_dataclass_flags
     from tinyformer.train.gpt import TrainGPTConfig
@@ -136,23 +156,9 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
         "context 64) on CPython's bundled docs, about 3 minutes on 2 cores.",
     )
     add_dataclass_flags(gpt, TrainGPTConfig)
-    from tinyformer.train.bert import TrainBertConfig
-    from tinyformer.train.seq2seq import TrainSeq2SeqConfig
-
-    bert = train.add_parser(
-        "bert",
-        help="pretrain a tiny BERT, fine-tune it, compare with training from scratch",
-        description="Masked-LM pretraining on the corpus, then two fine-tuning runs on a "
-        "sentence task (pretrained vs random weights); about 4 minutes on 2 cores.",
-    )
-    add_dataclass_flags(bert, TrainBertConfig)
-    seq2seq = train.add_parser(
-        "seq2seq",
-        help="train an encoder-decoder Transformer on date translation",
-        description="Dates in ten human formats -> ISO 8601, with held-out dates; reports "
-        "greedy and beam-search exact match and plots cross-attention.",
-    )
-    add_dataclass_flags(seq2seq, TrainSeq2SeqConfig)
+    for name, (module, config, _, help_text, description) in TRAINERS.items():
+        command = train.add_parser(name, help=help_text, description=description)
+        add_dataclass_flags(command, getattr(importlib.import_module(module), config))
     from tinyformer.train.vision import MODELS, TrainVisionConfig
 
     # the names as papers write them, and what each learns by default
@@ -308,14 +314,10 @@ def _run_command(args: argparse.Namespace) -> int:
         from tinyformer.train.gpt import TrainGPTConfig, train_gpt
 
         train_gpt(dataclass_from_args(TrainGPTConfig, args))
-    elif args.model == "bert":
-        from tinyformer.train.bert import TrainBertConfig, train_bert
-
-        train_bert(dataclass_from_args(TrainBertConfig, args))
-    elif args.model == "seq2seq":
-        from tinyformer.train.seq2seq import TrainSeq2SeqConfig, train_seq2seq
-
-        train_seq2seq(dataclass_from_args(TrainSeq2SeqConfig, args))
+    elif args.model in TRAINERS:
+        module, config, train, _, _ = TRAINERS[args.model]
+        module = importlib.import_module(module)
+        getattr(module, train)(dataclass_from_args(getattr(module, config), args))
     else:
         from tinyformer.train.vision import TrainVisionConfig, train_vision
 
