@@ -24,6 +24,7 @@ setup(
         "tinyformer.data",
         "tinyformer.models",
         "tinyformer.optim",
+        "tinyformer.testing",
         "tinyformer.train",
         *[p.replace("kernels", "tinyformer.kernels", 1) for p in KERNEL_PACKAGES],
     ],
@@ -61,5 +62,8 @@ setup(
         "cuda12": ["cupy-cuda12x>=13"],
         "cuda13": ["cupy-cuda13x>=14"],
     },
-    entry_points={"console_scripts": ["tinyformer = tinyformer.cli:main"]},
+    entry_points={
+        "console_scripts": ["tinyformer = tinyformer.cli:main"],
+        "pytest11": ["tinyformer = tinyformer.testing.plugin"],
+    },
 )

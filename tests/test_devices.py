@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import tinyformer as tf
-from tests.op_checks import tensors
 from tinyformer import backend, registry
 from tinyformer.testing import RandomDraw, all_specs
+from tinyformer.testing.checks import tensors
 
 SPECS = [pytest.param(spec, id=spec.name) for spec in all_specs()]
 SEEDS = range(4)

@@ -1,12 +1,12 @@
 """The suite must catch wrong gradients and drifting kernels.
 
 Backwards: plant a bug in each op's backward, one returned gradient at a time, and require the
-generic gradient check (tests/op_checks.check_backward, the body of
+generic gradient check (tinyformer.testing.checks.check_backward, the body of
 test_ops_generic.test_backward_matches_finite_differences) to fail.
 
 Kernels: make each registered kernel drift from its reference (one returned array off by a
 relative 1e-3 in one element) and require the generic kernel comparison
-(tests/op_checks.check_backend) to fail.
+(tinyformer.testing.checks.check_backend) to fail.
 
 Bugs planted, for every Function of every spec and every input that receives a gradient:
 - "scale": the gradient times 1.01 (a wrong constant, like a forgotten 1/n or a scale typo);
@@ -29,18 +29,14 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests import mutation_log, test_adamw
-from tests.op_checks import (
-    HypothesisDraw,
-    check_backend,
-    check_backward,
-    check_reference_backward,
-)
 from tinyformer import registry
 from tinyformer.ops._util import unbroadcast
 from tinyformer.ops.attention import ScaledDotProductAttention
 from tinyformer.ops.embedding import embedding_backward
 from tinyformer.ops.permute import Permute
 from tinyformer.testing import all_specs
+from tinyformer.testing.checks import check_backend, check_backward, check_reference_backward
+from tinyformer.testing.hypothesis_draw import HypothesisDraw
 
 MAX_INPUTS = 4  # no Function here takes more differentiable inputs than this
 CASES = [

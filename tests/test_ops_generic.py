@@ -1,4 +1,5 @@
-"""Generic op tests, driven by the `SPECS` of every file in tinyformer/ops.
+"""Generic op tests, driven by the `SPECS` of every file in tinyformer/ops; the checks are
+tinyformer.testing.checks, which `check_op` and `pytest --tinyformer-ops` run on anyone's op.
 
 For every op: its backward matches finite differences (float64, random upstream gradient,
 hypothesis-drawn shapes with broadcasting, size-1 axes and non-contiguous layouts), also with its
@@ -17,16 +18,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tinyformer as tf
-from tests.op_checks import (
-    HypothesisDraw,
+from tinyformer.testing import RandomDraw, all_specs
+from tinyformer.testing.checks import (
     check_backend,
     check_backward,
+    check_float32,
+    check_no_grad,
     check_reference_backward,
-    forward_backward,
-    tensors,
+    has_kernels,
+    kernel_backends,
 )
-from tinyformer import registry
-from tinyformer.testing import RandomDraw, all_specs
+from tinyformer.testing.hypothesis_draw import HypothesisDraw
 
 SPECS = all_specs()
 IDS = [spec.name for spec in SPECS]
@@ -57,12 +59,8 @@ def test_backward_matches_finite_differences(spec, data):
     check_backward(spec, HypothesisDraw(data))
 
 
-def _has_kernels(spec) -> bool:
-    return any(b != registry.REFERENCE for p in spec.primitives for b in registry.backends(p))
-
-
 # Ops with kernels; the others run their references in the test above already.
-KERNEL_SPECS = [spec for spec in SPECS if _has_kernels(spec)]
+KERNEL_SPECS = [spec for spec in SPECS if has_kernels(spec)]
 
 
 @pytest.mark.parametrize("spec", KERNEL_SPECS, ids=[spec.name for spec in KERNEL_SPECS])
@@ -74,31 +72,18 @@ def test_reference_backward_matches_finite_differences(spec, data):
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 @given(data=st.data())
 def test_float32_stays_float32_and_agrees_with_float64(spec, data):
-    sample = spec.sample(HypothesisDraw(data))
-    y32, g32, leaves32 = forward_backward(spec, sample, np.float32)
-    y64, g64, _ = forward_backward(spec, sample, np.float64)
-    atol, rtol = spec.float32_tol
-    assert y32.dtype == np.float32, f"{spec.name} returned {y32.dtype} for float32 inputs"
-    np.testing.assert_allclose(y32.data, y64.data, atol=atol, rtol=rtol)
-    for leaf, a, b in zip(leaves32, g32, g64):
-        if a is not None:
-            assert a.dtype == np.float32 and a.shape == leaf.shape
-            np.testing.assert_allclose(a, b, atol=atol * 10, rtol=rtol * 10)
+    check_float32(spec, HypothesisDraw(data))
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_no_graph_under_no_grad(spec):
-    sample = spec.sample(RandomDraw(0))
-    with tf.no_grad():
-        y = spec.fn(*tensors(sample, np.float64), **sample.kwargs)
-    assert y.grad_fn is None and not y.requires_grad
+    check_no_grad(spec, RandomDraw(0))
 
 
 def _kernel_cases():
     cases = []
     for spec in SPECS:
-        found = {b for p in spec.primitives for b in registry.backends(p)} - {registry.REFERENCE}
-        cases += [pytest.param(spec, b, id=f"{spec.name}-{b}") for b in sorted(found)]
+        cases += [pytest.param(spec, b, id=f"{spec.name}-{b}") for b in kernel_backends(spec)]
     return cases
 
 

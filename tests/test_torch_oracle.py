@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.op_checks import forward_backward
 from tinyformer.testing import RandomDraw, all_specs
+from tinyformer.testing.checks import forward_backward
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional

@@ -162,6 +162,30 @@ except ValueError as error:
     print(error)
 
 # %% [markdown]
+# ## Test your own op
+#
 # tinyformer's own test suite runs `gradcheck` on every op with random shapes (including
 # broadcasting and non-contiguous arrays), and checks that it would notice a 1% bug planted in
-# any op's backward. Try it yourself: `tinyformer gradcheck --op softmax`.
+# any op's backward. The same battery runs on an op of yours: describe how to draw its inputs
+# in an `OpSpec`, and `check_op` gradchecks it on random shapes and memory layouts, checks that
+# float32 stays float32 and that `no_grad` records nothing. `SlightlyOff` from above fails,
+# and the report names the op, the sample's shapes and the worst element's index.
+
+# %%
+from tinyformer.testing import OpCheckError, OpSpec, check_op, unary_sample  # noqa: E402
+
+
+def square(x):
+    return SlightlyOff.apply(x)
+
+
+spec = OpSpec("square", square, unary_sample(), functions=(SlightlyOff,))
+try:
+    check_op(spec, examples=5)
+except OpCheckError as error:
+    print(error)
+
+# %% [markdown]
+# From the shell, `pytest --tinyformer-ops my_ops.py` runs the same checks on every spec in a
+# file, one test per op and check (docs: "Test your own op"); `tinyformer gradcheck --op
+# softmax` gradchecks one of tinyformer's ops.

@@ -1,4 +1,4 @@
-"""Test specs: each op file declares how to test it, and one generic test module checks them all.
+"""Op specs: each op file declares how to test it, and one battery of checks runs them all.
 
 An `OpSpec` names the op's functional wrapper, the `Function` classes the file defines and a
 `sample(draw)` function that draws one test case: the input arrays (float arrays are the
@@ -8,6 +8,7 @@ hypothesis (so failures shrink to a minimal case), `RandomDraw` uses a seeded Nu
 hypothesis needed, e.g. for an autograder). Input values always come from `draw.rng`.
 
 This module imports nothing beyond NumPy, so importing an op never imports a test framework.
+The checks themselves are in `tinyformer.testing.checks`.
 """
 
 from __future__ import annotations
@@ -54,7 +55,11 @@ class RandomDraw:
     """A `Draw` backed by a seeded NumPy generator."""
 
     def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
         self.rng = np.random.default_rng(seed)
+
+    def __repr__(self) -> str:  # failure reports name the draw, so it can be replayed
+        return f"RandomDraw({self.seed})"
 
     def integers(self, low: int, high: int) -> int:
         return int(self.rng.integers(low, high + 1))
