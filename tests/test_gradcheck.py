@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import tinyformer as tf
+from tinyformer import nn
 from tinyformer.autograd import Function
 
 
@@ -43,15 +46,73 @@ def test_report_names_input_element_values_and_errors():
     with pytest.raises(tf.GradcheckError) as info:
         tf.gradcheck(lambda a, b: a * 2 + BadSquare.apply(b), [_x((3,), 1), _x((3,), 2)])
     report = str(info.value)
-    for piece in ("input 1 (shape (3,))", "analytic", "numeric", "rel error", "Jacobian entry"):
+    for piece in ("input 1 (shape (3,))", "analytic", "numeric", "rel error", "w.r.t. input 1["):
         assert piece in report
     # the relative error of 2.02 x vs 2 x is 1%
     rel = float(report.split("rel error ")[1].split(" ")[0])
     assert 0.009 < rel < 0.011
 
 
-def test_returns_false_instead_of_raising_when_asked():
-    assert tf.gradcheck(BadSquare.apply, [_x()], raise_exception=False) is False
+def test_returns_a_false_result_with_the_report_instead_of_raising_when_asked():
+    result = tf.gradcheck(BadSquare.apply, [_x()], raise_exception=False)
+    assert not result and not result.passed and "BadSquare" in result.report
+    assert "BadSquare" in repr(result)
+    passed = tf.gradcheck(lambda x: x * x, [_x()], raise_exception=False)
+    assert passed and passed.passed and passed.report is None
+
+
+def test_the_worst_element_is_named_by_its_indices_in_each_shape():
+    with pytest.raises(tf.GradcheckError) as info:
+        tf.gradcheck(BadSquare.apply, [_x((2, 3))])
+    # elementwise: the worst Jacobian entry is on the diagonal, output[i, j] w.r.t. input[i, j]
+    found = re.search(
+        r"worst at output\[(\d), (\d)\] w.r.t. input 0\[(\d), (\d)\]", str(info.value)
+    )
+    assert found and found.group(1, 2) == found.group(3, 4)
+    with pytest.raises(tf.GradcheckError, match=r"worst at input 0\[\d, \d\]"):
+        tf.gradcheck(BadSquare.apply, [_x((2, 3))], upstream="random")
+
+
+class _ScaledBackward(Function):
+    """y = x @ w with the gradient of w computed by `mistake`."""
+
+    mistake = staticmethod(lambda gw: gw)
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @classmethod
+    def backward(cls, ctx, gy):
+        x, w = ctx.saved_tensors
+        return gy @ w.T, cls.mistake(x.T @ gy)
+
+
+MISTAKES = {
+    "factor": (lambda gw: 0.5 * gw, "a constant multiple of the numeric one: 0.5 x numeric"),
+    "sign": (lambda gw: -gw, "the negative of the numeric one: a sign flip"),
+    "transpose": (lambda gw: gw.T, "the transpose of the numeric one"),
+    "zero": (lambda gw: 0 * gw, "zero everywhere"),
+}
+# The transpose shows in w's shape, which the random-upstream mode compares; the full Jacobian
+# of w, (12, 9) here, has no transpose to see.
+CASES = [(name, mode) for name in MISTAKES for mode in ("full", "random")]
+CASES.remove(("transpose", "full"))
+
+
+@pytest.mark.parametrize("name, mode", CASES)
+def test_the_report_says_what_the_mistake_looks_like(name, mode):
+    mistake, looks_like = MISTAKES[name]
+    bad = type("Bad", (_ScaledBackward,), {"mistake": staticmethod(mistake)})
+    # not checked (w only); not seed 0, which draws the upstream gradient: x^T v is symmetric
+    x = tf.Tensor(np.random.default_rng(7).standard_normal((4, 3)))
+    w = _x((3, 3), 1)
+    upstream = {"upstream": "random"} if mode == "random" else {}
+    with pytest.raises(
+        tf.GradcheckError, match=f"Looks like: the analytic gradient is {looks_like}"
+    ):
+        tf.gradcheck(bad.apply, [x, w], **upstream)
 
 
 def test_float32_inputs_are_refused_with_the_reason():
@@ -108,5 +169,20 @@ def test_modules_parameters_are_checked_too():
 
     m = TinyModule()
     x = tf.Tensor(np.ones((1, 3)))  # the input does not require grad: only the parameter
-    with pytest.raises(tf.GradcheckError, match="input 0 \\(shape \\(3, 2\\)\\)"):
+    with pytest.raises(tf.GradcheckError, match="parameter 0 \\(shape \\(3, 2\\)\\)"):
         tf.gradcheck(m, [x])
+
+
+def test_a_modules_parameters_are_named_in_the_report():
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return BadSquare.apply(self.lin(x))
+
+    layer = Layer().to(tf.float64)
+    x = tf.Tensor(np.ones((1, 3)))
+    with pytest.raises(tf.GradcheckError, match=r"parameter lin\.weight \(shape \(2, 3\)\)"):
+        tf.gradcheck(layer, [x])

@@ -30,11 +30,31 @@ import numpy as np
 from tinyformer import autograd
 from tinyformer.tensor import Tensor
 
-__all__ = ["GradcheckError", "gradcheck"]
+__all__ = ["GradcheckError", "GradcheckResult", "gradcheck"]
 
 
 class GradcheckError(AssertionError):
     """Backward disagrees with finite differences (or is not deterministic)."""
+
+
+class GradcheckResult:
+    """What `gradcheck(..., raise_exception=False)` returns: true when the check passed, else
+    false with the report that `GradcheckError` would have carried in `.report`."""
+
+    def __init__(self, report: str | None = None) -> None:
+        self.report = report
+
+    @property
+    def passed(self) -> bool:
+        return self.report is None
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return (
+            "GradcheckResult(passed)" if self.passed else f"GradcheckResult(failed)\n{self.report}"
+        )
 
 
 def _outputs(fn: Callable, inputs: Sequence[Any]) -> list[Tensor]:
@@ -102,15 +122,55 @@ def _producers(fn, inputs) -> str:
     return ", ".join(dict.fromkeys(names)) or "nothing"
 
 
-def _report(kind, i, t, analytic, numeric, atol, rtol, producer, where="") -> str:
+def _index(index: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(int(i)) for i in index) + "]"
+
+
+def _diagnosis(analytic: np.ndarray, numeric: np.ndarray, atol: float) -> str:
+    """What the disagreement looks like, in the terms of the usual mistakes."""
+    a, n = analytic.ravel(), numeric.ravel()
+    big = np.abs(n) > max(atol, 1e-8 * np.abs(n).max(initial=0))
+    if not np.any(np.abs(a) > atol) and big.any():
+        return (
+            "the analytic gradient is zero everywhere (backward returns zeros, or is not connected)"
+        )
+    if big.any() and n @ n > 0:
+        c = (a @ n) / (n @ n)  # the best single factor a = c n
+        if np.abs(a - c * n).max() <= 1e-3 * np.abs(a).max() + atol and abs(c - 1) > 1e-3:
+            if abs(c + 1) < 1e-3:
+                return "the analytic gradient is the negative of the numeric one: a sign flip"
+            return (
+                f"the analytic gradient is a constant multiple of the numeric one: {c:.6g} x "
+                "numeric (a missing or extra factor)"
+            )
+    if analytic.ndim == 2 and analytic.shape[0] == analytic.shape[1] > 1:
+        if np.allclose(analytic.T, numeric, rtol=1e-3, atol=atol):
+            return "the analytic gradient is the transpose of the numeric one"
+    zeros = int(np.sum((np.abs(a) <= atol) & big))
+    if zeros:
+        return (
+            f"the analytic gradient is 0 at {zeros} elements where the numeric one is not (a "
+            "missing term, or a sum over broadcast axes that leaves some out)"
+        )
+    return (
+        "no simple pattern (not a constant factor, sign or transpose): compare the failing "
+        "elements with the op's formula"
+    )
+
+
+def _worst(analytic: np.ndarray, numeric: np.ndarray, atol: float, rtol: float) -> tuple:
+    """The index of the largest error among the values out of tolerance."""
     err = np.abs(analytic - numeric)
     bad = err > atol + rtol * np.abs(numeric)
-    worst = np.unravel_index(int(np.argmax(np.where(bad, err, -1))), analytic.shape)
+    return np.unravel_index(int(np.argmax(np.where(bad, err, -1))), analytic.shape)
+
+
+def _report(kind, label, t, analytic, numeric, atol, rtol, producer, worst, where) -> str:
+    bad = np.abs(analytic - numeric) > atol + rtol * np.abs(numeric)
     a, n = analytic[worst], numeric[worst]
     rel = abs(a - n) / max(abs(n), 1e-300)
-    where = where or f"element {tuple(int(w) for w in worst)}"
     return (
-        f"gradcheck failed ({kind}): the gradient for input {i} (shape {t.shape}) disagrees with "
+        f"gradcheck failed ({kind}): the gradient for {label} (shape {t.shape}) disagrees with "
         f"finite differences.\n"
         f"  output produced by: {producer}\n"
         f"  worst at {where}:\n"
@@ -119,15 +179,36 @@ def _report(kind, i, t, analytic, numeric, atol, rtol, producer, where="") -> st
         f"    abs error {abs(a - n):.3g}, rel error {rel:.3g} "
         f"(allowed: atol {atol:g} + rtol {rtol:g} * |numeric|)\n"
         f"  {int(bad.sum())} of {bad.size} compared values are out of tolerance.\n"
-        "  A wrong backward usually shows as a constant factor (a missing or extra scale), a wrong "
-        "sign, or errors only where inputs are broadcast or repeated."
+        f"  Looks like: {_diagnosis(analytic, numeric, atol)}."
     )
 
 
-def _fail(message: str, raise_exception: bool) -> bool:
+def _labels(fn: Any, inputs: list[Any]) -> dict[int, str]:
+    """A name for every tensor gradcheck may check, by id: its position among the inputs, or
+    its parameter name when `fn` is a module."""
+    labels = {id(t): f"input {i}" for i, t in enumerate(inputs) if isinstance(t, Tensor)}
+    if hasattr(fn, "named_parameters"):
+        labels.update({id(p): f"parameter {name}" for name, p in fn.named_parameters()})
+    elif hasattr(fn, "parameters"):
+        labels.update({id(p): f"parameter {j}" for j, p in enumerate(fn.parameters())})
+    return labels
+
+
+def _output_index(flat: int, shapes: list[tuple[int, ...]]) -> str:
+    """`output[i, j]` (or `output k[i, j]` among several) for a flat index into all outputs."""
+    for k, shape in enumerate(shapes):
+        size = int(np.prod(shape))
+        if flat < size:
+            name = "output" if len(shapes) == 1 else f"output {k}"
+            return name + _index(np.unravel_index(flat, shape))
+        flat -= size
+    raise IndexError(flat)
+
+
+def _fail(message: str, raise_exception: bool) -> GradcheckResult:
     if raise_exception:
         raise GradcheckError(message)
-    return False
+    return GradcheckResult(message)
 
 
 def gradcheck(
@@ -142,8 +223,9 @@ def gradcheck(
     check_reentrant: bool = True,
     raise_exception: bool = True,
     seed: int = 0,
-) -> bool:
-    """Check `fn`'s backward against finite differences; return True or raise GradcheckError.
+) -> GradcheckResult:
+    """Check `fn`'s backward against finite differences; return a true `GradcheckResult` or
+    raise GradcheckError.
 
     Args:
         fn: a function of the inputs returning a Tensor or a tuple of Tensors, or a module (then
@@ -154,7 +236,8 @@ def gradcheck(
         upstream: None for the full Jacobian; "random" (or arrays, one per output) to compare
             v^T J for one upstream gradient v.
         check_reentrant: run backward twice and require identical results.
-        raise_exception: raise on failure (default) instead of returning False.
+        raise_exception: raise on failure (default) instead of returning a false
+            `GradcheckResult` whose `.report` says what failed.
         seed: for the random v and u.
     """
     # eps = 0 would divide by zero, and the failure would blame the backward
@@ -177,6 +260,8 @@ def gradcheck(
     rng = np.random.default_rng(seed)
     n_out = _flat_output(fn, inputs).size
     producer = _producers(fn, inputs)
+    labels = _labels(fn, inputs)
+    names = [labels.get(id(t), f"checked tensor {i}") for i, t in enumerate(checked)]
 
     if fast_mode or upstream is not None:
         if upstream is None or isinstance(upstream, str):
@@ -193,14 +278,17 @@ def gradcheck(
                     where = (
                         "the random projection v^T J u (rerun with fast_mode=False for elements)"
                     )
-                    msg = _report("fast", i, t, a_proj, numeric, atol, rtol, producer, where)
-                    return _fail(msg, raise_exception)
+                    args = (a_proj, numeric, atol, rtol, producer, (0,), where)
+                    return _fail(_report("fast", names[i], t, *args), raise_exception)
             else:
                 numeric = (v @ _numeric_columns(fn, inputs, t, eps)).reshape(t.shape)
                 if not np.allclose(a, numeric, rtol=rtol, atol=atol):
-                    msg = _report("random upstream", i, t, a, numeric, atol, rtol, producer)
-                    return _fail(msg, raise_exception)
+                    worst = _worst(a, numeric, atol, rtol)
+                    args = (a, numeric, atol, rtol, producer, worst, names[i] + _index(worst))
+                    return _fail(_report("random upstream", names[i], t, *args), raise_exception)
     else:
+        with autograd.no_grad():
+            out_shapes = [o.shape for o in _outputs(fn, inputs)]
         for i, t in enumerate(checked):
             numeric = _numeric_columns(fn, inputs, t, eps)  # (n_out, t.size)
             rows = [
@@ -209,9 +297,11 @@ def gradcheck(
             ]
             analytic = np.stack(rows) if rows else np.zeros_like(numeric)
             if not np.allclose(analytic, numeric, rtol=rtol, atol=atol):
-                msg = _report("full Jacobian", i, t, analytic, numeric, atol, rtol, producer)
-                msg = msg.replace("element (", "Jacobian entry (output, input element) = (", 1)
-                return _fail(msg, raise_exception)
+                worst = _worst(analytic, numeric, atol, rtol)  # (output element, input element)
+                element = _index(np.unravel_index(int(worst[1]), t.shape))
+                where = f"{_output_index(int(worst[0]), out_shapes)} w.r.t. {names[i]}{element}"
+                args = (analytic, numeric, atol, rtol, producer, worst, where)
+                return _fail(_report("full Jacobian", names[i], t, *args), raise_exception)
 
     if check_reentrant:
         v = rng.standard_normal(n_out)
@@ -220,9 +310,9 @@ def gradcheck(
         for i, (a, b) in enumerate(zip(first, second)):
             if not np.array_equal(a, b):
                 return _fail(
-                    f"gradcheck failed (reentrant): backward gave different gradients for input "
-                    f"{i} on two identical runs (max difference {np.abs(a - b).max():.3g}); "
+                    f"gradcheck failed (reentrant): backward gave different gradients for "
+                    f"{names[i]} on two identical runs (max difference {np.abs(a - b).max():.3g}); "
                     f"output produced by: {producer}",
                     raise_exception,
                 )
-    return True
+    return GradcheckResult()

@@ -113,12 +113,15 @@ except tf.GradcheckError as error:
 # Reading the report:
 # - **input 0 (shape (3, 4))** — which input's gradient is wrong;
 # - **output produced by: BrokenSoftmax** — which op made the output;
-# - **Jacobian entry (output, input element)** — the worst disagreement;
+# - **output[1, 2] w.r.t. input 0[1, 2]** — the worst disagreement: the Jacobian entry
+#   d output[1, 2] / d input[1, 2], each index in its own tensor's shape;
 # - **analytic vs numeric**, with the absolute and relative errors against the tolerance;
 # - how many entries are wrong: 48 of 144. Softmax mixes only within a row, so the entries
 #   linking different rows are zero for both methods; the 48 wrong ones are every entry of each
 #   row's 4 x 4 block. Errors everywhere the op has a derivative point at a missing term, not a
-#   single bad index.
+#   single bad index;
+# - **Looks like** — the shape of the mistake: here the analytic gradient is 0 where the numeric
+#   one is not, the missing term. A constant factor, a sign flip and a transpose are named too.
 #
 # ## Subtler: off by one percent
 #
@@ -138,7 +141,9 @@ class SlightlyOff(tf.Function):
         return 2.02 * x * gy  # 1% too large
 
 
-print(tf.gradcheck(SlightlyOff.apply, [x], raise_exception=False))
+result = tf.gradcheck(SlightlyOff.apply, [x], raise_exception=False)
+print(bool(result))  # False: with raise_exception=False the report comes back in the result
+print(result.report)
 
 # %% [markdown]
 # ## Big inputs: fast mode
