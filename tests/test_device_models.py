@@ -107,7 +107,7 @@ def _train_step(model, inputs):
     _, loss = model(*inputs)
     loss.backward()
     optimizer.step()
-    return loss, model.state_dict()
+    return loss, {k: backend.host_copy(v.data) for k, v in model.state_dict().items()}
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -1,7 +1,8 @@
 """Modules, optimizers and tensors across devices, on the fake device: moving a model keeps its
-parameters (so an optimizer built before still holds them), state_dict is host data and loads
-onto the module's device, optimizer state follows its parameter, a training step gives the
-host's numbers, and mixing devices in one op is an error that names the op and both devices."""
+parameters (so an optimizer built before still holds them), state_dict shares the module's
+memory on its device and loads host data onto it, optimizer state follows its parameter, a
+training step gives the host's numbers, and mixing devices in one op is an error that names the
+op and both devices."""
 
 from __future__ import annotations
 
@@ -30,9 +31,10 @@ def test_module_to_moves_parameters_and_buffers_in_place():
     assert model.to("fake") is model and model.proj.weight is weight
     assert all(p.device == backend.device("fake") for p in model.parameters())
     assert isinstance(model.mask, FakeArray)
-    state = model.state_dict()  # host copies, for checkpoints and safetensors
-    assert all(type(v) is np.ndarray for v in state.values())
-    state["proj.bias"] = np.arange(3, dtype=np.float32)
+    state = model.state_dict()  # detached Tensors sharing the module's memory, on its device
+    assert all(v.device == backend.device("fake") and not v.requires_grad for v in state.values())
+    assert state["proj.weight"].data is weight.data and state["mask"].data is model.mask
+    state["proj.bias"] = np.arange(3, dtype=np.float32)  # host data
     model.load_state_dict(state)  # onto the module's device
     assert isinstance(model.proj.bias.data, FakeArray)
     np.testing.assert_array_equal(backend.to_host(model.proj.bias.data), [0, 1, 2])
@@ -63,7 +65,11 @@ def test_a_training_step_on_the_fake_device_gives_the_hosts_numbers():
             optimizer.step()
         state = optimizer.state_dict()["state"]
         assert all(type(v) is not FakeArray for s in state.values() for v in s.values())
-        return loss.item(), float(norm), {k: v for k, v in model.state_dict().items()}
+        return (
+            loss.item(),
+            float(norm),
+            {k: backend.host_copy(v.data) for k, v in model.state_dict().items()},
+        )
 
     with registry.prefer(registry.REFERENCE):  # the fake device runs the references too
         host = step("cpu")

@@ -105,6 +105,11 @@ def test_op_errors_are_value_errors():
     assert issubclass(tf.OpError, ValueError)
 
 
-def test_item_assignment_is_refused_with_advice():
-    with pytest.raises(TypeError, match="masked_fill"):
-        tf.zeros(3)[0] = 1.0
+def test_item_assignment_into_a_parameter_is_refused_with_advice():
+    tf.zeros(3)[0] = 1.0  # data that does not require grad: written, as in PyTorch
+    w = tf.zeros(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"leaf Variable that requires grad.*tf.no_grad\(\)"):
+        w[0] = 1.0
+    y = w * 2
+    with pytest.raises(RuntimeError, match="requires grad and was computed by"):
+        y[0] = 1.0

@@ -18,7 +18,8 @@ alive unless `forward` saved them, so a graph costs only what its ops chose to s
 of 10,000 ops must not hit Python's recursion limit), then visits them from the output towards the
 leaves. Each node's backward runs once, on the sum of every gradient that reached its output
 (fan-out accumulates), and leaf tensors add what reaches them into `.grad`. The engine checks what
-each backward returns (count, shape, dtype) and names the op in every error. Afterwards it frees
+each backward returns (count, shape, dtype) and names the op in every error. It refuses to run a
+backward whose saved arrays an in-place op has changed since (`versions.py`). Afterwards it frees
 each node's saved arrays unless `retain_graph=True`. Double backward (gradients of gradients) is
 not supported: backward functions work on raw arrays and build no graph.
 
@@ -33,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import backend, grad_mode
+from tinyformer import backend, grad_mode, versions
 from tinyformer.grad_mode import check_finite, detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from tinyformer.tensor import Tensor
 
@@ -75,6 +76,7 @@ class Context:
         "_saved",
         "_freed",
         "_retained",
+        "_clock",
         "__dict__",
         "__weakref__",
     )
@@ -177,6 +179,11 @@ class Function:
         # Which output of its node each input is (0 for leaves and single-output nodes).
         ctx.parent_outputs = tuple(x._output if need else 0 for x, need in zip(inputs, needs))
         ctx.outputs = tuple((a.shape, a.dtype) for a in ys)
+        # The in-place write count now: backward refuses to run on saved arrays that an in-place
+        # op has changed since (tinyformer/versions.py).
+        ctx._clock = versions.clock
+        if grad_mode._anomaly_enabled:  # so that the error can say "input 0" or "output 0"
+            ctx._saved_labels = versions.label_saved(ctx._saved, arrays, ys)
         outs = tuple(Tensor._make(a, ctx, i) for i, a in enumerate(ys))
         return outs if several else outs[0]
 
@@ -300,6 +307,8 @@ def _run_backward(
             continue
         if node._freed:
             raise RuntimeError(_freed_message(node))
+        if node._clock != versions.clock:  # something was written in place since it ran
+            versions.check(node)
         gys = _output_grads(node, gy)
         if node._retained is not None:
             for output, ref in node._retained.items():

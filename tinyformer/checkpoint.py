@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.fileio import atomic_write
+from tinyformer.tensor import Tensor
 
 __all__ = ["CheckpointError", "checkpoint_path", "load_checkpoint", "save_checkpoint"]
 
@@ -49,12 +51,13 @@ _DAMAGE = (
 )  # fmt: skip
 
 
-def save_checkpoint(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict) -> None:
-    """Atomically write `arrays` and the JSON-able `meta` to `path`."""
+def save_checkpoint(path: str | os.PathLike, arrays: dict[str, Any], meta: dict) -> None:
+    """Atomically write `arrays` (host or device arrays, or Tensors: each is written as it is
+    now) and the JSON-able `meta` to `path`."""
     path = Path(path)
     if META in arrays or MANIFEST in meta:
         raise ValueError(f"save_checkpoint: {META!r} and {MANIFEST!r} are the file's own names")
-    arrays = {name: np.asarray(a) for name, a in arrays.items()}
+    arrays = {name: backend.to_host(_array(a)) for name, a in arrays.items()}
     for name, array in arrays.items():
         if array.dtype.kind not in NUMBERS:  # objects would be pickled, which reading refuses
             raise ValueError(
@@ -63,6 +66,10 @@ def save_checkpoint(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta
     manifest = {name: _entry(array) for name, array in arrays.items()}
     document = json.dumps({"format": FORMAT, "version": VERSION, **meta, MANIFEST: manifest})
     atomic_write(path, lambda f: np.savez(f, **{META: np.array(document)}, **arrays), mode="wb")
+
+
+def _array(value: Any) -> Any:
+    return value.data if isinstance(value, Tensor) else value
 
 
 def _entry(array: np.ndarray) -> dict[str, Any]:

@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
 from tinyformer.fileio import atomic_write
+from tinyformer.tensor import Tensor
 
 __all__ = ["SafetensorsError", "load_file", "read_header", "save_file"]
 
@@ -129,8 +131,9 @@ def load_file(path: str | os.PathLike, names: Any = None) -> dict[str, np.ndarra
 def save_file(
     tensors: Mapping[str, Any], path: str | os.PathLike, metadata: Mapping[str, str] | None = None
 ) -> None:
-    """Write {name: array} as safetensors (atomically: the file appears only when complete).
-    Tensors are laid out in name order, as the reference implementation does."""
+    """Write {name: array or Tensor} as safetensors (atomically: the file appears only when
+    complete); device arrays are copied to the host. Tensors are laid out in name order, as the
+    reference implementation does."""
     header: dict[str, Any] = {}
     if metadata:
         bad = {k: v for k, v in metadata.items() if not isinstance(v, str)}
@@ -139,7 +142,8 @@ def save_file(
         header["__metadata__"] = dict(metadata)
     arrays, offset = [], 0
     for name in sorted(tensors):
-        array = np.asarray(getattr(tensors[name], "data", tensors[name]))
+        value = tensors[name]  # a Tensor (a state_dict's values), or a host or device array
+        array = backend.to_host(value.data if isinstance(value, Tensor) else value)
         dtype = array.dtype.newbyteorder("<") if array.dtype.itemsize > 1 else array.dtype
         if dtype not in _NAMES:
             raise SafetensorsError(f"save_file: tensor {name!r} has unsupported dtype {dtype}")

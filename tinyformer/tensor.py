@@ -3,7 +3,8 @@
 The array lives in `.data`: a NumPy array, or a device array (CuPy's on a GPU, or the fake
 device's in tests; `tinyformer.backend`), which stays where it is. Every method that computes
 something forwards to a function in `tinyformer.ops`, so each op is written once, in its own file.
-PyTorch's spellings (`dim=`, `x.size()`, `x.float()`, ...) come from `torch_names.py`.
+PyTorch's spellings (`dim=`, `x.size()`, `x.float()`, ...) come from `torch_names.py`, the in-place
+ops (`x.add_(y)`, `x[i] = v`, `x.zero_()`, ...) from `inplace.py`.
 Python data becomes float32 by default (as in PyTorch); NumPy arrays keep their dtype.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend
+from tinyformer.inplace import InPlaceOps
 from tinyformer.torch_names import ElementCount, TorchSpellings, max_names, torch_names
 
 __all__ = ["Tensor"]
@@ -37,7 +39,7 @@ def _as_array(data: Any, dtype: Any = None) -> np.ndarray:
     return array
 
 
-class Tensor(TorchSpellings):
+class Tensor(InPlaceOps, TorchSpellings):
     """An array that can record the ops applied to it and differentiate through them.
 
     Args:
@@ -180,13 +182,6 @@ class Tensor(TorchSpellings):
         elif self.requires_grad:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        raise TypeError(
-            "Tensor does not support item assignment: it would silently break the gradients of "
-            "every op that saved it. Build a new tensor with where / masked_fill / cat, or edit "
-            ".data explicitly outside of autograd."
-        )
 
     # -- arithmetic sugar: each forwards to its op ---------------------------------------------
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer.backend import host_copy
 from tinyformer.data.wordpiece import WordPieceTokenizer
 from tinyformer.models.bert import (
     Bert,
@@ -296,7 +297,7 @@ def load_bert(
         # some encoders ship without the pooler, which embeddings never use: BERT's init
         pooler = model.bert.pooler if head == "mlm" else model.pooler
         init_bert_weights(pooler)
-        state |= {f"{prefix}pooler.{k}": v for k, v in pooler.state_dict().items()}
+        state |= {f"{prefix}pooler.{k}": host_copy(v.data) for k, v in pooler.state_dict().items()}
     _check_shapes(root, {name: p.data for name, p in model.named_parameters()}, state)
     try:
         model.to(dtype).load_state_dict(state)  # copied into the model's arrays, cast to dtype

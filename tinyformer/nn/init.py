@@ -6,8 +6,9 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from typing import Any
 
-from tinyformer import random
+from tinyformer import random, versions
 from tinyformer.tensor import Tensor
 
 __all__ = [
@@ -41,19 +42,26 @@ def skip_init() -> Iterator[None]:
         _skipping.pop()
 
 
+def _write(tensor: Tensor, values: Any, name: str) -> Tensor:
+    """Fill `tensor` in place, as a PyTorch initialiser does: a write that bumps its version."""
+    tensor.data[...] = values
+    versions.bump(tensor.data, f"nn.init.{name}()")
+    return tensor
+
+
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
     if _skipping[-1]:
         return tensor
     draw = random.generator().standard_normal(tensor.shape)
-    tensor.data[...] = (mean + std * draw).astype(tensor.dtype)
-    return tensor
+    return _write(tensor, (mean + std * draw).astype(tensor.dtype), "normal_")
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
     if _skipping[-1]:
         return tensor
-    tensor.data[...] = random.generator().uniform(a, b, tensor.shape).astype(tensor.dtype)
-    return tensor
+    return _write(
+        tensor, random.generator().uniform(a, b, tensor.shape).astype(tensor.dtype), "uniform_"
+    )
 
 
 def trunc_normal_(
@@ -83,23 +91,19 @@ def trunc_normal_(
     while outside.any():
         x[outside] = mean + std * rng.standard_normal(int(outside.sum()))
         outside = (x < a) | (x > b)
-    tensor.data[...] = x.astype(tensor.dtype)
-    return tensor
+    return _write(tensor, x.astype(tensor.dtype), "trunc_normal_")
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
-    tensor.data[...] = val
-    return tensor
+    return _write(tensor, val, "constant_")
 
 
 def zeros_(tensor: Tensor) -> Tensor:
-    tensor.data[...] = 0
-    return tensor
+    return _write(tensor, 0, "zeros_")
 
 
 def ones_(tensor: Tensor) -> Tensor:
-    tensor.data[...] = 1
-    return tensor
+    return _write(tensor, 1, "ones_")
 
 
 def fan_in_uniform_(tensor: Tensor, fan_in: int) -> Tensor:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import backend
+from tinyformer import backend, versions
 from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
@@ -156,18 +156,21 @@ class Module:
 
     # -- state ----------------------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Host copies of every parameter and persistent buffer, by dotted name (shared ones
-        under every name that reaches them, as in PyTorch)."""
-        state: dict[str, np.ndarray] = {}
+    def state_dict(self) -> dict[str, Tensor]:
+        """Every parameter and persistent buffer, by dotted name (shared ones under every name
+        that reaches them), as detached Tensors that share memory with the module, as in
+        PyTorch: `with tf.no_grad(): sd[k].copy_(w)` changes the module's weight. To keep
+        values while the module trains on (a checkpoint), copy them to the host:
+        `{k: backend.host_copy(v.data) for k, v in sd.items()}`."""
+        state: dict[str, Tensor] = {}
         for module_name, module in self.named_modules():
             dot = f"{module_name}." if module_name else ""
             for name, param in module._parameters.items():
                 if param is not None:
-                    state[dot + name] = backend.host_copy(param.data)
+                    state[dot + name] = Tensor._make(param.data, None)
             for name, buf in module._buffers.items():
                 if buf is not None and name not in module._non_persistent:
-                    state[dot + name] = backend.host_copy(buf)
+                    state[dot + name] = Tensor._make(buf, None)
         return state
 
     def _state_slots(self) -> dict[str, tuple[Module, str, str]]:
@@ -183,7 +186,8 @@ class Module:
         return slots
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
-        """Copy arrays from `state_dict` into this module's parameters and buffers, in place.
+        """Copy values (Tensors or arrays, on any device) from `state_dict` into this module's
+        parameters and buffers, in place; each copy counts as an in-place write (`_version`).
 
         Raises StateDictError naming every missing or unexpected key (when `strict`), every
         shape mismatch and every array that is not of real numbers (always); nothing is modified
@@ -207,7 +211,7 @@ class Module:
         for key, (module, name, kind) in slots.items():
             if key not in state_dict:
                 continue
-            value = backend.to_host(array_of(state_dict[key]))
+            value = array_of(state_dict[key])
             target = module._parameters[name].data if kind == "param" else module._buffers[name]
             if value.dtype.kind not in "biuf":  # complex would lose its imaginary part silently
                 problems.append(f"{key} has dtype {value.dtype}, not real numbers")
@@ -219,9 +223,10 @@ class Module:
             arrays[key] = (target, value)
         if problems:
             raise StateDictError(f"{where}: " + "; ".join(problems))
-        for target, value in arrays.values():
+        for key, (target, value) in arrays.items():
             # in place, on the module's device: optimizers keep pointing at the same arrays
             target[...] = backend.to_device(value, backend.device_of(target))
+            versions.bump(target, f"load_state_dict ({key})")
 
     # -- modes and helpers ----------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from tinyformer import backend, registry
+from tinyformer import backend, registry, versions
 from tinyformer.ops.adamw import adamw_step  # noqa: F401  (registers the "adamw.step" reference)
 from tinyformer.optim.optimizer import Optimizer
 
@@ -63,6 +63,8 @@ class Adam(Optimizer):
                     lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
                     weight_decay=wd if self.decoupled else 0.0, step=state["step"],
                 )  # fmt: skip
+                # an in-place write: a graph that saved p before this step cannot backward
+                versions.bump(p.data, f"{type(self).__name__}.step()")
 
 
 class AdamW(Adam):

@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from tinyformer import versions
 from tinyformer.optim.optimizer import Optimizer
 
 __all__ = ["SGD"]
@@ -59,3 +60,4 @@ class SGD(Optimizer):
                     buf = state["momentum_buffer"]
                     g = g + mu * buf if group["nesterov"] else buf
                 p.data -= (lr * g).astype(p.dtype, copy=False)
+                versions.bump(p.data, "SGD.step()")  # a graph that saved p cannot backward now

@@ -199,11 +199,11 @@ def _classify_batch(
 
 
 def finetune(
-    cfg: TrainBertConfig, corpus: Corpus, init: dict[str, np.ndarray] | None, name: str
+    cfg: TrainBertConfig, corpus: Corpus, init: dict[str, Any] | None, name: str
 ) -> dict[str, Any]:
     """Fine-tune a classifier on the tampering task, from an encoder state dict (`init`, the
-    "bert.*" entries of a pretrained model) or from random weights (None). Returns the log;
-    its evals hold test loss and accuracy."""
+    "bert.*" entries of a pretrained model's state_dict, Tensors or arrays; they are copied) or
+    from random weights (None). Returns the log; its evals hold test loss and accuracy."""
     tok = corpus.tokenizer
     mconf = cfg.model_config(tok.vocab_size)
     tf.manual_seed(cfg.seed + 1)  # the same classifier initialisation for both runs

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import random
+from tinyformer import backend, random
 from tinyformer.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
 from tinyformer.nn.module import Module, StateDictError
 from tinyformer.optim.lr_scheduler import LRScheduler
@@ -67,7 +67,8 @@ def save_run(
     meta: dict[str, Any],
 ) -> None:
     """Write everything needed to continue the run exactly where it stands."""
-    arrays = {f"model/{k}": v for k, v in model.state_dict().items()}
+    # state_dict shares the model's memory: copy to the host now, before training changes it
+    arrays = {f"model/{k}": backend.host_copy(v.data) for k, v in model.state_dict().items()}
     optim_arrays, optim_meta = optimizer_arrays(optimizer.state_dict())
     arrays.update(optim_arrays)
     meta = {
