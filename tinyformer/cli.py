@@ -4,6 +4,7 @@ tinyformer train gpt [flags]      train a GPT (default: baby config on the embed
 tinyformer train vit|cnn|fcn|segnet|unet   train an image model (digits / generated shapes)
 tinyformer train bert             pretrain a tiny BERT (masked LM), then fine-tune it vs scratch
 tinyformer train seq2seq          train an encoder-decoder Transformer to translate dates
+tinyformer train mae              pretrain a ViT as a masked autoencoder, then fine-tune it vs scratch
 tinyformer embed --model DIR S..  sentence embeddings and similarities with a pretrained BERT
 tinyformer eval --ckpt DIR        accuracy or mIoU of a trained image model, and its plots
 tinyformer sample --ckpt DIR      sample text from a trained GPT
@@ -128,6 +129,13 @@ TRAINERS = {
         "train an encoder-decoder Transformer on date translation",
         "Dates in ten human formats -> ISO 8601, with held-out dates; reports greedy and "
         "beam-search exact match and plots cross-attention.",
+    ),
+    "mae": (
+        "tinyformer.train.mae", "TrainMAEConfig", "train_mae",
+        "pretrain a ViT as a masked autoencoder, fine-tune it, compare with scratch",
+        "Hide 75% of each image's patches and reconstruct them (digits by default, or "
+        "--data mnist), plot reconstructions, then train the pretrained encoder and a "
+        "random one as classifiers with the same budget (--probe: linear probe).",
     ),
 }  # fmt: skip
 

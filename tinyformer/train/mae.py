@@ -1,0 +1,258 @@
+"""`tinyformer train mae`: pretrain a ViT as a masked autoencoder, then show what it learned.
+
+Three runs, one command, on scikit-learn's 8x8 digits by default (offline) or MNIST:
+
+1. Pretrain: hide 75% of every image's patches and reconstruct them (no labels used), on the
+   training images.                                       -> out/mae/pretrain/
+   Then reconstructions.png: held-out images masked, rebuilt, and as they are.
+2. Fine-tune the pretrained encoder as a ViT classifier (`--probe`: train only a linear
+   classifier on the frozen encoder).                     -> out/mae/finetune-pretrained/
+3. The same classifier, same data, steps, learning rate and seeds, from random weights.
+                                                          -> out/mae/finetune-scratch/
+
+The closing table, results.json and compare.png put the two classifiers side by side, with
+the pretraining loss curve and the milliseconds per step of every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tinyformer as tf
+from tinyformer import backend
+from tinyformer.data import load_digits, load_mnist
+from tinyformer.models.mae import MAE, MAEConfig
+from tinyformer.models.vit import ViT
+from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
+from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, PROPER_FRACTION, check_ranges, flag
+from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.rundir import claim_out_dir
+from tinyformer.train.state import config_from_checkpoint
+from tinyformer.train.vision import shift_augment, split_indices
+
+__all__ = ["Images", "Phase", "TrainMAEConfig", "finetune", "load_images", "pretrain", "train_mae"]
+
+
+@dataclass
+class TrainMAEConfig:
+    data: str = flag("digits", "images: digits (embedded, 8x8) or mnist (downloaded once)",
+                     ["digits", "mnist"])  # fmt: skip
+    data_dir: str | None = flag(None, "folder with the MNIST IDX files (else: download once)")
+    patch_size: int | None = flag(None, "patch side in pixels (default: 2 for 8px, 4 for 28px)")
+    mask_ratio: float = flag(
+        0.75, "share of patches hidden from the encoder", valid=PROPER_FRACTION
+    )
+    n_layer: int = flag(4, "encoder blocks")
+    n_head: int = flag(4, "encoder attention heads")
+    n_embd: int = flag(64, "encoder width")
+    decoder_n_layer: int = flag(2, "decoder blocks")
+    decoder_n_head: int = flag(4, "decoder attention heads")
+    decoder_n_embd: int = flag(32, "decoder width")
+    norm_pix_loss: bool = flag(True, "targets: each patch normalised by its mean and variance")
+    probe: bool = flag(False, "linear probe: train only the classifier, encoder frozen")
+    pretrain_iters: int = flag(3000, "masked-autoencoder steps", valid=COUNT)
+    finetune_iters: int = flag(500, "classifier steps (each of the two runs)", valid=COUNT)
+    batch_size: int = flag(64, "images per batch", valid=COUNT)
+    lr: float = flag(1.5e-3, "peak learning rate of pretraining", valid=POSITIVE)
+    finetune_lr: float = flag(1e-3, "peak learning rate of the classifiers", valid=POSITIVE)
+    warmup: int = flag(100, "linear warm-up steps (classifiers: a tenth of theirs)")
+    weight_decay: float = flag(0.05, "AdamW weight decay on weight matrices")
+    augment_shift: int = flag(
+        1, "shift training images by up to this many pixels", valid=NONNEGATIVE
+    )
+    val_fraction: float = flag(0.2, "held-out share of digits (MNIST: its test split)",
+                               valid=PROPER_FRACTION)  # fmt: skip
+    eval_interval: int = flag(
+        250, "evaluate and checkpoint every this many pretraining steps", valid=COUNT
+    )
+    seed: int = flag(0, "seed for the split, initialisation, masks and batches", valid=NONNEGATIVE)
+    out_dir: str = flag("out/mae", "folder for the three runs and the figures")
+    resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
+    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
+    progress: bool = flag(True, "show progress bars")
+    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
+    def model_config(self, image_size: int, channels: int) -> MAEConfig:
+        patch = (2 if image_size <= 16 else 4) if self.patch_size is None else self.patch_size
+        return MAEConfig(
+            image_size, patch, channels, self.mask_ratio, self.n_layer, self.n_head, self.n_embd,
+            self.decoder_n_layer, self.decoder_n_head, self.decoder_n_embd,
+            norm_pix_loss=self.norm_pix_loss,
+        )  # fmt: skip
+
+
+@dataclass
+class Phase:
+    """What the shared training loop reads from a configuration, for one of the three runs."""
+
+    iters: int
+    eval_interval: int
+    out_dir: str
+    progress: bool = True
+    grad_clip: float = 1.0
+    resume: bool = False
+
+
+@dataclass
+class Images:
+    train: np.ndarray  # (N, C_in, H, W) in [0, 1]: pretraining reads these without labels
+    train_labels: np.ndarray
+    test: np.ndarray  # never trained on, by any of the three runs
+    test_labels: np.ndarray
+
+    @property
+    def num_classes(self) -> int:
+        return int(max(self.train_labels.max(), self.test_labels.max())) + 1
+
+
+def load_images(cfg: TrainMAEConfig) -> Images:
+    if cfg.data == "mnist":
+        return Images(*load_mnist("mnist", "train", cfg.data_dir),
+                      *load_mnist("mnist", "test", cfg.data_dir))  # fmt: skip
+    images, labels = load_digits()
+    train, test = split_indices(labels, cfg.val_fraction, cfg.seed)
+    return Images(images[train], labels[train], images[test], labels[test])
+
+
+def _optimizer(params: Any, lr: float, iters: int, warmup: int) -> tuple:
+    # betas (0.9, 0.95): the MAE paper's, for pretraining and fine-tuning alike
+    optimizer = AdamW(params, lr=lr, betas=(0.9, 0.95))
+    return optimizer, WarmupCosineLR(optimizer, min(warmup, iters), iters, 0.1)
+
+
+def pretrain(cfg: TrainMAEConfig, data: Images) -> tuple[MAE, dict[str, Any]]:
+    """The masked-autoencoder run; returns the model and the run's log."""
+    phase = Phase(cfg.pretrain_iters, cfg.eval_interval, str(Path(cfg.out_dir) / "pretrain"),
+                  cfg.progress, resume=cfg.resume)  # fmt: skip
+    phase, state, saved = resume_from(phase, phase.out_dir)
+    if saved:
+        mconf = config_from_checkpoint(saved["_path"], MAEConfig, saved["model_config"], state)
+    else:
+        mconf = cfg.model_config(data.train.shape[2], data.train.shape[1])
+    tf.manual_seed(cfg.seed)
+    model = MAE(mconf).to(cfg.device)
+    optimizer, scheduler = _optimizer(weight_decay_groups(model, cfg.weight_decay), cfg.lr,
+                                      phase.iters, cfg.warmup)  # fmt: skip
+    # The same images under the same masks at every evaluation (their own generator: drawing
+    # from tinyformer's would change the training masks of a resumed run).
+    fixed = np.random.default_rng([cfg.seed, 1])
+    probe = data.train[fixed.choice(len(data.train), min(512, len(data.train)), replace=False)]
+    held_out = data.test[:512]
+    noise = {"train": fixed.random((len(probe), mconf.num_patches)),
+             "val": fixed.random((len(held_out), mconf.num_patches))}  # fmt: skip
+
+    @tf.no_grad()
+    def evaluate(it: int) -> dict[str, float]:
+        model.eval()
+        out = {}
+        for split, images in (("train", probe), ("val", held_out)):
+            losses = [model(images[i : i + 256], noise[split][i : i + 256])[1].item()
+                      * len(images[i : i + 256]) for i in range(0, len(images), 256)]  # fmt: skip
+            out[split] = float(np.sum(losses) / len(images))
+        model.train()
+        return out
+
+    def get_batch(rng: np.random.Generator) -> tuple[np.ndarray, None]:
+        idx = rng.integers(0, len(data.train), cfg.batch_size)
+        return shift_augment(data.train[idx], rng, cfg.augment_shift), None
+
+    run = Run(
+        model, optimizer, scheduler, np.random.default_rng(cfg.seed), get_batch=get_batch,
+        evaluate=evaluate, config=phase, command="mae",
+        title=f"MAE pretraining on {cfg.data} ({mconf.mask_ratio:.0%} of patches hidden)",
+        meta=lambda: {"model_config": dataclasses.asdict(mconf),
+                      "mae_config": dataclasses.asdict(cfg)},
+        loss=lambda images, _: model(images)[1],
+        resume_hint=f"tinyformer train mae --resume --out-dir {cfg.out_dir}",
+    )  # fmt: skip
+    resume_into(run, state, saved)
+    return model, train_loop(run)
+
+
+def finetune(
+    cfg: TrainMAEConfig, data: Images, mconf: MAEConfig, init: dict[str, Any] | None, name: str
+) -> dict[str, Any]:
+    """Train a ViT classifier from the encoder weights `init` (`MAE.encoder_state_dict()`) or
+    from random weights (None). Returns the log; its evals hold test loss and accuracy."""
+    tf.manual_seed(cfg.seed + 1)  # the same classifier head for both runs
+    model = ViT(mconf.vit_config(data.num_classes))
+    if init is not None:
+        model.load_state_dict({**model.state_dict(), **init})
+    model.to(cfg.device)
+    iters = cfg.finetune_iters
+    if cfg.probe:  # everything frozen but the head: what the features alone are worth
+        for p in model.parameters():
+            p.requires_grad_(False)
+        for p in model.head.parameters():
+            p.requires_grad_(True)
+    groups = weight_decay_groups(model.head if cfg.probe else model, cfg.weight_decay)
+    optimizer, scheduler = _optimizer(groups, cfg.finetune_lr, iters, max(1, iters // 10))
+
+    @tf.no_grad()
+    def evaluate(it: int) -> dict[str, float]:
+        model.eval()
+        losses, hits = [], 0
+        for i in range(0, len(data.test), 256):
+            images, labels = data.test[i : i + 256], data.test_labels[i : i + 256]
+            logits, loss = model(images, labels)
+            losses.append(loss.item() * len(labels))
+            hits += int((backend.to_host(logits.data.argmax(1)) == labels).sum())
+        model.train()
+        n = len(data.test)
+        return {"test": float(np.sum(losses) / n), "test_acc": hits / n}
+
+    def get_batch(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        idx = rng.integers(0, len(data.train), cfg.batch_size)
+        return shift_augment(data.train[idx], rng, cfg.augment_shift), data.train_labels[idx]
+
+    # six evaluations: enough for the accuracy curve; each also writes a checkpoint and a plot
+    phase = Phase(iters, max(1, iters // 5), str(Path(cfg.out_dir) / name), cfg.progress)
+    run = Run(
+        model, optimizer, scheduler, np.random.default_rng([cfg.seed, 3]), get_batch=get_batch,
+        evaluate=evaluate, config=phase, command="mae",
+        title=f"{'linear probe' if cfg.probe else 'fine-tuning'} ({name})",
+        meta=lambda: {"model_config": dataclasses.asdict(model.config), "model_kind": "vit"},
+        resume_hint=f"tinyformer train mae --resume --out-dir {cfg.out_dir}",
+    )  # fmt: skip
+    return train_loop(run)
+
+
+def train_mae(cfg: TrainMAEConfig) -> dict[str, Any]:
+    """All three runs; returns {"pretrain": log, "pretrained": log, "scratch": log}."""
+    # claimed before the data is read: a refusal comes before any work
+    with claim_out_dir(cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
+        return _train_mae(cfg)
+
+
+def _train_mae(cfg: TrainMAEConfig) -> dict[str, Any]:
+    from tinyformer.train.mae_report import plot_reconstructions, report
+
+    data = load_images(cfg)
+    print(f"{cfg.data}: {len(data.train)} training images (labels unused in pretraining), "
+          f"{len(data.test)} held out, {data.train.shape[1:]} each")  # fmt: skip
+    print("1/3 masked-autoencoder pretraining")
+    model, pre_log = pretrain(cfg, data)
+    if len(pre_log["loss"]) < cfg.pretrain_iters:
+        return {"pretrain": pre_log}  # interrupted: the loop printed how to resume
+    figure = Path(cfg.out_dir) / "reconstructions.png"
+    plot_reconstructions(model, data.test[:8], figure, seed=cfg.seed)
+    print(f"reconstructions of held-out images: {figure}")
+    what = "linear probe" if cfg.probe else "fine-tuning"
+    print(f"2/3 {what} of the pretrained encoder")
+    mconf = model.config
+    logs = {
+        "pretrain": pre_log,
+        "pretrained": finetune(cfg, data, mconf, model.encoder_state_dict(), "finetune-pretrained"),
+    }
+    print(f"3/3 the same {what} from random weights")
+    logs["scratch"] = finetune(cfg, data, mconf, None, "finetune-scratch")
+    report(cfg, logs)
+    return logs
