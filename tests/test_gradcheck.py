@@ -186,3 +186,44 @@ def test_a_modules_parameters_are_named_in_the_report():
     x = tf.Tensor(np.ones((1, 3)))
     with pytest.raises(tf.GradcheckError, match=r"parameter lin\.weight \(shape \(2, 3\)\)"):
         tf.gradcheck(layer, [x])
+
+
+class Cube(Function):
+    """x^3 with a wrong backward (2 x^2 instead of 3 x^2), hidden under two correct ops."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, gy):
+        (x,) = ctx.saved_tensors
+        return gy * 2 * x**2
+
+
+def test_localize_blames_the_broken_op_not_the_last_one():
+    def f(x):
+        return (Cube.apply(x.tanh()) * 2).sum()
+
+    with pytest.raises(tf.GradcheckError) as plain:
+        tf.gradcheck(f, [_x()])
+    assert "output produced by: Sum" in str(plain.value)  # the last op: not the culprit
+    with pytest.raises(tf.GradcheckError) as info:
+        tf.gradcheck(f, [_x()], localize=True)
+    report = str(info.value)
+    assert (
+        "Localized: of the 4 ops the forward recorded, 1 fail their own gradcheck: Cube" in report
+    )
+    assert (
+        "Looks like: the analytic gradient is a constant multiple" in report.split("Localized")[1]
+    )
+
+
+def test_localize_says_when_every_op_is_right_on_its_own():
+    def f(x):
+        y = x * x
+        return y * tf.Tensor(y.data)  # .data cuts the graph: half the product rule is lost
+
+    report = str(tf.gradcheck(f, [_x()], localize=True, raise_exception=False).report)
+    assert "each of the 2 ops the forward recorded passes its own gradcheck" in report

@@ -182,8 +182,9 @@ class Function:
         # The in-place write count now: backward refuses to run on saved arrays that an in-place
         # op has changed since (tinyformer/versions.py).
         ctx._clock = versions.clock
-        if grad_mode._anomaly_enabled:  # so that the error can say "input 0" or "output 0"
+        if grad_mode._anomaly_enabled:  # so that the error can say "input 0" or "output 0",
             ctx._saved_labels = versions.label_saved(ctx._saved, arrays, ys)
+            ctx._call = (arrays, params)  # and gradcheck(localize=True) can rerun the op alone
         outs = tuple(Tensor._make(a, ctx, i) for i, a in enumerate(ys))
         return outs if several else outs[0]
 

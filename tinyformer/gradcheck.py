@@ -205,6 +205,42 @@ def _output_index(flat: int, shapes: list[tuple[int, ...]]) -> str:
     raise IndexError(flat)
 
 
+def _localize(fn: Callable, inputs: Sequence[Any]) -> str:
+    """Gradcheck every op the forward recorded, each on its own inputs, and name those that
+    fail: the last op before the output is rarely the broken one."""
+    with autograd.detect_anomaly():  # records each op's inputs (ctx._call)
+        outs = _outputs(fn, inputs)
+    nodes = autograd._toposort([o.grad_fn for o in outs if o.grad_fn is not None])
+    failures = []
+    for node in nodes:  # inputs before outputs: the first failure is the earliest op
+        arrays, params = node._call
+        args = [
+            Tensor(np.array(a, np.float64), requires_grad=True)
+            if need and getattr(a, "dtype", None) is not None and a.dtype.kind == "f"
+            else a
+            for a, need in zip(arrays, node.needs_input_grad)
+        ]
+        if not any(isinstance(a, Tensor) for a in args):
+            continue
+        result = gradcheck(
+            lambda *xs, f=node.function, kw=params: f.apply(*xs, **kw),
+            args, upstream="random", check_reentrant=False, raise_exception=False,
+        )  # fmt: skip
+        if not result:
+            failures.append((node.name, result.report))
+    if not failures:
+        return (
+            f"Localized: each of the {len(nodes)} ops the forward recorded passes its own "
+            "gradcheck, so the fault is in how they are combined (an array changed in place, "
+            "or .data / .numpy() used inside the forward, which cuts the graph)."
+        )
+    names = ", ".join(name for name, _ in failures)
+    return (
+        f"Localized: of the {len(nodes)} ops the forward recorded, {len(failures)} fail their "
+        f"own gradcheck: {names}. The first one's report:\n{failures[0][1]}"
+    )
+
+
 def _fail(message: str, raise_exception: bool) -> GradcheckResult:
     if raise_exception:
         raise GradcheckError(message)
@@ -223,6 +259,7 @@ def gradcheck(
     check_reentrant: bool = True,
     raise_exception: bool = True,
     seed: int = 0,
+    localize: bool = False,
 ) -> GradcheckResult:
     """Check `fn`'s backward against finite differences; return a true `GradcheckResult` or
     raise GradcheckError.
@@ -239,6 +276,8 @@ def gradcheck(
         raise_exception: raise on failure (default) instead of returning a false
             `GradcheckResult` whose `.report` says what failed.
         seed: for the random v and u.
+        localize: on failure, also gradcheck every op the forward recorded on its own inputs
+            and name the ones that fail (the report otherwise names only the last op).
     """
     # eps = 0 would divide by zero, and the failure would blame the backward
     if not (eps > 0 and atol >= 0 and rtol >= 0):
@@ -261,6 +300,12 @@ def gradcheck(
     n_out = _flat_output(fn, inputs).size
     producer = _producers(fn, inputs)
     labels = _labels(fn, inputs)
+
+    def fail(message: str) -> GradcheckResult:
+        if localize:
+            message += "\n" + _localize(fn, inputs)
+        return _fail(message, raise_exception)
+
     names = [labels.get(id(t), f"checked tensor {i}") for i, t in enumerate(checked)]
 
     if fast_mode or upstream is not None:
@@ -279,13 +324,13 @@ def gradcheck(
                         "the random projection v^T J u (rerun with fast_mode=False for elements)"
                     )
                     args = (a_proj, numeric, atol, rtol, producer, (0,), where)
-                    return _fail(_report("fast", names[i], t, *args), raise_exception)
+                    return fail(_report("fast", names[i], t, *args))
             else:
                 numeric = (v @ _numeric_columns(fn, inputs, t, eps)).reshape(t.shape)
                 if not np.allclose(a, numeric, rtol=rtol, atol=atol):
                     worst = _worst(a, numeric, atol, rtol)
                     args = (a, numeric, atol, rtol, producer, worst, names[i] + _index(worst))
-                    return _fail(_report("random upstream", names[i], t, *args), raise_exception)
+                    return fail(_report("random upstream", names[i], t, *args))
     else:
         with autograd.no_grad():
             out_shapes = [o.shape for o in _outputs(fn, inputs)]
@@ -301,7 +346,7 @@ def gradcheck(
                 element = _index(np.unravel_index(int(worst[1]), t.shape))
                 where = f"{_output_index(int(worst[0]), out_shapes)} w.r.t. {names[i]}{element}"
                 args = (analytic, numeric, atol, rtol, producer, worst, where)
-                return _fail(_report("full Jacobian", names[i], t, *args), raise_exception)
+                return fail(_report("full Jacobian", names[i], t, *args))
 
     if check_reentrant:
         v = rng.standard_normal(n_out)
@@ -309,10 +354,9 @@ def gradcheck(
         second = _analytic_vjp(fn, inputs, checked, v)
         for i, (a, b) in enumerate(zip(first, second)):
             if not np.array_equal(a, b):
-                return _fail(
+                return fail(
                     f"gradcheck failed (reentrant): backward gave different gradients for "
                     f"{names[i]} on two identical runs (max difference {np.abs(a - b).max():.3g}); "
                     f"output produced by: {producer}",
-                    raise_exception,
                 )
     return GradcheckResult()
