@@ -4,13 +4,14 @@ tinyformer train gpt [flags]      train a GPT (default: baby config on the embed
 tinyformer train vit|cnn|fcn|segnet|unet   train an image model (digits / generated shapes)
 tinyformer train bert             pretrain a tiny BERT (masked LM), then fine-tune it vs scratch
 tinyformer train seq2seq          train an encoder-decoder Transformer to translate dates
-tinyformer train mae              pretrain a ViT as a masked autoencoder, then fine-tune it vs scratch
+tinyformer train mae              pretrain a ViT as a masked autoencoder, fine-tune it vs scratch
 tinyformer embed --model DIR S..  sentence embeddings and similarities with a pretrained BERT
 tinyformer eval --ckpt DIR        accuracy or mIoU of a trained image model, and its plots
 tinyformer sample --ckpt DIR      sample text from a trained GPT
 tinyformer params gpt|bert|vit    parameter counts of the named configurations, without building
 tinyformer demo                   autograd on a small attention layer, then gradcheck every op
 tinyformer gradcheck [--samples]  gradcheck every op (or --op NAME) and print a table
+tinyformer bughunt --op NAME      plant a bug in an op's backward for a student to find
 tinyformer explain [NAME]         which kernel runs for each primitive (or one, or an op's), and why
 """
 
@@ -334,6 +335,19 @@ def main(argv: list[str] | None = None) -> int:
         "--samples", type=_at_least_one, default=5, help="random inputs per op (default 5)"
     )
     check.add_argument("--op", default=None, help="check only this op")
+    hunt = sub.add_parser(
+        "bughunt",
+        help="plant a bug in one op's backward, for a student to find with the checks",
+        description="Writes bughunt_<op>.py: the op's source with one student-like mistake in "
+        "its backward (sign, dropped term, factor, axis, unbroadcast, transpose). Find it with "
+        "`pytest --tinyformer-ops bughunt_<op>.py`; --reveal shows the change.",
+    )
+    hunt.add_argument("--op", required=True, help="an op file's name: softmax, layer_norm, ...")
+    hunt.add_argument("--seed", type=int, default=0, help="which bug (default: 0)")
+    hunt.add_argument("--kind", default=None, help="one kind of mistake (default: any)")
+    hunt.add_argument("--out", default=".", help="folder for the file (default: here)")
+    hunt.add_argument("--reveal", action="store_true", help="print the planted change")
+    hunt.add_argument("--force", action="store_true", help="replace an edited file")
     explain = sub.add_parser("explain", help="which implementation runs for each primitive")
     explain.add_argument(
         "primitive", nargs="?", default=None,
@@ -370,6 +384,10 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
         return _gradcheck_all(samples=3, only=None)
     if args.command == "gradcheck":
         return _gradcheck_all(args.samples, args.op)
+    if args.command == "bughunt":
+        from tinyformer.bughunt import run_command
+
+        return run_command(args.op, args.seed, args.kind, args.out, args.reveal, args.force)
     from tinyformer import registry
 
     names = registry.primitives()
