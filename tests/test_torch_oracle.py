@@ -141,6 +141,7 @@ TORCH = {
     "rms_norm": lambda x, w, normalized_shape: TF.rms_norm(x, normalized_shape, w, eps=1e-6),
     "embedding": _embedding,
     "scaled_dot_product_attention": _sdpa,
+    "conv1d": lambda x, w, b, **kw: TF.conv1d(x, w, b, **kw),
     "conv2d": lambda x, w, b, **kw: TF.conv2d(x, w, b, **kw),
     "conv_transpose2d": lambda x, w, b, **kw: TF.conv_transpose2d(x, w, b, **kw),
     "max_pool2d": lambda x, **kw: TF.max_pool2d(x, **kw),

@@ -4,6 +4,7 @@ tinyformer train gpt [flags]      train a GPT (default: baby config on the embed
 tinyformer train vit|cnn|fcn|segnet|unet   train an image model (digits / generated shapes)
 tinyformer train bert             pretrain a tiny BERT (masked LM), then fine-tune it vs scratch
 tinyformer train seq2seq          train an encoder-decoder Transformer to translate dates
+tinyformer train bahdanau         the same with an RNN encoder-decoder and additive attention
 tinyformer train mae              pretrain a ViT as a masked autoencoder, fine-tune it vs scratch
 tinyformer embed --model DIR S..  sentence embeddings and similarities with a pretrained BERT
 tinyformer eval --ckpt DIR        accuracy or mIoU of a trained image model, and its plots
@@ -130,6 +131,12 @@ TRAINERS = {
         "train an encoder-decoder Transformer on date translation",
         "Dates in ten human formats -> ISO 8601, with held-out dates; reports greedy and "
         "beam-search exact match and plots cross-attention.",
+    ),
+    "bahdanau": (
+        "tinyformer.train.bahdanau", "TrainBahdanauConfig", "train_bahdanau",
+        "train an RNN encoder-decoder with additive (Bahdanau) attention on date translation",
+        "The dates task of `train seq2seq` with a bidirectional GRU encoder and a GRU decoder "
+        "that attends to it; reports greedy exact match, ms/step, and plots the alignment.",
     ),
     "mae": (
         "tinyformer.train.mae", "TrainMAEConfig", "train_mae",

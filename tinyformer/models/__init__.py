@@ -1,5 +1,6 @@
 """Models, each in one readable file: config dataclass, blocks, model."""
 
+from tinyformer.models.bahdanau import BahdanauConfig, RNNSearch
 from tinyformer.models.bert import (
     BERT_CONFIGS,
     Bert,
@@ -10,12 +11,14 @@ from tinyformer.models.bert import (
 from tinyformer.models.cnn import CNN, CNNConfig
 from tinyformer.models.gpt import CONFIGS as GPT_CONFIGS
 from tinyformer.models.gpt import GPT, GPTConfig
+from tinyformer.models.mae import MAE, MAEConfig
 from tinyformer.models.segmentation import FCN, SegConfig, SegNet, UNet
 from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.models.vit import VIT_CONFIGS, ViT, ViTConfig, attention_rollout
 
 __all__ = [
-    "BERT_CONFIGS", "CNN", "FCN", "GPT", "GPT_CONFIGS", "VIT_CONFIGS", "Bert", "BertConfig",
-    "BertForMaskedLM", "BertForSequenceClassification", "CNNConfig", "GPTConfig", "SegConfig",
-    "SegNet", "Seq2SeqConfig", "Transformer", "UNet", "ViT", "ViTConfig", "attention_rollout",
+    "BERT_CONFIGS", "CNN", "FCN", "GPT", "GPT_CONFIGS", "MAE", "VIT_CONFIGS", "BahdanauConfig",
+    "Bert", "BertConfig", "BertForMaskedLM", "BertForSequenceClassification", "CNNConfig",
+    "GPTConfig", "MAEConfig", "RNNSearch", "SegConfig", "SegNet", "Seq2SeqConfig", "Transformer",
+    "UNet", "ViT", "ViTConfig", "attention_rollout",
 ]  # fmt: skip

@@ -6,6 +6,7 @@ einops is installed, importing them also lets einops take tinyformer tensors."""
 from tinyformer.nn import functional, init, utils
 from tinyformer.nn.conv import (
     AvgPool2d,
+    Conv1d,
     Conv2d,
     ConvTranspose2d,
     Flatten,
@@ -34,13 +35,15 @@ from tinyformer.nn.layers import (
 )
 from tinyformer.nn.losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from tinyformer.nn.module import Module, Parameter, StateDictError
+from tinyformer.nn.rnn import GRU, LSTM, GRUCell, LSTMCell
 from tinyformer.nn.transformer import MLP, Block, MultiheadAttention
 
 __all__ = [
-    "AvgPool2d", "BCEWithLogitsLoss", "Block", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss",
-    "Dropout", "Embedding", "Flatten", "GELU", "Identity", "LayerNorm", "Linear", "LogSoftmax",
-    "MLP", "MSELoss", "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict", "ModuleList",
-    "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "Rearrange", "Reduce",
+    "AvgPool2d", "BCEWithLogitsLoss", "Block", "Conv1d", "Conv2d", "ConvTranspose2d",
+    "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "Identity",
+    "LSTM", "LSTMCell", "LayerNorm", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool2d",
+    "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss",
+    "Parameter", "RMSNorm", "ReLU", "Rearrange", "Reduce",
     "Sequential", "SiLU", "Sigmoid", "Softmax", "StateDictError", "Tanh", "Upsample", "functional",
     "init", "utils",
 ]  # fmt: skip

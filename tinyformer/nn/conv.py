@@ -1,5 +1,6 @@
-"""Image layers (`torch.nn` names): Conv2d, ConvTranspose2d, pooling and unpooling, Flatten.
-Each forward is one functional op from `tinyformer/ops/`."""
+"""Convolution layers (`torch.nn` names): Conv1d for sequences; Conv2d, ConvTranspose2d,
+pooling and unpooling, Flatten for images. Each forward is one functional op from
+`tinyformer/ops/`."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from tinyformer.ops._im2col import pair
 from tinyformer.tensor import Tensor
 
 __all__ = [
-    "AvgPool2d", "Conv2d", "ConvTranspose2d", "Flatten", "MaxPool2d", "MaxUnpool2d", "Upsample",
+    "AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose2d", "Flatten", "MaxPool2d", "MaxUnpool2d",
+    "Upsample",
 ]  # fmt: skip
 
 IntPair = int | Sequence[int]
@@ -32,6 +34,50 @@ def _init_parameters(
     module.register_parameter("bias", Parameter(np.zeros(out_channels, dtype)) if bias else None)
     if module.bias is not None:
         init.fan_in_uniform_(module.bias, fan_in)
+
+
+class Conv1d(Module):
+    """1-D convolution over sequences (N, C, L); weight (out, in/groups, k). PyTorch's init:
+    U(±1/sqrt(fan_in)) for weight and bias, fan_in = in/groups * k."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 0,
+        dilation: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+        dtype: Any = np.float32,
+    ) -> None:
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"Conv1d: groups={groups} must divide in_channels={in_channels} and "
+                f"out_channels={out_channels}"
+            )
+        if kernel_size < 1:
+            raise ValueError(f"Conv1d: kernel_size must be >= 1, got {kernel_size}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = kernel_size
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        shape = (out_channels, in_channels // groups, kernel_size)
+        _init_parameters(
+            self, shape, in_channels // groups * kernel_size, out_channels, bias, dtype
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv1d(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}"
+        )
 
 
 class Conv2d(Module):

@@ -4,6 +4,7 @@ as F`). Each is defined, with its backward, in `tinyformer/ops/<name>.py`."""
 from tinyformer.ops import (
     avg_pool2d,
     binary_cross_entropy_with_logits,
+    conv1d,
     conv2d,
     conv_transpose2d,
     cross_entropy,
@@ -33,6 +34,7 @@ from tinyformer.ops import (
 __all__ = [
     "avg_pool2d",
     "binary_cross_entropy_with_logits",
+    "conv1d",
     "conv2d",
     "conv_transpose2d",
     "cross_entropy",

@@ -13,6 +13,7 @@ from tinyformer.ops.binary_cross_entropy_with_logits import binary_cross_entropy
 from tinyformer.ops.cat import cat, concatenate, stack
 from tinyformer.ops.clip import clamp, clip
 from tinyformer.ops.clone import clone
+from tinyformer.ops.conv1d import conv1d
 from tinyformer.ops.conv2d import conv2d
 from tinyformer.ops.conv_transpose2d import conv_transpose2d
 from tinyformer.ops.cos import cos
@@ -78,8 +79,8 @@ from tinyformer.ops.where import where
 __all__ = [
     "abs", "add", "amax", "amin", "argmax", "argmin", "astype", "avg_pool2d",
     "binary_cross_entropy_with_logits", "cat", "chunk", "clamp", "clip", "clone",
-    "concatenate", "conv2d", "conv_transpose2d", "cos", "cross_entropy", "cumsum", "div",
-    "dropout", "einsum", "embedding", "erf", "exp", "expand", "flatten", "gather", "gelu",
+    "concatenate", "conv1d", "conv2d", "conv_transpose2d", "cos", "cross_entropy", "cumsum",
+    "div", "dropout", "einsum", "embedding", "erf", "exp", "expand", "flatten", "gather", "gelu",
     "getitem", "interpolate", "layer_norm", "linear", "log", "log1p", "log_softmax",
     "logsumexp", "masked_fill", "matmul", "max", "max_pool2d", "max_unpool2d", "maximum",
     "mean", "meshgrid", "min", "minimum", "mse_loss", "mul", "neg", "nll_loss", "norm",

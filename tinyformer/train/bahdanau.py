@@ -1,0 +1,184 @@
+"""`tinyformer train bahdanau`: an RNN encoder-decoder with additive attention (RNNsearch,
+Bahdanau et al., 2015) learns the date translation of `tinyformer train seq2seq`.
+
+The same task, held-out dates and exact-match metric as `tinyformer train seq2seq`, so the two
+compare directly. Teacher forcing, label-smoothed cross-entropy, AdamW with warm-up and cosine
+decay. Every evaluation decodes the held-out dates greedily and reports exact match. At the
+end: a few translations, and alignment.png, the attention weights a_ij of each output
+character over the source characters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tinyformer as tf
+from tinyformer.data.dates import DateTask
+from tinyformer.fileio import save_figure, save_json
+from tinyformer.models.bahdanau import BahdanauConfig, RNNSearch
+from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
+from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
+from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.rundir import claim_out_dir
+from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
+
+__all__ = [
+    "TrainBahdanauConfig", "exact_match", "load_bahdanau", "plot_alignment", "train_bahdanau",
+]  # fmt: skip
+
+
+@dataclass
+class TrainBahdanauConfig:
+    emb: int = flag(32, "character embedding width")
+    hidden: int = flag(64, "encoder GRU width per direction (annotations are twice this)")
+    dec_hidden: int = flag(64, "decoder GRU width")
+    attn: int = flag(64, "hidden width of the additive attention score")
+    label_smoothing: float = flag(0.1, "label smoothing of the cross-entropy", valid=FRACTION)
+    iters: int | None = flag(
+        None, "training steps: 600, or on --resume the saved run's", valid=COUNT
+    )
+    batch_size: int = flag(64, "sentence pairs per batch", valid=COUNT)
+    lr: float = flag(3e-3, "peak learning rate", valid=POSITIVE)
+    warmup: int = flag(100, "linear warm-up steps")
+    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices")
+    grad_clip: float = flag(
+        1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
+    )
+    test_dates: int = flag(
+        1000, "held-out dates (never seen in training, in any format)", valid=COUNT
+    )
+    eval_interval: int = flag(100, "evaluate and checkpoint every this many steps", valid=COUNT)
+    seed: int = flag(1337, "seed for initialisation and data", valid=NONNEGATIVE)
+    out_dir: str = flag("out/bahdanau", "folder for ckpt.npz, log.json, loss.png, alignment.png")
+    resume: bool = flag(False, "continue the run saved in --out-dir")
+    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
+    progress: bool = flag(True, "show a progress bar")
+    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
+    def model_config(self) -> BahdanauConfig:
+        return BahdanauConfig(
+            len(DateTask.SOURCE), len(DateTask.TARGET), emb=self.emb, hidden=self.hidden,
+            dec_hidden=self.dec_hidden, attn=self.attn,
+        )  # fmt: skip
+
+
+DEFAULT_ITERS = 600
+
+
+def exact_match(model: RNNSearch, task: DateTask, batch: int = 250) -> tuple[float, list[str]]:
+    """Fraction of test dates translated exactly right by greedy decoding, and the outputs:
+    `tinyformer.train.seq2seq.exact_match` with beam=1, for this model."""
+    src, _, _, _, targets = task.test_set()
+    outputs = []
+    for i in range(0, len(src), batch):
+        ids, _ = model.greedy(src[i : i + batch], DateTask.MAX_TARGET - 1)
+        outputs += [DateTask.TARGET.decode(row) for row in ids]
+    return float(np.mean([o == t for o, t in zip(outputs, targets, strict=True)])), outputs
+
+
+def train_bahdanau(cfg: TrainBahdanauConfig) -> dict[str, Any]:
+    """Train (or resume) the RNNsearch date translator; returns the log (with final accuracy)."""
+    with claim_out_dir(cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
+        return _train_bahdanau(cfg)
+
+
+def _train_bahdanau(cfg: TrainBahdanauConfig) -> dict[str, Any]:
+    cfg, state, saved = resume_from(cfg, cfg.out_dir)
+    if cfg.iters is None:
+        cfg = dataclasses.replace(cfg, iters=DEFAULT_ITERS)
+    task = DateTask(seed=cfg.seed, test_dates=cfg.test_dates)
+    if saved:
+        mconf = config_from_checkpoint(saved["_path"], BahdanauConfig, saved["model_config"], state)
+    else:
+        mconf = cfg.model_config()
+    tf.manual_seed(cfg.seed)
+    model = RNNSearch(mconf).to(cfg.device)
+    optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98))
+    scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, 0.05)
+    src, tgt_in, tgt_out, _, _ = task.test_set()
+
+    @tf.no_grad()
+    def evaluate(it: int) -> dict[str, float]:
+        model.eval()
+        _, loss = model(src, tgt_in, tgt_out)  # teacher-forced, no smoothing: comparable
+        accuracy, _ = exact_match(model, task)
+        model.train()
+        return {"val": float(loss.item()), "exact_match": accuracy}
+
+    def get_batch(rng: np.random.Generator) -> tuple:
+        src, tgt_in, tgt_out = task.batch(cfg.batch_size, rng)
+        return (src, tgt_in), tgt_out
+
+    run = Run(
+        model, optimizer, scheduler, np.random.default_rng(cfg.seed),
+        get_batch=get_batch, evaluate=evaluate,
+        meta=lambda: {"model_config": dataclasses.asdict(mconf)}, config=cfg,
+        command="bahdanau", title="RNN + additive attention: dates -> ISO 8601",
+        loss=lambda inputs, targets: model(inputs[0], inputs[1], targets, cfg.label_smoothing)[1],
+    )  # fmt: skip
+    resume_into(run, state, saved)
+    log = train_loop(run)
+    if len(log["loss"]) < cfg.iters:
+        return log
+    model.eval()
+    greedy, outputs = exact_match(model, task)
+    steady = log["ms"][len(log["ms"]) // 10 :] or log["ms"]
+    n_params = sum(p.size for p in model.parameters())
+    log["final"] = {"greedy_exact_match": greedy, "ms_per_step": float(np.median(steady)),
+                    "parameters": int(n_params)}  # fmt: skip
+    _, _, _, sources, targets = task.test_set()
+    print(f"held-out exact match ({len(targets)} dates never seen in training): greedy "
+          f"{greedy:.2%}; {n_params:,} parameters")  # fmt: skip
+    for s, o, t in list(zip(sources, outputs, targets, strict=True))[:6]:
+        print(f"  {s!r:34} -> {o}  {'ok' if o == t else 'expected ' + t}")
+    path = Path(cfg.out_dir) / "alignment.png"
+    plot_alignment(model, task, path)
+    save_json(Path(cfg.out_dir) / "results.json", log["final"])
+    print(f"attention alignment: {path}")
+    return log
+
+
+def plot_alignment(model: RNNSearch, task: DateTask, path: Path, formats: tuple = (
+        "long", "weekday", "dotted", "ordinal")) -> None:  # fmt: skip
+    """One heat map per source format: the weights a_ij of each output character (rows) over
+    the source characters (columns), for a held-out date decoded greedily by the model."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    day = task.test_days[:1].repeat(len(formats))
+    src, _, _, sources, _ = task.examples(day, list(formats))
+    out, weights = model.greedy(src, DateTask.MAX_TARGET - 1)  # (B, T), (B, T, S)
+    fig, axes = plt.subplots(1, len(formats), figsize=(4.2 * len(formats), 3.6))
+    for ax, w, s, o in zip(axes, weights, sources, out, strict=True):
+        rows = [*DateTask.TARGET.decode(o), "[EOS]"][: w.shape[0]]  # the last row chose EOS
+        ax.imshow(w[: len(rows), : len(s)], cmap="viridis", aspect="auto", vmin=0)
+        ax.set_xticks(range(len(s)), list(s), fontsize=7)
+        ax.set_yticks(range(len(rows)), rows, fontsize=8)
+        ax.set_title(repr(s), fontsize=9)
+        ax.set_xlabel("source character")
+    axes[0].set_ylabel("output character")
+    fig.suptitle("additive attention a_ij (RNNsearch, greedy decoding)")
+    fig.tight_layout()
+    save_figure(path, fig)
+    plt.close(fig)
+
+
+def load_bahdanau(path: Any) -> RNNSearch:
+    """A trained RNNsearch date translator from a run folder or checkpoint file."""
+    state, meta = load_run(path)
+    with checkpoint_errors(meta["_path"]):
+        model = RNNSearch(
+            config_from_checkpoint(meta["_path"], BahdanauConfig, meta["model_config"], state)
+        )
+        model.load_state_dict(state)
+    return model.eval()
