@@ -1,5 +1,6 @@
 """In-place operations on a Tensor, as PyTorch spells them: `copy_`, `zero_`, `fill_`,
-`normal_`, `uniform_`, `masked_fill_`, `add_`, `sub_`, `mul_`, `div_` and `t[index] = value`.
+`normal_`, `uniform_`, `masked_fill_`, `add_`, `sub_`, `mul_`, `div_`, `t[index] = value` and
+`x += y` (also -=, *=, /=).
 
 Each writes into the tensor's array (shared with its views), bumps the memory's version
 counter (`t._version`; see `tinyformer/versions.py`) and returns the tensor itself
@@ -126,6 +127,30 @@ class InPlaceOps:
         PyTorch)."""
         other = self._value("div_", other)
         return self._write("div_", lambda a: operator.itruediv(a, other))
+
+    # `x += y` and friends: in place where PyTorch writes in place and tinyformer may (see the
+    # rules above); on an op's output that requires grad (`x += pos` inside a forward), or with
+    # a value that requires grad, Python's `x = x + y` instead, which PyTorch's recorded write
+    # amounts to for the code that reads `x` afterwards.
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._augmented(self.add_, other, operator.add)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._augmented(self.sub_, other, operator.sub)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._augmented(self.mul_, other, operator.mul)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._augmented(self.div_, other, operator.truediv)
+
+    def _augmented(self, write: Any, other: Any, op: Any) -> Tensor:
+        recording = grad_mode._grad_enabled and (
+            self.grad_fn is not None or getattr(other, "requires_grad", False)
+        )
+        if recording and not (self.requires_grad and self.grad_fn is None):
+            return op(self, other)
+        return write(other)  # a parameter with grad mode on is refused there, as in PyTorch
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """`t[index] = value` with any index `t[index]` takes; `value` broadcasts to the part."""
