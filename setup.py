@@ -21,6 +21,7 @@ setup(
         "tinyformer.ops",
         "tinyformer.nn",
         "tinyformer.bench",
+        "tinyformer.course",
         "tinyformer.data",
         "tinyformer.models",
         "tinyformer.optim",

@@ -14,6 +14,8 @@ tinyformer demo                   autograd on a small attention layer, then grad
 tinyformer gradcheck [--samples]  gradcheck every op (or --op NAME) and print a table
 tinyformer bughunt --op NAME      plant a bug in an op's backward for a student to find
 tinyformer explain [NAME]         which kernel runs for each primitive (or one, or an op's), and why
+tinyformer assignment list|release   course assignments; release NAME --out DIR: a student version
+tinyformer grade NAME [DIR]       grade an assignment in a tree, offline (--json: Gradescope)
 """
 
 from __future__ import annotations
@@ -362,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     _add_device_flag(explain)
     _add_training_commands(sub)
+    from tinyformer.course.cli import add_course_commands
+
+    add_course_commands(sub)
     args = parser.parse_args(argv)
     from tinyformer.console import quiet_when_closed
 
@@ -391,6 +396,10 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
         return _gradcheck_all(samples=3, only=None)
     if args.command == "gradcheck":
         return _gradcheck_all(args.samples, args.op)
+    if args.command in ("assignment", "grade"):
+        from tinyformer.course.cli import run_course_command
+
+        return run_course_command(args)
     if args.command == "bughunt":
         from tinyformer.bughunt import run_command
 

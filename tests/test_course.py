@@ -1,0 +1,165 @@
+"""Course assignments: markers, release and the autograder, round trip on A2.
+
+Release A2 -> grading it scores 0, each task failing on its own stub; the instructor's tree
+scores full points; a planted backward bug loses only its task's gradcheck; a wrong forward
+whose backward stays consistent with it (gradcheck passes) loses the forward points.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinyformer
+from tinyformer.cli import main
+from tinyformer.course import COURSE
+from tinyformer.course.grade import grade
+from tinyformer.course.markers import MarkerError, strip_source
+from tinyformer.course.release import data_path
+
+INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
+A2 = COURSE["A2"]
+SOLVED = ["softmax", "log_softmax", "cross_entropy", "layer_norm"]
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("release") / "A2"
+    assert main(["assignment", "release", "A2", "--out", str(out)]) == 0
+    return out
+
+
+def _message(region) -> str:
+    return f"{region.tag}: stub"
+
+
+def test_strip_source_stubs_own_regions_and_removes_hidden():
+    text = (
+        "def f(x):\n"
+        '    """doc"""\n'
+        "    ### BEGIN SOLUTION A2.1 forward\n"
+        "    return x + 1\n"
+        "    ### END SOLUTION\n"
+        "def g(x):\n"
+        "    ### BEGIN SOLUTION A3.2\n"
+        "    return x\n"
+        "    ### END SOLUTION\n"
+        "### BEGIN HIDDEN TESTS\n"
+        "SECRET = 1\n"
+        "### END HIDDEN TESTS\n"
+    )
+    new, stubbed = strip_source(text, "A2", _message, where="m.py")
+    assert [r.tag for r in stubbed] == ["A2.1"] and stubbed[0].note == "forward"
+    assert '    raise NotImplementedError("A2.1: stub")\n' in new
+    assert "return x + 1" not in new and "SECRET" not in new
+    assert "### BEGIN SOLUTION A3.2\n    return x\n" in new  # another assignment's: kept
+    compile(new, "m.py", "exec")
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("### BEGIN SOLUTION A2\n### BEGIN SOLUTION A2\n", "do not nest"),
+        ("x = 1\n### END SOLUTION\n", "without its BEGIN"),
+        ("### BEGIN HIDDEN TESTS\nx = 1\n", "never ended"),
+    ],
+)
+def test_unpaired_markers_are_errors(text, error):
+    with pytest.raises(MarkerError, match=error):
+        strip_source(text, "A2", _message, where="m.py")
+
+
+def test_release_layout(released):
+    for op in SOLVED:
+        text = (released / "tinyformer" / "ops" / f"{op}.py").read_text(encoding="utf-8")
+        assert "### BEGIN SOLUTION" not in text and text.count("raise NotImplementedError") == 2
+    stub = 'raise NotImplementedError("A2.4: layer_norm backward — see docs/ops/layers.md")'
+    assert f"    {stub}\n" in (released / "tinyformer/ops/layer_norm.py").read_text("utf-8")
+    checks = (released / "tinyformer/course/a2_checks.py").read_text(encoding="utf-8")
+    assert "PROPERTIES = {" in checks and "HIDDEN = {" not in checks
+    assert "softmax_huge_logits" not in checks
+    notebook = (released / A2.notebooks[0]).read_text(encoding="utf-8")
+    assert "A2: exercise — replace this line with your code" in notebook
+    assert "np.diag(y0) - np.outer(y0, y0)" not in notebook
+    untouched = "tinyformer/ops/gelu.py"  # not part of A2: identical
+    assert (released / untouched).read_bytes() == (INSTRUCTOR / untouched).read_bytes()
+    assert not any((released / p).exists() for p in (".git", "out", "site", "docs/course"))
+    with np.load(data_path(released, "A2"), allow_pickle=False) as stored:
+        assert "meta" in stored.files
+
+
+def test_release_refuses_a_non_empty_folder(released, capsys):
+    assert main(["assignment", "release", "A2", "--out", str(released)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main(["assignment", "release", "A9", "--out", str(released / "x")]) == 2
+
+
+def test_grading_a_fresh_release_scores_zero_each_on_its_own_stub(released, tmp_path):
+    results = tmp_path / "results.json"
+    assert main(["grade", "A2", str(released), "--json", str(results)]) == 0
+    report = json.loads(results.read_text(encoding="utf-8"))
+    assert report["score"] == 0 and len(report["tests"]) == 16
+    for test in report["tests"]:
+        task = test["name"].split()[0]
+        assert test["score"] == 0 and test["max_score"] > 0
+        assert f"NotImplementedError: {task}: " in test["output"], test["output"]
+        assert test["visibility"] == ("after_published" if "hidden" in test["name"] else "visible")
+
+
+def test_grading_the_instructors_tree_scores_full_points():
+    result = grade("A2", INSTRUCTOR)
+    failed = [(r.name, r.output) for r in result.results if r.status != "passed"]
+    assert not failed and result.score == result.max_score == A2.total
+
+
+def _solved_copy(released: Path, tmp_path: Path) -> Path:
+    """The release with the instructor's solutions put back (markers are comments)."""
+    tree = tmp_path / "tree"
+    shutil.copytree(released, tree)
+    for op in SOLVED:
+        path = f"tinyformer/ops/{op}.py"
+        shutil.copyfile(INSTRUCTOR / path, tree / path)
+    return tree
+
+
+def _plant(tree: Path, op: str, old: str, new: str) -> None:
+    path = tree / "tinyformer" / "ops" / f"{op}.py"
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def _failed(result) -> set[tuple[str, str]]:
+    return {(r.task, r.check) for r in result.results if r.status != "passed"}
+
+
+def test_a_planted_backward_bug_loses_only_its_tasks_gradcheck(released, tmp_path):
+    tree = _solved_copy(released, tmp_path)
+    _plant(tree, "layer_norm", "    return gx, (gy * xhat)", "    return 1.01 * gx, (gy * xhat)")
+    result = grade("A2", tree)
+    assert _failed(result) == {("A2.4", "gradcheck")}
+    report = next(r for r in result.results if r.status != "passed").output
+    assert "A2.4 layer_norm gradcheck" in report and "inputs: float64" in report
+    assert result.score == A2.total - A2.tasks[3].points["gradcheck"]
+
+
+def test_a_wrong_forward_with_a_consistent_backward_loses_the_forward_points(released, tmp_path):
+    # loss + 1 has the same gradient, and the backward reads lse, not the loss: gradcheck passes
+    tree = _solved_copy(released, tmp_path)
+    _plant(
+        tree, "cross_entropy", "return xp.where(keep, loss,", "return xp.where(keep, loss + 1.0,"
+    )
+    result = grade("A2", tree)
+    failed = _failed(result)
+    assert ("A2.3", "forward") in failed and ("A2.3", "gradcheck") not in failed
+    assert {task for task, _ in failed} == {"A2.3"}
+
+
+def test_grade_refuses_bad_input(tmp_path, capsys):
+    assert main(["grade", "A9", str(INSTRUCTOR)]) == 2
+    assert main(["grade", "A2", str(tmp_path)]) == 2
+    assert "not a tinyformer tree" in capsys.readouterr().err

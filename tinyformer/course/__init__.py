@@ -1,0 +1,13 @@
+"""Course assignments: solution markers, student releases and an offline autograder.
+
+- `tinyformer.course.definition`: the assignments, their tasks and points (`COURSE`).
+- `tinyformer.course.markers`: nbgrader-style solution and hidden-test regions, and stripping.
+- `tinyformer.course.release`: `tinyformer assignment release NAME --out DIR`.
+- `tinyformer.course.grade`: `tinyformer grade NAME [DIR]`, Gradescope's results.json.
+
+docs/instructors.md walks through all of it.
+"""
+
+from tinyformer.course.definition import COURSE, Assignment, Task, assignment
+
+__all__ = ["COURSE", "Assignment", "Task", "assignment"]

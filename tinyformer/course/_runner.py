@@ -1,0 +1,183 @@
+"""The grader's subprocess: grades the tree it is pointed at, never the installed tinyformer.
+
+    python -I -S _runner.py JOB.json
+
+Run by path with `-I -S` (no site-packages processing, so no editable-install finder maps
+`tinyformer` or `tinyformer.kernels` back to the instructor's checkout). The job puts the graded
+tree first on `sys.path` and appends the site-packages folders for NumPy. It imports nothing of
+the instructor's tinyformer: the codec and the checks module are loaded by file path, and they
+import `tinyformer`, which resolves to the graded tree.
+
+Every primitive runs its NumPy reference (`registry.prefer(registry.REFERENCE)`): a kernel must
+not stand in for the student's reference code. One JSON line per check goes to the job's
+results file as soon as the check ends, so a run cut short by the timeout keeps what it did.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+FORWARD_TOL = {"atol": 1e-8, "rtol": 1e-6}  # float64 values, any order of summation
+
+
+def _load(name: str, path: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _error(err: BaseException, tree: str) -> str:
+    """The error, its notes (the checks add the inputs there), and where in the tree it rose."""
+    lines = [f"{type(err).__name__}: {err}", *getattr(err, "__notes__", ())]
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename.startswith(tree)]
+    if frames:
+        f = frames[-1]
+        lines.append(f"  at {Path(f.filename).relative_to(tree)}:{f.lineno} in {f.name}")
+    return "\n".join(lines)
+
+
+def _describe(args: list[Any], kwargs: dict[str, Any]) -> str:
+    def short(v: Any) -> str:
+        shape = getattr(v, "shape", None)
+        return f"{v.dtype} {tuple(shape)}" if shape is not None else repr(v)
+
+    return (
+        f"  inputs: {'; '.join(short(a) for a in args) or 'none'}\n"
+        f"  kwargs: {', '.join(f'{k}={short(v)}' for k, v in kwargs.items()) or 'none'}"
+    )
+
+
+class Grader:
+    def __init__(self, job: dict[str, Any], tf: Any, specs: dict[str, Any], checks: Any) -> None:
+        self.job, self.tf, self.specs, self.checks = job, tf, specs, checks
+        self.tree = job["tree"]
+
+    def spec(self, name: str) -> Any:
+        if name not in self.specs:
+            raise LookupError(f"the graded tree has no op spec named {name!r}")
+        return self.specs[name]
+
+    def forward(self, task: dict[str, Any], samples: dict[str, list]) -> tuple[bool, str]:
+        import numpy as np
+
+        tf = self.tf
+        done = 0
+        for name, stored in samples.items():
+            for s in stored:
+                args = [tf.Tensor(a) if isinstance(a, np.ndarray) else a for a in s["args"]]
+                where = f"{task['id']} {name} forward, sample seed {s['seed']}:\n"
+                where += _describe(s["args"], s["kwargs"])
+                try:
+                    with tf.no_grad():
+                        y = self.spec(name).fn(*args, **s["kwargs"])
+                except Exception as err:
+                    return False, f"{where}\n{_error(err, self.tree)}"
+                got = [np.asarray(t.data) for t in (y if isinstance(y, tuple | list) else [y])]
+                for i, (a, b) in enumerate(zip(got, s["out"])):
+                    if a.shape != b.shape:
+                        return False, f"{where}\n  output {i}: shape {a.shape}, expected {b.shape}"
+                    if not np.allclose(a, b, equal_nan=True, **FORWARD_TOL):
+                        diff = np.abs(a - b)
+                        diff[np.isnan(diff)] = np.inf
+                        j = np.unravel_index(int(np.argmax(diff)), a.shape) if a.ndim else ()
+                        return False, (
+                            f"{where}\n  output {i} differs from the instructor's: at index {j}, "
+                            f"got {a[j]!r}, expected {b[j]!r} (tolerance {FORWARD_TOL})"
+                        )
+                done += 1
+        return True, f"{done} samples match the instructor's forward values"
+
+    def gradcheck(self, task: dict[str, Any], samples: dict[str, list]) -> tuple[bool, str]:
+        from tinyformer.testing import RandomDraw
+        from tinyformer.testing.checks import check_backward
+
+        done = 0
+        for name, stored in samples.items():
+            for s in stored:
+                try:
+                    check_backward(self.spec(name), RandomDraw(s["seed"]))
+                except Exception as err:  # OpCheckError's message has the inputs and report
+                    head = f"{task['id']} {name} gradcheck, RandomDraw({s['seed']}) "
+                    head += f"({done} earlier samples passed):"
+                    return False, f"{head}\n{_error(err, self.tree)}"
+                done += 1
+        return True, f"{done} samples match finite differences (float64, random layouts)"
+
+    def _run_tests(self, task: dict[str, Any], table: dict[str, list] | None) -> tuple[Any, str]:
+        tests = (table or {}).get(task["id"], [])
+        if not tests:
+            return None, "no tests of this kind in this copy of the course"
+        lines, ok = [], True
+        for test in tests:
+            try:
+                test(self.tf)
+                lines.append(f"{test.__name__}: passed")
+            except Exception as err:
+                ok = False
+                lines.append(f"{test.__name__}: FAILED\n{_error(err, self.tree)}")
+        return ok, "\n".join(lines)
+
+    def properties(self, task: dict[str, Any], samples: dict[str, list]) -> tuple[Any, str]:
+        return self._run_tests(task, getattr(self.checks, "PROPERTIES", None))
+
+    def hidden(self, task: dict[str, Any], samples: dict[str, list]) -> tuple[Any, str]:
+        return self._run_tests(task, getattr(self.checks, "HIDDEN", None))
+
+
+def _start(job: dict[str, Any]) -> Grader:
+    tree = job["tree"]
+    sys.path[:0] = [tree]
+    sys.path += [p for p in job["site"] if p not in sys.path]
+    import tinyformer as tf
+
+    if not str(Path(tf.__file__).resolve()).startswith(str(Path(tree).resolve())):
+        raise ImportError(f"imported tinyformer from {tf.__file__}, not from the tree {tree}")
+    from tinyformer.testing import all_specs
+
+    specs = {s.name: s for s in all_specs()}
+    checks = _load("_course_checks", job["checks"]) if job.get("checks") else None
+    return Grader(job, tf, specs, checks)
+
+
+def main(job_path: str) -> int:
+    job = json.loads(Path(job_path).read_text(encoding="utf-8"))
+    with open(job["results"], "a", encoding="utf-8") as out:
+
+        def emit(record: dict[str, Any]) -> None:
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+        try:
+            grader = _start(job)  # first: it puts NumPy's folder on sys.path
+            data = _load("_course_codec", job["codec"]).loads(job["data"])
+        except BaseException as err:  # the tree does not import: every check fails with this
+            emit({"fatal": _error(err, job["tree"]) + "\n" + traceback.format_exc(limit=-3)})
+            return 0
+        from tinyformer import registry
+
+        with registry.prefer(registry.REFERENCE):
+            for task in job["tasks"]:
+                samples = data["tasks"].get(task["id"], {})
+                for kind in task["points"]:
+                    start = time.perf_counter()
+                    try:
+                        passed, output = getattr(grader, kind)(task, samples)
+                    except Exception as err:
+                        passed, output = False, _error(err, job["tree"])
+                    emit({
+                        "task": task["id"], "check": kind, "passed": passed, "output": output,
+                        "seconds": round(time.perf_counter() - start, 3),
+                    })  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1]))

@@ -1,0 +1,136 @@
+"""A2's property tests (shipped to students) and hidden tests (removed by every release).
+
+The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
+module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
+tests. Properties explain the op; the hidden tests probe what the seeded samples (values in
+[-3, 3]) never reach: huge logits and large offsets, where a naive formula overflows or
+cancels.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+__all__ = ["PROPERTIES"]
+
+
+def _leaf(tf: ModuleType, a: np.ndarray):
+    return tf.Tensor(np.asarray(a, dtype=np.float64), requires_grad=True)
+
+
+def _upstream(shape: tuple[int, ...]) -> np.ndarray:
+    return np.random.default_rng(1).standard_normal(shape)
+
+
+def softmax_rows_sum_to_one(tf: ModuleType) -> None:
+    """Each row is a probability distribution, and moving along it leaves the sum at 1, so the
+    gradient of any upstream gradient sums to 0 over the row."""
+    from tinyformer.nn import functional as F
+
+    x = _leaf(tf, np.random.default_rng(0).uniform(-3, 3, (3, 5)))
+    y = F.softmax(x, axis=-1)
+    np.testing.assert_allclose(y.data.sum(axis=-1), 1.0, rtol=1e-12)
+    assert (y.data > 0).all() and (y.data < 1).all(), "softmax values must lie in (0, 1)"
+    (gx,) = tf.grad(y, [x], _upstream(y.shape))
+    np.testing.assert_allclose(gx.sum(axis=-1), 0.0, atol=1e-12)
+
+
+def log_softmax_exponentiates_to_distribution(tf: ModuleType) -> None:
+    """exp(log_softmax(x)) is softmax(x); the gradient's rows sum to 0 (sum_j y_j is fixed)."""
+    from tinyformer.nn import functional as F
+
+    x = _leaf(tf, np.random.default_rng(0).uniform(-3, 3, (4, 6)))
+    y = F.log_softmax(x, axis=1)
+    np.testing.assert_allclose(np.exp(y.data).sum(axis=1), 1.0, rtol=1e-12)
+    (gx,) = tf.grad(y, [x], _upstream(y.shape))
+    np.testing.assert_allclose(gx.sum(axis=1), 0.0, atol=1e-12)
+
+
+def cross_entropy_of_uniform_logits(tf: ModuleType) -> None:
+    """Equal logits give loss log C; the gradient is (p - onehot) / N, whose rows sum to 0."""
+    from tinyformer.nn import functional as F
+
+    n, c = 4, 5
+    x = _leaf(tf, np.zeros((n, c)))
+    target = np.arange(n) % c
+    loss = F.cross_entropy(x, target)
+    np.testing.assert_allclose(loss.item(), np.log(c), rtol=1e-12)
+    loss.backward()
+    expected = (np.full((n, c), 1 / c) - np.eye(c)[target]) / n
+    np.testing.assert_allclose(x.grad, expected, atol=1e-12)
+
+
+def layer_norm_rows_are_standardised(tf: ModuleType) -> None:
+    """Without weight and bias each row has mean 0 and variance 1 (up to eps); shifting all of
+    x's row by the same amount changes nothing, so sum(y) has zero gradient."""
+    from tinyformer.nn import functional as F
+
+    x = _leaf(tf, np.random.default_rng(0).normal(2.0, 3.0, (5, 16)))
+    y = F.layer_norm(x, 16, eps=0.0)
+    np.testing.assert_allclose(y.data.mean(axis=1), 0.0, atol=1e-12)
+    np.testing.assert_allclose(y.data.var(axis=1), 1.0, rtol=1e-10)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad, 0.0, atol=1e-10)
+
+
+PROPERTIES = {
+    "A2.1": [softmax_rows_sum_to_one],
+    "A2.2": [log_softmax_exponentiates_to_distribution],
+    "A2.3": [cross_entropy_of_uniform_logits],
+    "A2.4": [layer_norm_rows_are_standardised],
+}
+
+### BEGIN HIDDEN TESTS A2
+BIG = 1e4  # exp(1e4) overflows float64 (its largest is about exp(709))
+
+
+def softmax_huge_logits(tf: ModuleType) -> None:
+    from tinyformer.nn import functional as F
+
+    x = _leaf(tf, [[BIG, BIG, -BIG], [-BIG, 0.0, BIG]])
+    y = F.softmax(x, axis=-1)
+    np.testing.assert_allclose(y.data, [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]], atol=1e-12)
+    (gx,) = tf.grad(y, [x], np.ones(y.shape))
+    assert np.isfinite(gx).all(), "softmax backward is not finite for logits of +-1e4"
+
+
+def log_softmax_huge_logits(tf: ModuleType) -> None:
+    from tinyformer.nn import functional as F
+
+    x = _leaf(tf, [[BIG, -BIG], [0.0, -BIG]])
+    y = F.log_softmax(x, axis=-1)
+    np.testing.assert_allclose(y.data, [[0.0, -2 * BIG], [0.0, -BIG]], atol=1e-9)
+    (gx,) = tf.grad(y, [x], np.ones(y.shape))
+    np.testing.assert_allclose(gx, [[-1.0, 1.0], [-1.0, 1.0]], atol=1e-12)
+
+
+def cross_entropy_huge_logits_and_ignored_rows(tf: ModuleType) -> None:
+    from tinyformer.nn import functional as F
+
+    x = _leaf(tf, [[BIG, 0.0, -BIG], [0.0, 0.0, 0.0], [1.0, 2.0, 3.0]])
+    loss = F.cross_entropy(x, np.array([1, -100, 2]), reduction="none")
+    np.testing.assert_allclose(loss.data[:2], [BIG, 0.0], rtol=1e-12)
+    loss.sum().backward()
+    np.testing.assert_allclose(x.grad[1], 0.0, atol=0, err_msg="an ignored row got a gradient")
+    assert np.isfinite(x.grad).all(), "cross_entropy backward is not finite for logits of 1e4"
+
+
+def layer_norm_large_offset(tf: ModuleType) -> None:
+    """A one-pass variance, E[x^2] - E[x]^2, cancels catastrophically at an offset of 1e6."""
+    from tinyformer.nn import functional as F
+
+    base = np.random.default_rng(2).normal(size=(3, 8))
+    y0 = F.layer_norm(_leaf(tf, base), 8)
+    y1 = F.layer_norm(_leaf(tf, base + 1e6), 8)
+    np.testing.assert_allclose(y1.data, y0.data, atol=1e-6)
+
+
+HIDDEN = {
+    "A2.1": [softmax_huge_logits],
+    "A2.2": [log_softmax_huge_logits],
+    "A2.3": [cross_entropy_huge_logits_and_ignored_rows],
+    "A2.4": [layer_norm_large_offset],
+}
+### END HIDDEN TESTS

@@ -1,0 +1,87 @@
+"""The `tinyformer assignment ...` and `tinyformer grade ...` commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tinyformer.fileio import save_json
+
+__all__ = ["add_course_commands", "run_course_command"]
+
+
+def add_course_commands(sub: argparse._SubParsersAction) -> None:
+    """Add `assignment list|release` and `grade` to the top-level subcommands."""
+    course = sub.add_parser("assignment", help="list or release course assignments")
+    actions = course.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="the assignments, their tasks and points")
+    release = actions.add_parser(
+        "release",
+        help="write a student version of an assignment",
+        description="Copy the library with NAME's solutions stubbed and hidden tests removed, "
+        "NAME's notebooks, and the grading data (course/NAME.grading.npz).",
+    )
+    release.add_argument("name", metavar="NAME", help="the assignment, e.g. A2")
+    release.add_argument("--out", required=True, metavar="DIR", help="folder to write")
+    release.add_argument("--force", action="store_true", help="replace a non-empty DIR")
+    grade = sub.add_parser(
+        "grade",
+        help="grade an assignment in a tinyformer tree, offline",
+        description="Gradecheck and compare forward values of each task of NAME in the tree "
+        "at DIR (its own code, references only); print a table. Exit status 0 whatever the "
+        "score, 2 on bad input.",
+    )
+    grade.add_argument("name", metavar="NAME", help="the assignment, e.g. A2")
+    grade.add_argument("dir", nargs="?", default=".", metavar="DIR", help="tree (default: .)")
+    grade.add_argument("--json", default=None, metavar="FILE", help="write Gradescope's results")
+    grade.add_argument("--data", default=None, metavar="FILE", help="grading data to use")
+    grade.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds before grading stops (default 300)"
+    )
+
+
+def _list() -> int:
+    from tinyformer.course.definition import COURSE
+
+    for a in COURSE.values():
+        print(f"{a.name}  {a.title}  ({a.total} points; notebook: {', '.join(a.notebooks)})")
+        width = max(len(t.title) for t in a.tasks)
+        for t in a.tasks:
+            points = ", ".join(f"{kind} {p}" for kind, p in t.points.items())
+            print(f"  {t.id}  {t.title.ljust(width)}  {t.total:>2} points ({points})")
+    return 0
+
+
+def run_course_command(args: argparse.Namespace) -> int:
+    """Run `assignment ...` or `grade ...`; 2 on bad input."""
+    from tinyformer.course.markers import MarkerError
+
+    try:
+        if args.command == "grade":
+            return _grade(args)
+        if args.action == "list":
+            return _list()
+        from tinyformer.course.release import release
+
+        report = release(args.name, args.out, force=args.force, progress=sys.stderr.isatty())
+    except (MarkerError, ValueError, OSError) as err:
+        print(f"tinyformer {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    stubbed = ", ".join(f"{tag} x{n}" for tag, n in sorted(report.stubbed.items()))
+    print(f"released {args.name} to {report.out}: {report.files} files; stubs: {stubbed}; "
+          f"hidden-test regions removed: {report.hidden_removed}")  # fmt: skip
+    print(f"grading data: {report.data}")
+    print(f"grade it: tinyformer grade {args.name} {report.out}")
+    return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from tinyformer.course.grade import grade
+
+    result = grade(args.name, args.dir, data=args.data, timeout=args.timeout)
+    print(f"grading {result.assignment} in {result.tree} (instructor values: {result.data_source})")
+    print(result.table())
+    if args.json:
+        save_json(args.json, result.gradescope())
+        print(f"results: {args.json}")
+    return 0  # an autograder reports the score; it does not fail on it

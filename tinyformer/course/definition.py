@@ -1,0 +1,142 @@
+"""The course: assignments, their tasks, and how each task is graded.
+
+A task is graded by the op specs it names (`tinyformer.testing.OpSpec`), on seeded samples
+(`RandomDraw(seed)`) chosen at release time. Its checks, each worth the points given in
+`Task.points`:
+
+- `forward`: the student's forward on the stored inputs equals the instructor's stored values
+  (gradcheck alone would pass a wrong forward whose backward is consistent with it);
+- `gradcheck`: `tinyformer.testing.checks.check_backward` on the same seeds (float64, random
+  upstream gradient, random memory layouts);
+- `properties`: the task's functions in the assignment's checks module (`PROPERTIES`);
+- `hidden`: the same for `HIDDEN`, which sits in a hidden-test region of that module, so a
+  release does not ship it.
+
+Adding an assignment is one more `Assignment` in `COURSE`, marker comments around its solution
+regions (tagged with its task ids), and optionally a checks module and a notebook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from tinyformer.testing.specs import Sample
+
+__all__ = ["CHECK_KINDS", "COURSE", "Assignment", "Task", "assignment", "task"]
+
+CHECK_KINDS = ("forward", "gradcheck", "properties", "hidden")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One graded task of an assignment.
+
+    Attributes:
+        id: "A2.3": the assignment's name, a dot, the task's number.
+        title: what the stub says the student is to write, e.g. "layer_norm".
+        specs: the names of the op specs that grade it.
+        docs: the page the stub's message points to.
+        points: check kind -> points (kinds from CHECK_KINDS; a missing kind is not run).
+        samples: seeded samples per spec for the forward and gradcheck checks.
+        keep: which drawn samples may grade this task (e.g. only those that reach the task's
+            own code); None keeps all.
+    """
+
+    id: str
+    title: str
+    specs: tuple[str, ...]
+    docs: str
+    points: Mapping[str, int]
+    samples: int = 4
+    keep: Callable[[Sample], bool] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.points) - set(CHECK_KINDS)
+        if unknown:
+            raise ValueError(f"{self.id}: unknown check kinds {sorted(unknown)}")
+
+    @property
+    def total(self) -> int:
+        return sum(self.points.values())
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """An assignment: its tasks, the student's notebooks and the instructor's notes.
+
+    Attributes:
+        name: "A2".
+        title: one line.
+        tasks: in the order they are graded.
+        notebooks: jupytext sources (paths from the repository root) released with it.
+        readme: the instructor's page about it.
+        checks: the module in `tinyformer/course/` with its PROPERTIES and HIDDEN tests, or None.
+    """
+
+    name: str
+    title: str
+    tasks: tuple[Task, ...]
+    notebooks: tuple[str, ...] = ()
+    readme: str = ""
+    checks: str | None = None
+    lecture: str = field(default="", compare=False)
+
+    @property
+    def total(self) -> int:
+        return sum(t.total for t in self.tasks)
+
+
+def _unweighted(sample: Sample) -> bool:
+    # Class weights send cross_entropy through log_softmax and nll_loss: such a sample would
+    # grade A2.2's code (and nll_loss's) instead of the fused primitives of A2.3.
+    return sample.kwargs.get("weight") is None
+
+
+_LOSSES = "docs/ops/softmax-losses.md"
+
+A2 = Assignment(
+    name="A2",
+    title="softmax, log-softmax + cross-entropy, layer norm",
+    lecture="normalisation and losses",
+    notebooks=("course/A2_softmax_layernorm.py",),
+    readme="docs/course/A2.md",
+    checks="a2_checks.py",
+    tasks=(
+        Task(
+            "A2.1", "softmax", ("softmax",), _LOSSES,
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+        ),
+        Task(
+            "A2.2", "log_softmax", ("log_softmax",), _LOSSES,
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+        ),
+        Task(
+            "A2.3", "cross_entropy", ("cross_entropy",), _LOSSES,
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+            keep=_unweighted,
+        ),
+        Task(
+            "A2.4", "layer_norm", ("layer_norm",), "docs/ops/layers.md",
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+        ),
+    ),
+)  # fmt: skip
+
+COURSE: dict[str, Assignment] = {a.name: a for a in (A2,)}
+
+
+def assignment(name: str) -> Assignment:
+    """The assignment called `name`; a ValueError lists the known ones."""
+    try:
+        return COURSE[name]
+    except KeyError:
+        raise ValueError(
+            f"no assignment named {name!r}; the course has: {', '.join(COURSE)}"
+        ) from None
+
+
+def task(tag: str) -> Task | None:
+    """The task with id `tag` ("A2.3"), or None if the tag names no task."""
+    found = COURSE.get(tag.split(".")[0])
+    return next((t for t in found.tasks if t.id == tag), None) if found else None
