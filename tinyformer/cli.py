@@ -6,6 +6,7 @@ tinyformer train bert             pretrain a tiny BERT (masked LM), then fine-tu
 tinyformer train seq2seq          train an encoder-decoder Transformer to translate dates
 tinyformer train bahdanau         the same with an RNN encoder-decoder and additive attention
 tinyformer train mae              pretrain a ViT as a masked autoencoder, fine-tune it vs scratch
+tinyformer train siren            SIREN vs ReLU MLP vs Fourier features fitting one image (PSNR)
 tinyformer embed --model DIR S..  sentence embeddings and similarities with a pretrained BERT
 tinyformer eval --ckpt DIR        accuracy or mIoU of a trained image model, and its plots
 tinyformer sample --ckpt DIR      sample text from a trained GPT
@@ -146,6 +147,12 @@ TRAINERS = {
         "Hide 75% of each image's patches and reconstruct them (digits by default, or "
         "--data mnist), plot reconstructions, then train the pretrained encoder and a "
         "random one as classifiers with the same budget (--probe: linear probe).",
+    ),
+    "siren": (
+        "tinyformer.train.siren", "TrainSirenConfig", "train_siren",
+        "fit an image with SIREN, a ReLU MLP and Fourier features; compare PSNR and gradients",
+        "Coordinate MLPs (x, y) -> gray value, full-batch, the same depth, width and steps; "
+        "reports PSNR and ms/step and plots the fits and their autograd gradients.",
     ),
 }  # fmt: skip
 

@@ -14,11 +14,13 @@ from tinyformer.models.gpt import GPT, GPTConfig
 from tinyformer.models.mae import MAE, MAEConfig
 from tinyformer.models.segmentation import FCN, SegConfig, SegNet, UNet
 from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
+from tinyformer.models.siren import FourierFeatureMLP, ReLUMLP, Siren, SirenConfig
 from tinyformer.models.vit import VIT_CONFIGS, ViT, ViTConfig, attention_rollout
 
 __all__ = [
     "BERT_CONFIGS", "CNN", "FCN", "GPT", "GPT_CONFIGS", "MAE", "VIT_CONFIGS", "BahdanauConfig",
     "Bert", "BertConfig", "BertForMaskedLM", "BertForSequenceClassification", "CNNConfig",
-    "GPTConfig", "MAEConfig", "RNNSearch", "SegConfig", "SegNet", "Seq2SeqConfig", "Transformer",
-    "UNet", "ViT", "ViTConfig", "attention_rollout",
+    "FourierFeatureMLP", "GPTConfig", "MAEConfig", "RNNSearch", "ReLUMLP", "SegConfig", "SegNet",
+    "Seq2SeqConfig", "Siren", "SirenConfig", "Transformer", "UNet", "ViT", "ViTConfig",
+    "attention_rollout",
 ]  # fmt: skip
