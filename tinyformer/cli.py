@@ -1,7 +1,7 @@
 """The `tinyformer` command line.
 
 tinyformer train gpt [flags]      train a GPT (default: baby config on the embedded corpus)
-tinyformer train vit|cnn|fcn|segnet|unet   train an image model (digits / generated shapes)
+tinyformer train vit|swin|cnn|fcn|segnet|unet   train an image model (digits / generated shapes)
 tinyformer train bert             pretrain a tiny BERT (masked LM), then fine-tune it vs scratch
 tinyformer train seq2seq          train an encoder-decoder Transformer to translate dates
 tinyformer train bahdanau         the same with an RNN encoder-decoder and additive attention
@@ -10,7 +10,7 @@ tinyformer train siren            SIREN vs ReLU MLP vs Fourier features fitting 
 tinyformer embed --model DIR S..  sentence embeddings and similarities with a pretrained BERT
 tinyformer eval --ckpt DIR        accuracy or mIoU of a trained image model, and its plots
 tinyformer sample --ckpt DIR      sample text from a trained GPT
-tinyformer params gpt|bert|vit    parameter counts of the named configurations, without building
+tinyformer params gpt|bert|vit|swin   parameter counts of the named configurations, without building
 tinyformer demo                   autograd on a small attention layer, then gradcheck every op
 tinyformer gradcheck [--samples]  gradcheck every op (or --op NAME) and print a table
 tinyformer bughunt --op NAME      plant a bug in an op's backward for a student to find
@@ -179,6 +179,7 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     # the names as papers write them, and what each learns by default
     image_help = {
         "vit": "train a ViT classifier (digits by default)",
+        "swin": "train a Swin Transformer classifier (shifted windows; digits by default)",
         "cnn": "train a CNN classifier, the ViT's baseline (digits by default)",
         "fcn": "train an FCN segmenter on generated shapes",
         "segnet": "train a SegNet segmenter (max-unpooling) on generated shapes",
@@ -211,7 +212,7 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     sample.add_argument("--seed", type=int, default=0, help="seed of the sampling (default: 0)")
     _add_device_flag(sample)
     params = sub.add_parser("params", help="parameter count of a named configuration")
-    params.add_argument("model", choices=["gpt", "bert", "vit"])
+    params.add_argument("model", choices=["gpt", "bert", "vit", "swin"])
     params.add_argument("--config", default=None, help="a configuration name (default: all)")
     embed = sub.add_parser(
         "embed",
@@ -231,6 +232,8 @@ def _params(model: str, only: str | None) -> int:
         from tinyformer.models.gpt import CONFIGS
     elif model == "vit":
         from tinyformer.models.vit import VIT_CONFIGS as CONFIGS
+    elif model == "swin":
+        from tinyformer.models.swin import SWIN_CONFIGS as CONFIGS
     else:
         from tinyformer.models.bert import BERT_CONFIGS as CONFIGS
     if only is not None and only not in CONFIGS:

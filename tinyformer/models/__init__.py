@@ -15,12 +15,13 @@ from tinyformer.models.mae import MAE, MAEConfig
 from tinyformer.models.segmentation import FCN, SegConfig, SegNet, UNet
 from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.models.siren import FourierFeatureMLP, ReLUMLP, Siren, SirenConfig
+from tinyformer.models.swin import SWIN_CONFIGS, SwinConfig, SwinTransformer
 from tinyformer.models.vit import VIT_CONFIGS, ViT, ViTConfig, attention_rollout
 
 __all__ = [
-    "BERT_CONFIGS", "CNN", "FCN", "GPT", "GPT_CONFIGS", "MAE", "VIT_CONFIGS", "BahdanauConfig",
-    "Bert", "BertConfig", "BertForMaskedLM", "BertForSequenceClassification", "CNNConfig",
-    "FourierFeatureMLP", "GPTConfig", "MAEConfig", "RNNSearch", "ReLUMLP", "SegConfig", "SegNet",
-    "Seq2SeqConfig", "Siren", "SirenConfig", "Transformer", "UNet", "ViT", "ViTConfig",
-    "attention_rollout",
+    "BERT_CONFIGS", "BahdanauConfig", "Bert", "BertConfig", "BertForMaskedLM",
+    "BertForSequenceClassification", "CNN", "CNNConfig", "FCN", "FourierFeatureMLP", "GPT",
+    "GPTConfig", "GPT_CONFIGS", "MAE", "MAEConfig", "RNNSearch", "ReLUMLP", "SWIN_CONFIGS",
+    "SegConfig", "SegNet", "Seq2SeqConfig", "Siren", "SirenConfig", "SwinConfig", "SwinTransformer",
+    "Transformer", "UNet", "VIT_CONFIGS", "ViT", "ViTConfig", "attention_rollout",
 ]  # fmt: skip
