@@ -1,8 +1,10 @@
-"""Course assignments: markers, release and the autograder, round trip on A2.
+"""Course assignments: markers, release and the autograder, round trip on every assignment.
 
-Release A2 -> grading it scores 0, each task failing on its own stub; the instructor's tree
-scores full points; a planted backward bug loses only its task's gradcheck; a wrong forward
-whose backward stays consistent with it (gradcheck passes) loses the forward points.
+Release NAME -> grading it scores 0, each task failing on its own stub; the instructor's tree
+scores full points; a planted bug loses only its own task's points (A2: a backward bug loses
+only its gradcheck, and a wrong forward whose backward stays consistent with it loses the
+forward points; A3: a wrong causal mask; A4: a wrong max_pool2d, whose forward max_unpool2d's
+sample function calls).
 """
 
 from __future__ import annotations
@@ -27,10 +29,27 @@ SOLVED = ["softmax", "log_softmax", "cross_entropy", "layer_norm"]
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("release") / "A2"
-    assert main(["assignment", "release", "A2", "--out", str(out)]) == 0
-    return out
+def releases(tmp_path_factory) -> dict[str, Path]:
+    return {}
+
+
+@pytest.fixture(scope="module")
+def release_of(releases, tmp_path_factory):
+    """release_of(NAME): NAME's release, made once per module."""
+
+    def make(name: str) -> Path:
+        if name not in releases:
+            out = tmp_path_factory.mktemp("release") / name
+            assert main(["assignment", "release", name, "--out", str(out)]) == 0
+            releases[name] = out
+        return releases[name]
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def released(release_of) -> Path:
+    return release_of("A2")
 
 
 def _message(region) -> str:
@@ -98,11 +117,13 @@ def test_release_refuses_a_non_empty_folder(released, capsys):
     assert main(["assignment", "release", "A9", "--out", str(released / "x")]) == 2
 
 
-def test_grading_a_fresh_release_scores_zero_each_on_its_own_stub(released, tmp_path):
+@pytest.mark.parametrize("name", list(COURSE))
+def test_grading_a_fresh_release_scores_zero_each_on_its_own_stub(name, release_of, tmp_path):
     results = tmp_path / "results.json"
-    assert main(["grade", "A2", str(released), "--json", str(results)]) == 0
+    assert main(["grade", name, str(release_of(name)), "--json", str(results)]) == 0
     report = json.loads(results.read_text(encoding="utf-8"))
-    assert report["score"] == 0 and len(report["tests"]) == 16
+    checks = sum(len(t.points) for t in COURSE[name].tasks)
+    assert report["score"] == 0 and len(report["tests"]) == checks
     for test in report["tests"]:
         task = test["name"].split()[0]
         assert test["score"] == 0 and test["max_score"] > 0
@@ -110,19 +131,34 @@ def test_grading_a_fresh_release_scores_zero_each_on_its_own_stub(released, tmp_
         assert test["visibility"] == ("after_published" if "hidden" in test["name"] else "visible")
 
 
-def test_grading_the_instructors_tree_scores_full_points():
-    result = grade("A2", INSTRUCTOR)
+@pytest.mark.parametrize("name", list(COURSE))
+def test_released_checks_and_notebooks_hold_no_answers(name, release_of):
+    a, tree = COURSE[name], release_of(name)
+    checks = (tree / "tinyformer/course" / a.checks).read_text(encoding="utf-8")
+    assert "PROPERTIES = {" in checks and "HIDDEN = {" not in checks
+    for notebook in a.notebooks:
+        text = (tree / notebook).read_text(encoding="utf-8")
+        assert "### BEGIN SOLUTION" not in text
+        assert f"{name}: exercise — replace this line with your code" in text
+    others = [nb for other in COURSE.values() if other is not a for nb in other.notebooks]
+    assert not any((tree / nb).exists() for nb in others)
+
+
+@pytest.mark.parametrize("name", list(COURSE))
+def test_grading_the_instructors_tree_scores_full_points(name):
+    result = grade(name, INSTRUCTOR)
     failed = [(r.name, r.output) for r in result.results if r.status != "passed"]
-    assert not failed and result.score == result.max_score == A2.total
+    assert not failed and result.score == result.max_score == COURSE[name].total
 
 
 def _solved_copy(released: Path, tmp_path: Path) -> Path:
     """The release with the instructor's solutions put back (markers are comments)."""
     tree = tmp_path / "tree"
     shutil.copytree(released, tree)
-    for op in SOLVED:
-        path = f"tinyformer/ops/{op}.py"
-        shutil.copyfile(INSTRUCTOR / path, tree / path)
+    for path in (tree / "tinyformer").rglob("*.py"):
+        if 'raise NotImplementedError("A' in path.read_text(encoding="utf-8"):
+            rel = path.relative_to(tree)
+            shutil.copyfile(INSTRUCTOR / rel, tree / rel)
     return tree
 
 
@@ -157,6 +193,25 @@ def test_a_wrong_forward_with_a_consistent_backward_loses_the_forward_points(rel
     failed = _failed(result)
     assert ("A2.3", "forward") in failed and ("A2.3", "gradcheck") not in failed
     assert {task for task, _ in failed} == {"A2.3"}
+
+
+def test_a_wrong_causal_mask_loses_only_a3_2(release_of, tmp_path):
+    # one diagonal too many: query i sees key i + 1. A3.1 is graded without causal samples, and
+    # A3.3 compares the module with per-head calls that share the mask.
+    tree = _solved_copy(release_of("A3"), tmp_path)
+    _plant(tree, "attention", "xp.tri(tq, tk, dtype=bool)", "xp.tri(tq, tk, 1, dtype=bool)")
+    result = grade("A3", tree)
+    assert _failed(result) == {("A3.2", "properties"), ("A3.2", "hidden")}
+
+
+def test_a_wrong_max_pool_loses_only_a4_3(release_of, tmp_path):
+    # argmin pools minima (and picks the -inf padding). max_unpool2d's sample function draws
+    # its indices with max_pool2d_forward: A4.4 must grade on the stored inputs to stay whole.
+    tree = _solved_copy(release_of("A4"), tmp_path)
+    _plant(tree, "max_pool2d", "tap = flat.argmax(axis=2)", "tap = flat.argmin(axis=2)")
+    result = grade("A4", tree)
+    failed = _failed(result)
+    assert ("A4.3", "forward") in failed and {task for task, _ in failed} == {"A4.3"}
 
 
 def test_grade_refuses_bad_input(tmp_path, capsys):

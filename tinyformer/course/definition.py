@@ -123,7 +123,64 @@ A2 = Assignment(
     ),
 )  # fmt: skip
 
-COURSE: dict[str, Assignment] = {a.name: a for a in (A2,)}
+
+def _not_causal(sample: Sample) -> bool:
+    # Causal samples run A3.2's mask: A3.1 is graded on the others, so that a wrong mask cannot
+    # cost A3.1 points.
+    return not sample.kwargs.get("is_causal")
+
+
+_ATTENTION = "docs/ops/attention.md"
+_CONV = "docs/ops/conv.md"
+
+A3 = Assignment(
+    name="A3",
+    title="attention: scaled dot-product, the causal mask, multi-head",
+    lecture="attention",
+    notebooks=("course/A3_attention.py",),
+    readme="docs/course/A3.md",
+    checks="a3_checks.py",
+    tasks=(
+        Task(
+            "A3.1", "scaled_dot_product_attention", ("scaled_dot_product_attention",),
+            _ATTENTION, {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+            keep=_not_causal,
+        ),
+        # No op spec grades the mask or the heads: every sample through them also runs A3.1's
+        # code. Their tests compare two routes through the same attention code instead.
+        Task("A3.2", "causal mask", (), _ATTENTION, {"properties": 2, "hidden": 1}),
+        Task("A3.3", "multi-head attention", (), _ATTENTION, {"properties": 2, "hidden": 1}),
+    ),
+)  # fmt: skip
+
+A4 = Assignment(
+    name="A4",
+    title="vision: conv2d, conv_transpose2d, max pooling and unpooling",
+    lecture="vision",
+    notebooks=("course/A4_vision.py",),
+    readme="docs/course/A4.md",
+    checks="a4_checks.py",
+    tasks=(
+        Task(
+            "A4.1", "conv2d", ("conv2d",), _CONV,
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1}, samples=3,
+        ),
+        Task(
+            "A4.2", "conv_transpose2d", ("conv_transpose2d",), _CONV,
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1}, samples=3,
+        ),
+        Task(
+            "A4.3", "max_pool2d", ("max_pool2d",), _CONV,
+            {"forward": 2, "gradcheck": 2, "properties": 1, "hidden": 1},
+        ),
+        Task(
+            "A4.4", "max_unpool2d", ("max_unpool2d",), _CONV,
+            {"forward": 1, "gradcheck": 2, "properties": 1, "hidden": 1},
+        ),
+    ),
+)  # fmt: skip
+
+COURSE: dict[str, Assignment] = {a.name: a for a in (A2, A3, A4)}
 
 
 def assignment(name: str) -> Assignment:

@@ -80,9 +80,11 @@ class MultiheadAttention(Module):
         self.resid_dropout = Dropout(dropout)
 
     def _heads(self, x: Tensor) -> Tensor:
+        ### BEGIN SOLUTION A3.3 split heads
         b, t, c = x.shape
         x = reshape(x, b, t, self.num_heads, c // self.num_heads)  # (B, T, nh, hs)
         return transpose(x, 1, 2)  # (B, nh, T, hs)
+        ### END SOLUTION
 
     def forward(
         self,
@@ -112,7 +114,9 @@ class MultiheadAttention(Module):
             q, k, v, mask, is_causal=is_causal, return_weights=need_weights
         )
         y, weights = out if need_weights else (out, None)
+        ### BEGIN SOLUTION A3.3 merge heads
         y = reshape(transpose(y, 1, 2), b, t, c)  # (B, nh, T, hs) -> (B, T, nh, hs) -> (B, T, C)
+        ### END SOLUTION
         y = self.resid_dropout(self.c_proj(y))
         return (y, weights) if need_weights else y
 

@@ -46,8 +46,10 @@ def _scores(q, k, mask, causal, scale):
     s = (q @ xp.swapaxes(k, -1, -2)) * q.dtype.type(scale)  # NumPy scalars: no host-to-device copy
     neg_inf = s.dtype.type(-np.inf)
     if causal:
+        ### BEGIN SOLUTION A3.2 causal mask
         tq, tk = s.shape[-2:]
         s = xp.where(xp.tri(tq, tk, dtype=bool), s, neg_inf)
+        ### END SOLUTION
     if mask is not None:
         s = xp.where(mask, s, neg_inf) if mask.dtype == np.bool_ else s + mask
     return s
@@ -56,6 +58,7 @@ def _scores(q, k, mask, causal, scale):
 def _row_softmax(s):
     """Softmax over the last axis, and its log-sum-exp; rows with every entry -inf give p = 0
     and lse = +inf."""
+    ### BEGIN SOLUTION A3.1 softmax and log-sum-exp
     xp = backend.get_array_module(s)
     m = s.max(axis=-1, keepdims=True)
     m = xp.where(xp.isfinite(m), m, xp.zeros((), s.dtype))
@@ -65,18 +68,22 @@ def _row_softmax(s):
     total = xp.where(empty, 1, total)  # so that no log(0) warns (CuPy has no errstate)
     lse = xp.where(empty, s.dtype.type(np.inf), m + xp.log(total))
     return e / total, lse[..., 0]
+    ### END SOLUTION
 
 
 @registry.reference("attention.forward")
 def attention_forward(q, k, v, mask, causal, scale):
     """-> y (..., Tq, dv), lse (..., Tq)."""
+    ### BEGIN SOLUTION A3.1 forward
     p, lse = _row_softmax(_scores(q, k, mask, causal, scale))
     return p @ v, lse
+    ### END SOLUTION
 
 
 @registry.reference("attention.backward")
 def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
     """-> gq, gk, gv (before summing over broadcast batch dims)."""
+    ### BEGIN SOLUTION A3.1 backward
     xp = backend.get_array_module(q)
     p = xp.exp(_scores(q, k, mask, causal, scale) - lse[..., None])
     gv = xp.swapaxes(p, -1, -2) @ gy
@@ -84,6 +91,7 @@ def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
     gs = p * (gp - (gy * y).sum(axis=-1, keepdims=True))
     scale = q.dtype.type(scale)
     return (gs @ k) * scale, (xp.swapaxes(gs, -1, -2) @ q) * scale, gv
+    ### END SOLUTION
 
 
 def attention_weights(q, k, mask, causal, scale) -> np.ndarray:

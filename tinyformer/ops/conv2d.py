@@ -34,27 +34,32 @@ def _columns(x, kh, kw, stride, padding, dilation, groups):
 
     Positions of all N images side by side in one matrix, so each pass is one large matrix
     product per group rather than one small product per image."""
+    ### BEGIN SOLUTION A4.1 im2col columns
     n, c, h, w_ = x.shape
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     ho, wo = out_size(h, kh, sh, ph, dh), out_size(w_, kw, sw, pw, dw)
     view = windows(pad2d(x, ph, pw), kh, kw, ho, wo, sh, sw, dh, dw)  # (N, C, kh, kw, Ho, Wo)
     view = view.transpose(1, 2, 3, 0, 4, 5)  # (C, kh, kw, N, Ho, Wo)
     return view.reshape(groups, c // groups * kh * kw, n * ho * wo), (ho, wo)  # the one copy
+    ### END SOLUTION
 
 
 @registry.reference("conv2d.forward")
 def conv2d_forward(x, w, b, stride, padding, dilation, groups):
+    ### BEGIN SOLUTION A4.1 forward
     xp = backend.get_array_module(x)
     n, o = x.shape[0], w.shape[0]
     cols, (ho, wo) = _columns(x, *w.shape[2:], stride, padding, dilation, groups)
     y = w.reshape(groups, o // groups, -1) @ cols  # (g, O/g, K) @ (g, K, N L) -> (g, O/g, N L)
     y = y.reshape(o, n, ho, wo).transpose(1, 0, 2, 3)  # (O, N, Ho, Wo) -> (N, O, Ho, Wo)
     return xp.ascontiguousarray(y) if b is None else y + b[:, None, None]
+    ### END SOLUTION
 
 
 @registry.reference("conv2d.backward")
 def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
     """-> gx, gw, gb."""
+    ### BEGIN SOLUTION A4.1 backward
     n, c, h, w_ = x.shape
     o, _, kh, kw = w.shape
     cols, (ho, wo) = _columns(x, kh, kw, stride, padding, dilation, groups)
@@ -65,6 +70,7 @@ def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     gxp = scatter_windows(gcols, h + 2 * ph, w_ + 2 * pw, sh, sw, dh, dw)
     return gxp[:, :, ph : ph + h, pw : pw + w_], gw, gy.sum(axis=(0, 2, 3))
+    ### END SOLUTION
 
 
 class Conv2d(Function):

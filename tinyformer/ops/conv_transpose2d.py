@@ -41,6 +41,7 @@ def _full_size(h, kh, sh, ph, oph, dh):
 
 @registry.reference("conv_transpose2d.forward")
 def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation, groups):
+    ### BEGIN SOLUTION A4.2 forward
     xp = backend.get_array_module(x)
     n, ci, h, w_ = x.shape
     _, co_g, kh, kw = w.shape
@@ -53,11 +54,13 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
     full = scatter_windows(cols, hf, wf, sh, sw, dh, dw)  # (N, Co, Hf, Wf)
     y = full[:, :, ph : ph + ho, pw : pw + wo]
     return y + b[:, None, None] if b is not None else xp.ascontiguousarray(y)
+    ### END SOLUTION
 
 
 @registry.reference("conv_transpose2d.backward")
 def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilation, groups):
     """-> gx, gw, gb."""
+    ### BEGIN SOLUTION A4.2 backward
     xp = backend.get_array_module(gy)
     n, ci, h, w_ = x.shape
     _, co_g, kh, kw = w.shape
@@ -72,6 +75,7 @@ def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilatio
     xg = x.transpose(1, 0, 2, 3).reshape(groups, ci // groups, n * h * w_)
     gw = (xg @ gcols.transpose(0, 2, 1)).reshape(w.shape)
     return xp.ascontiguousarray(gx), gw, gy.sum(axis=(0, 2, 3))
+    ### END SOLUTION
 
 
 class ConvTranspose2d(Function):

@@ -1,0 +1,165 @@
+"""A3's property tests (shipped to students) and hidden tests (removed by every release).
+
+The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
+module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
+tests.
+
+Every attention sample also runs A3.1's softmax and backward, so A3.2 (the causal mask) and
+A3.3 (the heads) are graded by comparing two routes through the same attention code: the causal
+scores against an explicit lower-triangular mask, the module against one attention call per
+head. A wrong A3.1 then costs A3.2 and A3.3 nothing, and each test calls its own task's code
+first, so that a fresh release fails each task on its own stub.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+__all__ = ["PROPERTIES"]
+
+
+def _leaf(tf: ModuleType, a: np.ndarray):
+    return tf.Tensor(np.asarray(a, dtype=np.float64), requires_grad=True)
+
+
+def _qkv(shape_q: tuple[int, ...], tk: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    *batch, tq, d = shape_q
+    return [rng.normal(size=s) for s in (shape_q, (*batch, tk, d), (*batch, tk, d + 1))]
+
+
+def weights_are_distributions_and_y_is_their_average(tf: ModuleType) -> None:
+    """Each row of weights sums to 1, y = weights v, and equal scores (q = 0) average v."""
+    from tinyformer.nn import functional as F
+
+    q, k, v = _qkv((2, 3, 4), 5)
+    y, weights = F.scaled_dot_product_attention(
+        _leaf(tf, q), _leaf(tf, k), _leaf(tf, v), return_weights=True
+    )
+    np.testing.assert_allclose(weights.data.sum(axis=-1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(y.data, weights.data @ v, atol=1e-12)
+    flat = F.scaled_dot_product_attention(_leaf(tf, np.zeros_like(q)), _leaf(tf, k), _leaf(tf, v))
+    np.testing.assert_allclose(
+        flat.data, np.broadcast_to(v.mean(axis=-2, keepdims=True), flat.shape)
+    )
+
+
+def causal_scores_are_a_lower_triangular_mask(tf: ModuleType) -> None:
+    """is_causal: query i sees keys j <= i, the same scores as a boolean tril mask."""
+    from tinyformer.ops.attention import _scores
+
+    q, k, _ = _qkv((2, 3, 4, 5), 4)
+    causal = _scores(q, k, None, True, 0.5)
+    tril = np.tril(np.ones((4, 4), dtype=bool))
+    np.testing.assert_array_equal(causal, _scores(q, k, tril, False, 0.5))
+    assert np.isneginf(causal[..., ~tril]).all(), "a future key is not masked"
+
+
+def causal_scores_keep_dtype_and_other_masks(tf: ModuleType) -> None:
+    """The mask keeps float32 scores float32, and combines with a boolean mask (both apply)."""
+    from tinyformer.ops.attention import _scores
+
+    q, k, _ = (a.astype(np.float32) for a in _qkv((4, 3), 4, seed=1))
+    both = _scores(q, k, np.array([True, False, True, True]), True, 1.0)
+    assert both.dtype == np.float32, f"float32 scores came back {both.dtype}"
+    allowed = np.tril(np.ones((4, 4), dtype=bool)) & np.array([True, False, True, True])
+    np.testing.assert_array_equal(both, _scores(q, k, allowed, False, 1.0))
+
+
+def _per_head(tf: ModuleType, mha, x: np.ndarray, context: np.ndarray | None, **kw):
+    """The module's output recomputed with one attention call per head, in NumPy layout."""
+    from tinyformer.nn import functional as F
+
+    c, nh = mha.embed_dim, mha.num_heads
+    hs = c // nh
+    with tf.no_grad():
+        if context is None:
+            q, k, v = np.split(mha.c_attn(tf.Tensor(x)).data, 3, axis=-1)
+        else:
+            q = mha.q_proj(tf.Tensor(x)).data
+            k, v = np.split(mha.kv_proj(tf.Tensor(context)).data, 2, axis=-1)
+        heads = [
+            F.scaled_dot_product_attention(
+                *(
+                    tf.Tensor(np.ascontiguousarray(a[..., h * hs : (h + 1) * hs]))
+                    for a in (q, k, v)
+                ),
+                **kw,
+            ).data
+            for h in range(nh)
+        ]
+        return mha.c_proj(tf.Tensor(np.concatenate(heads, axis=-1))).data
+
+
+def heads_split_into_b_nh_t_hs(tf: ModuleType) -> None:
+    """Head h of x (B, T, C) is the channels h hs ... (h + 1) hs, laid out as (B, nh, T, hs)."""
+    mha = tf.nn.MultiheadAttention(8, 2)
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype(np.float32)
+    heads = mha._heads(tf.Tensor(x))
+    assert tuple(heads.shape) == (2, 2, 5, 4), f"_heads gave shape {tuple(heads.shape)}"
+    np.testing.assert_array_equal(heads.data, x.reshape(2, 5, 2, 4).transpose(0, 2, 1, 3))
+
+
+def multi_head_is_one_attention_per_head(tf: ModuleType) -> None:
+    """Causal self-attention with 4 heads equals 4 attention calls on the heads' channels."""
+    tf.manual_seed(0)
+    mha = tf.nn.MultiheadAttention(8, 4)
+    x = np.random.default_rng(1).normal(size=(2, 6, 8)).astype(np.float32)
+    with tf.no_grad():
+        y = mha(tf.Tensor(x), is_causal=True).data
+    expected = _per_head(tf, mha, x, None, is_causal=True)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+
+PROPERTIES = {
+    "A3.1": [weights_are_distributions_and_y_is_their_average],
+    "A3.2": [causal_scores_are_a_lower_triangular_mask, causal_scores_keep_dtype_and_other_masks],
+    "A3.3": [heads_split_into_b_nh_t_hs, multi_head_is_one_attention_per_head],
+}
+
+
+### BEGIN HIDDEN TESTS A3
+def huge_scores_and_fully_masked_rows(tf: ModuleType) -> None:
+    """Scores of 1e4 overflow a naive exp; a row that sees no key gives y = 0 and no NaN."""
+    from tinyformer.nn import functional as F
+
+    q, k, v = (_leaf(tf, a) for a in _qkv((3, 4), 3, seed=2))
+    mask = np.array([[True, False, True], [False, False, False], [True, True, True]])
+    y = F.scaled_dot_product_attention(q, k, v, mask, scale=1e4)
+    assert np.isfinite(y.data).all(), "attention is not finite for scores of 1e4"
+    np.testing.assert_array_equal(y.data[1], 0.0, err_msg="a row with no key must give 0")
+    gq, gk, gv = tf.grad(y, [q, k, v], np.random.default_rng(3).normal(size=y.shape))
+    for g in (gq, gk, gv):
+        assert np.isfinite(g).all(), "the backward is not finite (masked row or huge scores)"
+    np.testing.assert_array_equal(gq[1], 0.0, err_msg="a query that sees no key got a gradient")
+
+
+def causal_with_fewer_queries_than_keys(tf: ModuleType) -> None:
+    """Tq != Tk: PyTorch's top-left alignment, query i sees keys 0..i."""
+    from tinyformer.ops.attention import _scores
+
+    q, k, _ = _qkv((2, 3, 4), 5, seed=4)
+    tril = np.tril(np.ones((3, 5), dtype=bool))
+    np.testing.assert_array_equal(_scores(q, k, None, True, 1.0), _scores(q, k, tril, False, 1.0))
+
+
+def cross_attention_with_another_length(tf: ModuleType) -> None:
+    """Cross-attention from 3 queries to 7 keys: the heads must use each input's own length."""
+    tf.manual_seed(1)
+    mha = tf.nn.MultiheadAttention(6, 3, cross=True, context_dim=4)
+    rng = np.random.default_rng(5)
+    x, context = rng.normal(size=(2, 3, 6)), rng.normal(size=(2, 7, 4))
+    x, context = x.astype(np.float32), context.astype(np.float32)
+    with tf.no_grad():
+        y = mha(tf.Tensor(x), tf.Tensor(context)).data
+    np.testing.assert_allclose(y, _per_head(tf, mha, x, context), rtol=1e-5, atol=1e-6)
+
+
+HIDDEN = {
+    "A3.1": [huge_scores_and_fully_masked_rows],
+    "A3.2": [causal_with_fewer_queries_than_keys],
+    "A3.3": [cross_attention_with_another_length],
+}
+### END HIDDEN TESTS
