@@ -68,6 +68,13 @@ print(f"dL/da = {g_a}, dL/db = {g_b}, dL/dc = {g_c}")
 # Each value remembers its parents and how to push a gradient to them. `backward()` sorts the
 # graph so that a node runs only after everything that uses it has sent its gradient, then
 # visits nodes in reverse. We sort **iteratively**: a recursive sort would crash on deep graphs.
+#
+# **Exercise 1.1** — give `Value` a `tanh` method: `v.tanh()` returns a new `Value` holding
+# $t = \tanh(v)$ (a Python float in, a float out), with `v` as its only parent and a backward
+# that sends $g \cdot \frac{dt}{dv}$ back to `v`. Write the derivative in terms of the output:
+# $\frac{d}{dv}\tanh v = 1 - t^2$. The cell below calls it once; the check cell after it runs
+# backward through a small neuron $\tanh(w x + b)$ and compares every gradient with
+# tinyformer's: your relative errors should be below 1e-12 (float64 rounding).
 
 
 # %%
@@ -86,6 +93,13 @@ class Value:
 
     def square(self):
         return Value(self.data**2, (self,), lambda g: (g * 2 * self.data,))
+
+    def tanh(self):
+        # Exercise 1.1: forward t = tanh(self.data); backward sends g * (1 - t^2) to self.
+        ### BEGIN SOLUTION
+        t = math.tanh(self.data)
+        return Value(t, (self,), lambda g: (g * (1 - t**2),))
+        ### END SOLUTION
 
     def backward(self):
         order, seen, stack = [], set(), [(self, False)]
@@ -107,6 +121,32 @@ va, vb, vc = Value(2.0), Value(-3.0), Value(10.0)
 vL = (va * vb + vc).square()
 vL.backward()
 print(va.grad, vb.grad, vc.grad)
+vt = Value(0.5).tanh()  # Exercise 1.1 runs here
+print("tanh(0.5) =", vt.data)
+
+# %%
+# Check Exercise 1.1: a neuron tanh(w x + b), by our Value and by tinyformer.
+vw, vx, vb_ = Value(-1.5), Value(0.8), Value(0.3)
+neuron = (vw * vx + vb_).tanh()
+neuron.backward()
+tw, tx, tb_ = (tf.tensor(v, dtype="float64", requires_grad=True) for v in (-1.5, 0.8, 0.3))
+(tw * tx + tb_).tanh().backward()
+for name, mine, ref in (("w", vw, tw), ("x", vx, tx), ("b", vb_, tb_)):
+    rel = abs(mine.grad - float(ref.grad)) / max(1e-12, abs(mine.grad) + abs(float(ref.grad)))
+    print(f"d neuron / d{name}: {mine.grad:+.6f}  relative error {rel:.1e}")
+    assert rel < 1e-12, f"Exercise 1.1: the gradient for {name} is off (relative error {rel:.1e})"
+assert abs(neuron.data - math.tanh(-1.5 * 0.8 + 0.3)) < 1e-15, "Exercise 1.1: forward is wrong"
+
+# %% [markdown]
+# **Question:** the backward of `tanh` is written with its output `t`, not its input. Why is
+# that convenient, and which other op in this course saves its output for backward?
+# <!-- ANSWER: 1 - t^2 needs only t, already computed in forward, so backward does no extra
+# exp/tanh; softmax saves y the same way (gx = y * (gy - sum(gy * y))). -->
+#
+# **Question:** what is the gradient of `tanh` at x = 5? What does that mean for a deep
+# stack of tanh layers whose inputs are large?
+# <!-- ANSWER: 1 - tanh(5)^2 ~ 1.8e-4: the unit saturates, the gradient nearly vanishes, and
+# multiplied over many layers it vanishes (hence careful initialisation, normalisation). -->
 
 # %% [markdown]
 # ## The same in tinyformer

@@ -146,6 +146,86 @@ print(bool(result))  # False: with raise_exception=False the report comes back i
 print(result.report)
 
 # %% [markdown]
+# ## Repair a layer norm
+#
+# Layer norm without its affine part normalises each row of x (rows, D):
+# $\hat x = (x - \mu) \cdot r$, with $\mu$ the row's mean and
+# $r = 1 / \sqrt{\sigma^2 + \epsilon}$ (one per row). The backward below has a bug.
+# Read its gradcheck report.
+
+# %%
+EPS = 1e-5
+
+
+class BrokenLayerNorm(tf.Function):
+    @staticmethod
+    def forward(ctx, x):
+        mu = x.mean(axis=-1, keepdims=True)  # (rows, 1)
+        rstd = 1 / np.sqrt(x.var(axis=-1, keepdims=True) + EPS)  # (rows, 1)
+        xhat = (x - mu) * rstd  # (rows, D)
+        ctx.save_for_backward(xhat, rstd)
+        return xhat
+
+    @staticmethod
+    def backward(ctx, gy):
+        xhat, rstd = ctx.saved_tensors
+        return rstd * (gy - gy.mean(axis=-1, keepdims=True))
+
+
+xl = tf.Tensor(np.random.default_rng(2).standard_normal((4, 6)), requires_grad=True)
+print(tf.gradcheck(BrokenLayerNorm.apply, [xl], raise_exception=False).report)
+
+# %% [markdown]
+# **Exercise 2.1** — repair it: write `layer_norm_backward(gy, xhat, rstd)`, with gy and xhat
+# (rows, D) and rstd (rows, 1), returning gx (rows, D). `FixedLayerNorm` below is
+# `BrokenLayerNorm` with your backward. The broken one keeps only the path through $x - \mu$;
+# $r$ depends on x too (through $\sigma^2$). Differentiate that path as well, and write the
+# result with row means of gy and of gy * xhat. The check cell gradchecks your op (the full
+# 576-entry Jacobian) and compares its gradient, for a random upstream gradient, with
+# `F.layer_norm`'s: your relative error should be below 1e-10.
+
+
+# %%
+# Exercise 2.1: the layer-norm backward. gy, xhat (rows, D), rstd (rows, 1) -> gx (rows, D).
+def layer_norm_backward(gy, xhat, rstd):
+    ### BEGIN SOLUTION
+    gy_mean = gy.mean(axis=-1, keepdims=True)  # (rows, 1)
+    gy_xhat_mean = (gy * xhat).mean(axis=-1, keepdims=True)  # (rows, 1)
+    return rstd * (gy - gy_mean - xhat * gy_xhat_mean)
+    ### END SOLUTION
+
+
+class FixedLayerNorm(BrokenLayerNorm):
+    @staticmethod
+    def backward(ctx, gy):
+        xhat, rstd = ctx.saved_tensors
+        return layer_norm_backward(gy, xhat, rstd)
+
+
+gy = np.random.default_rng(3).standard_normal(xl.shape)
+(gx,) = tf.grad((FixedLayerNorm.apply(xl) * tf.Tensor(gy)).sum(), [xl])  # runs your backward
+
+# %%
+# Check Exercise 2.1: finite differences, then the library's layer norm.
+print("gradcheck:", tf.gradcheck(FixedLayerNorm.apply, [xl]))  # raises a report if wrong
+xr = tf.Tensor(xl.data.copy(), requires_grad=True)
+(gx_ref,) = tf.grad((tf.nn.functional.layer_norm(xr, 6) * tf.Tensor(gy)).sum(), [xr])
+rel = np.max(np.abs(gx - gx_ref) / np.maximum(1e-8, np.abs(gx) + np.abs(gx_ref)))
+print(f"relative error against F.layer_norm: {rel:.1e}")
+assert rel < 1e-10, f"Exercise 2.1: gx differs from F.layer_norm's (relative error {rel:.1e})"
+
+# %% [markdown]
+# **Question:** the report counts 143 of 576 entries out of tolerance. Why can at most 144 be
+# wrong, and what does "almost all of them" say about the kind of bug?
+# <!-- ANSWER: layer norm mixes only within a row, so only the 4 blocks of 6 x 6 = 144
+# entries are non-zero; a bug in nearly every one is a missing term that touches the whole
+# row (here the variance path), not a wrong index. -->
+#
+# **Question:** each row of the correct gx sums to zero (try `gx.sum(axis=-1)`). Why must it?
+# <!-- ANSWER: adding a constant to a row does not change the output (the mean absorbs it),
+# so the derivative along (1, ..., 1) is zero: <gx, 1> = 0 for every upstream gradient. -->
+
+# %% [markdown]
 # ## Big inputs: fast mode
 #
 # The full Jacobian costs two forwards per input element and one backward per output element.

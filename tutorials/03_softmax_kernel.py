@@ -121,6 +121,74 @@ np.testing.assert_allclose(softmax_fused(x), y_ref, rtol=1e-5, atol=1e-7)
 print("matches the reference")
 
 # %% [markdown]
+# ## Two passes instead of three: the online max and sum
+#
+# `softmax_fused` still reads each row three times: once for the max, once to exponentiate and
+# sum, once to normalise. Milakov and Gimelshein (2018) merge the first two. Keep a running max
+# `top` and a running sum `total` of `exp(row[j] - top)`; when a new element is larger than
+# `top`, every term summed so far was taken against the old max, so rescale the sum by
+# `exp(old_top - new_top)` before adding the new term (which is `exp(0) = 1`). After one pass,
+# `top` is the row's max and `total` the softmax denominator. FlashAttention is built on the
+# same update.
+#
+# **Exercise 3.1** — write pass 1 of `softmax_online`: one loop over `row` (a float32 vector
+# of length D) that leaves the row's max in `top` and the sum of `exp(row[j] - top)` in `total`,
+# both float32 (start from `row.dtype.type(-np.inf)` and `row.dtype.type(0)`). Pass 2 is
+# written. The check cell compares the result, (rows, D) like `x`, with the NumPy reference:
+# your largest absolute error should be below 1e-6, also on rows of large logits (x 100)
+# whose `exp` would overflow without the max.
+
+
+# %%
+@njit(parallel=True, fastmath=FASTMATH)
+def softmax_online(x):
+    y = np.empty_like(x)
+    for i in prange(x.shape[0]):
+        row, out = x[i], y[i]
+        # Exercise 3.1: pass 1, one loop: the running max `top` and the running sum `total` of
+        # exp(row[j] - top), rescaled whenever `top` grows.
+        ### BEGIN SOLUTION
+        top = row.dtype.type(-np.inf)
+        total = row.dtype.type(0)
+        for j in range(row.size):
+            if row[j] > top:
+                total = total * np.exp(top - row[j]) + row.dtype.type(1)
+                top = row[j]
+            else:
+                total += np.exp(row[j] - top)
+        ### END SOLUTION
+        inv = row.dtype.type(1) / total  # pass 2: exponentiate and normalise
+        for j in range(row.size):
+            out[j] = np.exp(row[j] - top) * inv
+    return y
+
+
+y_online = softmax_online(x)
+
+# %%
+# Check Exercise 3.1: against the NumPy reference, on x and on 100 x (large logits).
+for name, a in (("x", x), ("100 x", 100 * x)):
+    y_mine, y_want = softmax_online(a), reference(a)
+    err = np.abs(y_mine - y_want).max()
+    print(f"{name:6s} max abs error {err:.1e}; dtype {y_mine.dtype}")
+    assert y_mine.dtype == np.float32, "Exercise 3.1: the output should stay float32"
+    assert err < 1e-6, f"Exercise 3.1: softmax_online({name}) is off by {err:.1e}"
+
+# %% [markdown]
+# **Question:** what does your kernel return for a row whose entries are all `-inf` (a query
+# whose every key is masked)? What would you want it to return, and where would you test for
+# it?
+# <!-- ANSWER: top stays -inf and total 0 (exp(-inf - -inf) is NaN in pass 2 anyway): the row
+# comes out NaN. A fully masked row should give zeros, as tinyformer's attention does: test
+# total == 0 (or top == -inf) once per row before pass 2. -->
+#
+# **Question:** for which order of the elements of a row does pass 1 call `exp` the most?
+# Why is the online version still worth it for long rows that do not fit in cache?
+# <!-- ANSWER: an increasing row rescales at every element (two exps each); the saving is a
+# whole read of the row from memory, which costs more than the extra arithmetic once the
+# rows outgrow the cache (and on a GPU, where memory traffic dominates). -->
+
+# %% [markdown]
 # ## Timing
 #
 # The median of several runs, after warm-up calls (the first call includes compilation). We add

@@ -130,6 +130,56 @@ y = F.scaled_dot_product_attention(tf.tensor(Q), tf.tensor(K), tf.tensor(V), is_
 print("max difference from the step-by-step version:", np.abs(y.numpy() - causal_out).max())
 
 # %% [markdown]
+# ## Backward, by hand
+#
+# Training needs the gradients of the loss with respect to Q, K and V. Going back through the
+# forward, one step at a time (S the scaled scores, P the weights, y = P V): first
+# $g_V = P^\top g_y$ and $g_P = g_y V^\top$; then the softmax backward (assignment A2's), row
+# by row, from $g_P$ to $g_S$; then through the product $S = Q K^\top / \sqrt{d_k}$.
+#
+# **Exercise 4.1** — write the backward of causal attention for one head: from the upstream
+# gradient `gy` (T, d_k) = dL/d`causal_out`, the weights `causal_weights` (T, T) and Q, K, V
+# (each (T, d_k)), compute `gQ`, `gK`, `gV`, each (T, d_k). The masked entries need no special
+# case. The check cell runs tinyformer's attention backward on the same inputs: your relative
+# errors should be below 1e-10 (both are float64).
+
+# %%
+gy = np.random.default_rng(1).standard_normal((T, d_k))  # dL/d causal_out, from above
+# Exercise 4.1: gQ, gK, gV (T, d_k) from gy, causal_weights, Q, K and V.
+### BEGIN SOLUTION
+gV = causal_weights.T @ gy  # (T, d_k)
+gP = gy @ V.T  # (T, T)
+gS = causal_weights * (gP - (gP * causal_weights).sum(axis=-1, keepdims=True))  # (T, T)
+gQ = gS @ K / np.sqrt(d_k)  # (T, d_k)
+gK = gS.T @ Q / np.sqrt(d_k)  # (T, d_k)
+### END SOLUTION
+print(gQ.shape, gK.shape, gV.shape)
+
+# %%
+# Check Exercise 4.1: against the gradients of F.scaled_dot_product_attention.
+tq, tk, tv = (tf.tensor(m, requires_grad=True) for m in (Q, K, V))
+attended = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+library = tf.grad((attended * tf.tensor(gy)).sum(), [tq, tk, tv])
+for name, mine, ref in zip(("gQ", "gK", "gV"), (gQ, gK, gV), library):
+    rel = np.max(np.abs(mine - ref) / np.maximum(1e-8, np.abs(mine) + np.abs(ref)))
+    print(f"{name}: relative error {rel:.1e}")
+    assert rel < 1e-10, (
+        f"Exercise 4.1: {name} differs from the library's (relative error {rel:.1e})"
+    )
+
+# %% [markdown]
+# **Question:** `gS` is exactly zero above the diagonal. Which factor in your formula makes it
+# so, and why does the masked backward need no `-inf` of its own?
+# <!-- ANSWER: the factor P: masked weights are exactly 0, so P * (...) is 0 there; the mask
+# acts in backward through the saved weights. -->
+#
+# **Question:** tinyformer's op does not save the (T, T) weights for backward; it saves one
+# log-sum-exp per row and recomputes P. For T = 4096 with 12 heads in float32, how much
+# memory does that save per layer and example, and what does it cost?
+# <!-- ANSWER: 12 * 4096^2 * 4 bytes ~ 805 MB per layer and example; the cost is one more
+# Q K^T product (and exp) in backward. -->
+
+# %% [markdown]
 # ## Multi-head attention: splitting the width into heads
 #
 # One attention pattern per layer is limiting: a token may need to look at its verb for one

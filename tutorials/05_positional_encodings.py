@@ -52,20 +52,40 @@ print("attn(shuffle(x)) == shuffle(attn(x)):", np.allclose(out_shuffled, out[:, 
 # Each pair of dimensions is a clock at its own frequency, from fast (one cycle in 2*pi
 # positions) to very slow. Nearby positions get similar vectors, and the encoding of pos + k is
 # a fixed rotation of the encoding of pos, which makes relative offsets easy to read off.
+#
+# **Exercise 5.1** — write `sinusoidal(positions, width)`: the table (positions, width) of
+# float64 whose row p is the encoding of position p, with the sines in the even columns and
+# the cosines in the odd ones (width even). No Python loop is needed: broadcast a (T, 1)
+# column of positions against a (C/2,) row of frequencies. The check cell compares your table
+# with the one tinyformer's encoder-decoder uses (`sinusoidal_positions`, float32): the
+# largest absolute difference should be below 1e-6.
+
 
 # %%
-
-
 def sinusoidal(positions: int, width: int) -> np.ndarray:
+    # Exercise 5.1: the (positions, width) sinusoidal table, sin in even and cos in odd columns.
+    ### BEGIN SOLUTION
     pos = np.arange(positions)[:, None]  # (T, 1)
     freq = 1.0 / 10000 ** (np.arange(0, width, 2) / width)  # (C/2,)
     pe = np.zeros((positions, width))
     pe[:, 0::2] = np.sin(pos * freq)
     pe[:, 1::2] = np.cos(pos * freq)
     return pe
+    ### END SOLUTION
 
 
 pe = sinusoidal(100, 64)
+
+# %%
+# Check Exercise 5.1: against tinyformer.models.seq2seq.sinusoidal_positions.
+from tinyformer.models.seq2seq import sinusoidal_positions  # noqa: E402
+
+assert pe.shape == (100, 64), f"Exercise 5.1: expected a (100, 64) table, got {pe.shape}"
+err = np.abs(pe - sinusoidal_positions(100, 64)).max()
+print(f"largest difference from sinusoidal_positions: {err:.1e}")
+assert err < 1e-6, f"Exercise 5.1: the table differs by up to {err:.1e}"
+
+# %%
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
 axes[0].imshow(pe.T, aspect="auto", cmap="RdBu")
 axes[0].set_xlabel("position")
@@ -84,6 +104,18 @@ plt.show()
 
 # %%
 print("PE(10).PE(15) =", round(pe[10] @ pe[15], 4), " PE(50).PE(55) =", round(pe[50] @ pe[55], 4))
+
+# %% [markdown]
+# **Question:** show that $PE(p) \cdot PE(q)$ depends only on $p - q$. (Hint: each sin/cos
+# pair contributes $\sin a \sin b + \cos a \cos b$.)
+# <!-- ANSWER: sin(p w) sin(q w) + cos(p w) cos(q w) = cos((p - q) w), so the dot product is
+# sum_i cos((p - q) w_i), a function of p - q alone. -->
+#
+# **Question:** with width 64, how many positions does the slowest clock (the last pair of
+# columns) take for one full cycle? Could two positions of a 1000-token text get the same
+# encoding?
+# <!-- ANSWER: 2 pi * 10000^(62/64) ~ 4.7e4 positions; no: the slow clocks have not wrapped
+# around within 1000 positions, so every row is distinct. -->
 
 # %% [markdown]
 # ## Learned position embeddings

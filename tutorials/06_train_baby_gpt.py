@@ -100,3 +100,64 @@ for h, ax in enumerate(axes):
     ax.set_yticks(range(len(chars)), chars, fontsize=7)
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# ## Your own training loop
+#
+# `train_gpt` hides the loop that does the work. Every step of it: draw a batch, run the
+# model forward to get the loss, clear the old gradients, backward, and let the optimiser
+# update the parameters. Here is a much smaller GPT (1 layer, width 32, context 16) to train.
+#
+# **Exercise 6.1** — write the loop: 20 steps, each on a batch from
+# `data.get_batch("train", 16, batch_rng)`, which returns inputs and targets, both (16, 16)
+# token ids; `model(x, y)` returns `(logits, loss)`, logits (16, 16, V) and a scalar loss.
+# Append each step's `loss.item()` to `losses`. The check cell wants 20 losses, the first
+# near ln(V) (an untrained model guesses uniformly) and the last five at least 0.5 nats lower
+# on average.
+
+# %%
+from tinyformer.data import CharTokenizer, LMData, load_text  # noqa: E402
+from tinyformer.models import GPT, GPTConfig  # noqa: E402
+from tinyformer.optim import AdamW  # noqa: E402
+
+corpus = load_text()[:100_000]
+tok = CharTokenizer.train(corpus)
+data = LMData(np.array(tok.encode(corpus)), 16)
+tf.manual_seed(0)
+small = GPT(GPTConfig(block_size=16, vocab_size=tok.vocab_size, n_layer=1, n_head=2, n_embd=32))
+opt = AdamW(small.parameters(), lr=1e-2)
+batch_rng = np.random.default_rng(0)
+losses = []
+# Exercise 6.1: 20 steps of batch, forward, zero_grad, backward, step; record loss.item().
+### BEGIN SOLUTION
+for _ in range(20):
+    xb, yb = data.get_batch("train", 16, batch_rng)
+    _, loss = small(xb, yb)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+### END SOLUTION
+print(f"loss: {losses[0]:.3f} at the first step, {losses[-1]:.3f} at the last")
+
+# %%
+# Check Exercise 6.1: 20 steps, a start near ln(V), and a clear drop.
+assert len(losses) == 20, f"Exercise 6.1: expected 20 losses, got {len(losses)}"
+uniform = np.log(tok.vocab_size)
+assert abs(losses[0] - uniform) < 0.5, (
+    f"Exercise 6.1: the first loss {losses[0]:.3f} should be near ln(V) = {uniform:.3f}"
+)
+drop = losses[0] - np.mean(losses[-5:])
+print(f"ln(V) = {uniform:.3f}; the last five steps are {drop:.2f} nats below the first")
+assert drop > 0.5, f"Exercise 6.1: the loss fell by only {drop:.2f} nats in 20 steps"
+
+# %% [markdown]
+# **Question:** what goes wrong if the loop leaves out `opt.zero_grad()`? (Try it.)
+# <!-- ANSWER: backward adds (+=) into .grad, so each step's gradient is the sum of all the
+# earlier ones: the updates follow a stale, growing direction and training degrades. -->
+#
+# **Question:** the losses above are on training batches. Why is that not enough to tell
+# whether the model is learning something useful, and what does `train_gpt` do about it?
+# <!-- ANSWER: they measure fit on the data it trains on (and are noisy, one batch each);
+# train_gpt also evaluates on held-out validation text every eval_interval, averaged over
+# eval_iters batches. -->

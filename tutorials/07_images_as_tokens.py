@@ -113,6 +113,50 @@ assert (
 )
 
 # %% [markdown]
+# **Exercise 7.1** — turn the table above into a function: `vit_parameters(D, L, P)` returns
+# the parameter count (an int) of a ViT of width D, L blocks and patch size P on 224 x 224 RGB
+# images with 1000 classes (MLP width 4D, as in all three of the paper's models). Then count
+# ViT-L/16 (D = 1024, L = 24) and ViT-H/14 (D = 1280, L = 32). The check cell compares your
+# counts with `ViTConfig.num_parameters()`, which they must match exactly, and prints the
+# paper's rounded figures (table 1) beside them.
+
+
+# %%
+def vit_parameters(D: int, L: int, P: int, image: int = 224, classes: int = 1000) -> int:
+    # Exercise 7.1: patch embedding + [CLS] + positions + L blocks + final norm + head.
+    ### BEGIN SOLUTION
+    n_tokens = (image // P) ** 2 + 1  # patches and [CLS]
+    embed = D * 3 * P * P + D + D + n_tokens * D
+    return embed + L * (12 * D * D + 13 * D) + 2 * D + D * classes + classes
+    ### END SOLUTION
+
+
+large, huge = vit_parameters(1024, 24, 16), vit_parameters(1280, 32, 14)
+print(f"ViT-L/16: {large:,}   ViT-H/14: {huge:,}")
+
+# %%
+# Check Exercise 7.1: the exact counts of ViTConfig.
+for name, mine, key, paper in (
+    ("ViT-B/16", vit_parameters(768, 12, 16), "vit_base_patch16_224", 86),
+    ("ViT-L/16", large, "vit_large_patch16_224", 307),
+    ("ViT-H/14", huge, "vit_huge_patch14_224", 632),
+):
+    exact = VIT_CONFIGS[key].num_parameters()
+    print(f"{name}: yours {mine:>12,}  ViTConfig {exact:>12,}  paper {paper}M")
+    assert mine == exact, f"Exercise 7.1: {name} is off by {mine - exact:+,} parameters"
+
+# %% [markdown]
+# **Question:** ViT-H uses patches of 14 instead of 16. How many parameters does that change,
+# compared with ViT-H at P = 16, and in which rows?
+# <!-- ANSWER: only the patch embedding (3 P^2 D weights: fewer) and the position embeddings
+# (257 instead of 197 tokens: more): about 154k fewer in all, nothing in the blocks. -->
+#
+# **Question:** then what does P = 14 cost? Compare the number of tokens, and the attention
+# scores per head, with P = 16.
+# <!-- ANSWER: 257 tokens instead of 197 (1.3x the work in every linear layer) and
+# 257^2 / 197^2 ~ 1.7x the attention scores: the cost is compute, not parameters. -->
+
+# %% [markdown]
 # 12 L D^2 = 84.9M of the 86.6M: almost everything is in the blocks.
 #
 # ## The attention matrix

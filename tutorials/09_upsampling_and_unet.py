@@ -62,6 +62,54 @@ rhs = (a * F.conv_transpose2d(tf.tensor(b), tf.tensor(kernel[None, None]), strid
 print(f"<conv(a), b> = {lhs:.6f}, <a, conv_T(b)> = {rhs:.6f}")
 
 # %% [markdown]
+# **Exercise 9.1** — the output size. Write `conv_transpose_size(h, k, stride, padding,
+# output_padding, dilation)`: the side of `conv_transpose2d`'s output (an int) for an input of
+# side h and a kernel of side k. Start from the stamping picture above: the last stamp starts
+# at (h - 1) * stride and covers a dilated kernel of side dilation * (k - 1) + 1; `padding`
+# then crops that many pixels from each border and `output_padding` adds rows at the end only.
+# (It inverts conv2d's size rule, whose floor is why `output_padding` exists.) The check cell
+# compares your formula with the op's output on about a hundred combinations: all must agree
+# exactly.
+
+
+# %%
+def conv_transpose_size(h, k, stride=1, padding=0, output_padding=0, dilation=1):
+    # Exercise 9.1: the output side of conv_transpose2d, an int.
+    ### BEGIN SOLUTION
+    return (h - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1
+    ### END SOLUTION
+
+
+print("2x2 input, 3x3 kernel, stride 2 ->", conv_transpose_size(2, 3, stride=2))
+
+# %%
+# Check Exercise 9.1: against the shapes conv_transpose2d produces.
+from tinyformer.autograd import OpError  # noqa: E402
+
+wrong, compared = [], 0
+for h, k, stride, padding, dilation in np.ndindex(3, 3, 3, 2, 2):
+    h, k, stride, dilation = h + 1, k + 1, stride + 1, dilation + 1
+    output_padding = stride - 1  # the largest allowed (less than the stride)
+    try:
+        got = F.conv_transpose2d(tf.zeros(1, 1, h, h), tf.zeros(1, 1, k, k), stride=stride,
+                                 padding=padding, output_padding=output_padding,
+                                 dilation=dilation).shape[-1]  # fmt: skip
+    except OpError:  # the padding crops everything away
+        continue
+    compared += 1
+    mine = conv_transpose_size(h, k, stride, padding, output_padding, dilation)
+    if mine != got:
+        wrong.append(f"h={h} k={k} stride={stride} padding={padding} dilation={dilation}: "
+                     f"yours {mine}, the op's {got}")  # fmt: skip
+assert not wrong, "Exercise 9.1: wrong sizes\n" + "\n".join(wrong)
+print(f"conv_transpose_size matches conv_transpose2d on all {compared} combinations")
+
+# %% [markdown]
+# **Question:** a conv2d with k = 3, stride 2, padding 1 maps both 7x7 and 8x8 inputs to 4x4.
+# Which `output_padding` gives each of them back from 4x4 with k = 3, stride 2, padding 1?
+# <!-- ANSWER: (4 - 1) * 2 - 2 + 3 = 7 with output_padding 0; 8 with output_padding 1. -->
+
+# %% [markdown]
 # ## Max-unpooling: put each maximum back where it came from
 #
 # Max-pooling keeps the largest value of each 2x2 window and, with `return_indices=True`,
@@ -90,6 +138,13 @@ print("indices (h * W + w in the input):\n", idx.numpy()[0, 0])
 # every pixel. The U-Net goes down twice (conv, conv, max-pool), then back up with transposed
 # convolutions, concatenating the encoder's feature map of the same size at each step (the skip
 # connections) so that edges stay sharp.
+#
+# **Question:** the U-Net *concatenates* each skip with the upsampled map (`cat([up, skip],
+# axis=1)`, doubling the channels) where a ResNet would add them. What can the next
+# convolution do with a concatenation that it cannot do with a sum?
+# <!-- ANSWER: keep the two apart and weigh them with separate weights (a sum is the special
+# case of equal weights): the fine, early features and the coarse, semantic ones stay
+# distinguishable, at the price of more channels. -->
 
 # %%
 SMALL = bool(os.environ.get("TINYFORMER_SMALL"))

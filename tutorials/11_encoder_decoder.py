@@ -55,6 +55,54 @@ print("tgt_in :", [DateTask.TARGET.itos[i] for i in tgt_in[0]])
 print("tgt_out:", [DateTask.TARGET.itos[i] for i in tgt_out[0]])
 
 # %% [markdown]
+# **Exercise 11.1** — write `causal_mask(T)`: the (T, T) boolean mask of the decoder's
+# self-attention, True where query position i may attend to key position j (PyTorch's
+# convention, which tinyformer's `attn_mask` follows). Position t may read `tgt_in` up to and
+# including t. The check cell feeds your mask to `F.scaled_dot_product_attention` on random
+# (1, 2, T, 8) queries, keys and values and compares with `is_causal=True`: your relative error
+# should be below 1e-12. It also changes the last target character and checks that no earlier
+# output moves.
+
+
+# %%
+def causal_mask(T: int) -> np.ndarray:
+    # Exercise 11.1: (T, T) bool, True where query i may attend to key j.
+    ### BEGIN SOLUTION
+    return np.arange(T)[None, :] <= np.arange(T)[:, None]
+    ### END SOLUTION
+
+
+print(causal_mask(tgt_in.shape[1]).astype(int))
+
+# %%
+# Check Exercise 11.1: against is_causal=True, and no peeking at the future.
+import tinyformer as tf  # noqa: E402
+import tinyformer.nn.functional as F  # noqa: E402
+
+T = tgt_in.shape[1]
+mask = causal_mask(T)
+assert mask.shape == (T, T) and mask.dtype == bool, "Exercise 11.1: want a (T, T) bool array"
+q, k, v = np.random.default_rng(0).standard_normal((3, 1, 2, T, 8))
+mine = F.scaled_dot_product_attention(tf.tensor(q), tf.tensor(k), tf.tensor(v), attn_mask=mask)
+want = F.scaled_dot_product_attention(tf.tensor(q), tf.tensor(k), tf.tensor(v), is_causal=True)
+a, b = mine.numpy(), want.numpy()
+rel = np.max(np.abs(a - b) / np.maximum(1e-8, np.abs(a) + np.abs(b)))
+print(f"relative error against is_causal=True: {rel:.1e}")
+assert rel < 1e-12, f"Exercise 11.1: the masked attention differs (relative error {rel:.1e})"
+k2, v2 = k.copy(), v.copy()
+k2[..., -1, :], v2[..., -1, :] = 5.0, -5.0  # change the last position's key and value
+moved = F.scaled_dot_product_attention(tf.tensor(q), tf.tensor(k2), tf.tensor(v2), attn_mask=mask)
+assert np.allclose(moved.numpy()[..., :-1, :], mine.numpy()[..., :-1, :]), (
+    "Exercise 11.1: changing the last position changed earlier outputs"
+)
+
+# %% [markdown]
+# **Question:** with teacher forcing every position of a target trains in one forward pass.
+# Why can't generation at test time use one pass in the same way?
+# <!-- ANSWER: at test time the input of position t + 1 is the model's own output at t, which
+# does not exist until step t has run: decoding is sequential (one pass per token). -->
+
+# %% [markdown]
 # ## Training
 #
 # The loss is label-smoothed cross-entropy, as in the paper: the target distribution puts
@@ -90,6 +138,13 @@ plt.show()
 #
 # Here the task is nearly deterministic, so beam search rarely changes the answer. On real
 # translation, with many plausible outputs, it matters.
+#
+# **Question:** at each step, beam search with beam 4 scores 4 x V extensions of each source
+# and keeps the best 4. Why may a beam that has already produced [EOS] be "extended" only with
+# padding, at a log-probability of 0?
+# <!-- ANSWER: a finished output must keep its score unchanged while it waits (adding any
+# negative log-probability would unfairly penalise it, and a real token after [EOS] would be
+# meaningless); padding at 0 keeps it in the ranking as it is. -->
 
 # %%
 from tinyformer.train.seq2seq import load_seq2seq  # noqa: E402

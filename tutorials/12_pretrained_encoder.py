@@ -37,6 +37,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
+from tinyformer.autograd import no_grad
 from tinyformer.data.wordpiece import SPECIAL_TOKENS
 from tinyformer.models.pretrained import SentenceEncoder, load_bert
 from tinyformer.safetensors import load_file, save_file
@@ -158,6 +159,56 @@ fig.colorbar(im, label="cosine similarity")
 ax.set_title("sentence similarity" + ("" if REAL else " (random weights: meaningless)"))
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# ## Mean pooling, by hand
+#
+# The sentences above have different lengths, so the tokenizer pads them to the longest and
+# returns an `attention_mask`, 1 at real tokens and 0 at padding. The encoder's vectors at the
+# padded positions are not zero, and they must not count in the average.
+#
+# **Exercise 12.1** — write `my_mean_pool(hidden, attention_mask)`: hidden (B, T, C) floats,
+# attention_mask (B, T) of 0/1 -> (B, C) float64 unit vectors, the mean of each sentence's
+# vectors over its real tokens only, scaled to length 1. No loop over sentences is needed. The
+# check cell compares your vectors with `encoder.embed`'s: the largest relative error should be
+# below 1e-6, and every vector should have length 1.
+
+
+# %%
+def my_mean_pool(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    # Exercise 12.1: masked mean over T, then L2-normalise each row: (B, T, C) -> (B, C).
+    ### BEGIN SOLUTION
+    m = attention_mask.astype(np.float64)[:, :, None]  # (B, T, 1)
+    mean = (hidden.astype(np.float64) * m).sum(axis=1) / m.sum(axis=1)  # (B, C)
+    return mean / np.linalg.norm(mean, axis=1, keepdims=True)
+    ### END SOLUTION
+
+
+batch = encoder.tokenizer(sentences, max_length=encoder.max_length)
+with no_grad():
+    hidden = encoder.model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+print("hidden:", hidden.shape, "attention_mask:", batch["attention_mask"].shape)
+pooled = my_mean_pool(hidden.numpy(), batch["attention_mask"])
+
+# %%
+# Check Exercise 12.1: against SentenceEncoder.embed.
+assert pooled.shape == vectors.shape, f"Exercise 12.1: want {vectors.shape}, got {pooled.shape}"
+rel = np.max(np.abs(pooled - vectors) / np.maximum(1e-8, np.abs(pooled) + np.abs(vectors)))
+print(f"relative error against encoder.embed: {rel:.1e}")
+assert np.allclose(np.linalg.norm(pooled, axis=1), 1), "Exercise 12.1: vectors must have length 1"
+assert rel < 1e-6, f"Exercise 12.1: the vectors differ from encoder.embed's (relative {rel:.1e})"
+
+# %% [markdown]
+# **Question:** how much padding did the shortest sentence get? What would its vector be
+# pulled towards if the padded positions were averaged in too?
+# <!-- ANSWER: it is padded to the longest sentence's length (count the zeros in its row of
+# the mask); averaging them in would pull every short sentence towards the common "padding"
+# vectors, making short sentences look alike whatever they say. -->
+#
+# **Question:** after normalising, the dot product is the cosine similarity. What would the
+# dot product of unnormalised means favour?
+# <!-- ANSWER: vectors of large norm: sentences whose token vectors happen to be long would
+# score high with everything, whatever the angle. -->
 
 # %% [markdown]
 # The same from the command line:
