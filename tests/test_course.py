@@ -4,7 +4,12 @@ Release NAME -> grading it scores 0, each task failing on its own stub; the inst
 scores full points; a planted bug loses only its own task's points (A2: a backward bug loses
 only its gradcheck, and a wrong forward whose backward stays consistent with it loses the
 forward points; A3: a wrong causal mask; A4: a wrong max_pool2d, whose forward max_unpool2d's
-sample function calls).
+sample function calls; A1: a backward that overwrites instead of adding; A5: a wrong backward
+kernel). A5's kernel check fails with a clear message, not a crash, where Numba is missing.
+
+A5 compiles Numba kernels (about a second each): its fresh release compiles two stubs, the
+instructor's tree loads its kernels from Numba's cache once warm, and only the planted bug
+compiles all four kernels (float32 and float64, forward and backward).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import pytest
 import tinyformer
 from tinyformer.cli import main
 from tinyformer.course import COURSE
+from tinyformer.course.definition import KernelCheck, Task
 from tinyformer.course.grade import grade
 from tinyformer.course.markers import MarkerError, strip_source
 from tinyformer.course.release import data_path
@@ -162,8 +168,9 @@ def _solved_copy(released: Path, tmp_path: Path) -> Path:
     return tree
 
 
-def _plant(tree: Path, op: str, old: str, new: str) -> None:
-    path = tree / "tinyformer" / "ops" / f"{op}.py"
+def _plant(tree: Path, module: str, old: str, new: str) -> None:
+    """Replace `old` (found once) by `new` in tinyformer/`module` of `tree`."""
+    path = tree / "tinyformer" / module
     text = path.read_text(encoding="utf-8")
     assert text.count(old) == 1
     path.write_text(text.replace(old, new), encoding="utf-8")
@@ -175,7 +182,9 @@ def _failed(result) -> set[tuple[str, str]]:
 
 def test_a_planted_backward_bug_loses_only_its_tasks_gradcheck(released, tmp_path):
     tree = _solved_copy(released, tmp_path)
-    _plant(tree, "layer_norm", "    return gx, (gy * xhat)", "    return 1.01 * gx, (gy * xhat)")
+    _plant(
+        tree, "ops/layer_norm.py", "    return gx, (gy * xhat)", "    return 1.01 * gx, (gy * xhat)"
+    )
     result = grade("A2", tree)
     assert _failed(result) == {("A2.4", "gradcheck")}
     report = next(r for r in result.results if r.status != "passed").output
@@ -187,7 +196,10 @@ def test_a_wrong_forward_with_a_consistent_backward_loses_the_forward_points(rel
     # loss + 1 has the same gradient, and the backward reads lse, not the loss: gradcheck passes
     tree = _solved_copy(released, tmp_path)
     _plant(
-        tree, "cross_entropy", "return xp.where(keep, loss,", "return xp.where(keep, loss + 1.0,"
+        tree,
+        "ops/cross_entropy.py",
+        "return xp.where(keep, loss,",
+        "return xp.where(keep, loss + 1.0,",
     )
     result = grade("A2", tree)
     failed = _failed(result)
@@ -199,7 +211,7 @@ def test_a_wrong_causal_mask_loses_only_a3_2(release_of, tmp_path):
     # one diagonal too many: query i sees key i + 1. A3.1 is graded without causal samples, and
     # A3.3 compares the module with per-head calls that share the mask.
     tree = _solved_copy(release_of("A3"), tmp_path)
-    _plant(tree, "attention", "xp.tri(tq, tk, dtype=bool)", "xp.tri(tq, tk, 1, dtype=bool)")
+    _plant(tree, "ops/attention.py", "xp.tri(tq, tk, dtype=bool)", "xp.tri(tq, tk, 1, dtype=bool)")
     result = grade("A3", tree)
     assert _failed(result) == {("A3.2", "properties"), ("A3.2", "hidden")}
 
@@ -208,10 +220,50 @@ def test_a_wrong_max_pool_loses_only_a4_3(release_of, tmp_path):
     # argmin pools minima (and picks the -inf padding). max_unpool2d's sample function draws
     # its indices with max_pool2d_forward: A4.4 must grade on the stored inputs to stay whole.
     tree = _solved_copy(release_of("A4"), tmp_path)
-    _plant(tree, "max_pool2d", "tap = flat.argmax(axis=2)", "tap = flat.argmin(axis=2)")
+    _plant(tree, "ops/max_pool2d.py", "tap = flat.argmax(axis=2)", "tap = flat.argmin(axis=2)")
     result = grade("A4", tree)
     failed = _failed(result)
     assert ("A4.3", "forward") in failed and {task for task, _ in failed} == {"A4.3"}
+
+
+def test_a_backward_that_overwrites_loses_only_a1_2(release_of, tmp_path):
+    # `=` instead of `+=`: a value used twice keeps one of its gradients. A1.1 and A1.3 are
+    # tested without the walk, so only A1.2's tests see it.
+    tree = _solved_copy(release_of("A1"), tmp_path)
+    _plant(tree, "course/a1_autograd.py", "parent.grad += g", "parent.grad = g")
+    result = grade("A1", tree)
+    assert _failed(result) == {("A1.2", "properties"), ("A1.2", "hidden")}
+
+
+def test_a_wrong_backward_kernel_loses_only_a5_2(release_of, tmp_path):
+    # The dot product subtracted outside the product: the forward kernel and the tests of A5.1
+    # never run the backward kernel.
+    tree = _solved_copy(release_of("A5"), tmp_path)
+    _plant(tree, "course/a5_kernels.py", "yi[j] * (gyi[j] - dot)", "yi[j] * gyi[j] - dot")
+    result = grade("A5", tree)
+    failed = _failed(result)
+    assert ("A5.2", "kernel") in failed and {task for task, _ in failed} == {"A5.2"}
+    report = next(r for r in result.results if r.status != "passed").output
+    assert "A5.2 softmax.backward kernel, float32" in report and "differs from the NumPy" in report
+
+
+def test_without_numba_the_kernel_checks_fail_and_say_why(release_of, tmp_path):
+    # The graded tree comes first on the grader's sys.path: a `numba` there that fails to
+    # import stands for an environment without Numba.
+    tree = _solved_copy(release_of("A5"), tmp_path)
+    (tree / "numba").mkdir()
+    (tree / "numba" / "__init__.py").write_text('raise ImportError("no numba here")\n')
+    result = grade("A5", tree)
+    assert result.score == 0 and all(r.status == "FAILED" for r in result.results)
+    for r in result.results:
+        assert "numba does not import" in r.output and "pip install numba" in r.output, r.output
+
+
+def test_a_kernel_check_needs_its_kernel():
+    with pytest.raises(ValueError, match="Task.kernel"):
+        Task("A5.9", "k", (), "docs/kernels.md", {"kernel": 1})
+    with pytest.raises(ValueError, match="Task.kernel"):
+        Task("A5.9", "k", (), "docs/kernels.md", {"hidden": 1}, kernel=KernelCheck("a.b", "m"))
 
 
 def test_grade_refuses_bad_input(tmp_path, capsys):

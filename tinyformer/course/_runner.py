@@ -9,12 +9,15 @@ the instructor's tinyformer: the codec and the checks module are loaded by file 
 import `tinyformer`, which resolves to the graded tree.
 
 Every primitive runs its NumPy reference (`registry.prefer(registry.REFERENCE)`): a kernel must
-not stand in for the student's reference code. One JSON line per check goes to the job's
-results file as soon as the check ends, so a run cut short by the timeout keeps what it did.
+not stand in for the student's reference code. The one exception is the "kernel" check, whose
+subject is the student's kernel: it prefers the kernel's backend for that one primitive, inside
+the check. One JSON line per check goes to the job's results file as soon as the check ends,
+so a run cut short by the timeout keeps what it did.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import sys
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 FORWARD_TOL = {"atol": 1e-8, "rtol": 1e-6}  # float64 values, any order of summation
+LAYOUTS = ("C order", "strided")
 
 
 def _load(name: str, path: str) -> Any:
@@ -42,6 +46,23 @@ def _error(err: BaseException, tree: str) -> str:
         f = frames[-1]
         lines.append(f"  at {Path(f.filename).relative_to(tree)}:{f.lineno} in {f.name}")
     return "\n".join(lines)
+
+
+def _first_difference(a: Any, b: Any) -> str:
+    """Where `a` differs most from `b`, for a failure message."""
+    import numpy as np
+
+    diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    diff[np.isnan(diff)] = np.inf
+    j = np.unravel_index(int(np.argmax(diff)), a.shape) if a.ndim else ()
+    return f"at index {j}, got {a[j]!r}, expected {b[j]!r}"
+
+
+def _kernel_input(rng: Any, shape: list[int], dtype: str, layout: str) -> Any:
+    """A standard-normal array of `shape`; "strided": every other element of a wider last axis."""
+    if layout == "strided":
+        return rng.standard_normal((*shape[:-1], 2 * shape[-1])).astype(dtype)[..., ::2]
+    return rng.standard_normal(shape).astype(dtype)
 
 
 def _describe(args: list[Any], kwargs: dict[str, Any]) -> str:
@@ -85,12 +106,9 @@ class Grader:
                     if a.shape != b.shape:
                         return False, f"{where}\n  output {i}: shape {a.shape}, expected {b.shape}"
                     if not np.allclose(a, b, equal_nan=True, **FORWARD_TOL):
-                        diff = np.abs(a - b)
-                        diff[np.isnan(diff)] = np.inf
-                        j = np.unravel_index(int(np.argmax(diff)), a.shape) if a.ndim else ()
                         return False, (
-                            f"{where}\n  output {i} differs from the instructor's: at index {j}, "
-                            f"got {a[j]!r}, expected {b[j]!r} (tolerance {FORWARD_TOL})"
+                            f"{where}\n  output {i} differs from the instructor's: "
+                            f"{_first_difference(a, b)} (tolerance {FORWARD_TOL})"
                         )
                 done += 1
         return True, f"{done} samples match the instructor's forward values"
@@ -116,6 +134,73 @@ class Grader:
                     return False, f"{head}\n{_error(err, self.tree)}"
                 done += 1
         return True, f"{done} samples match finite differences (float64, random layouts)"
+
+    def kernel(self, task: dict[str, Any], samples: dict[str, list]) -> tuple[bool, str]:
+        """The student's kernel of one primitive equals its NumPy reference (see KernelCheck)."""
+        import numpy as np
+
+        from tinyformer import registry
+
+        k = task["kernel"]
+        library = registry.BACKEND_LIBRARIES.get(k["backend"], k["backend"])
+        try:
+            importlib.import_module(library)
+        except ImportError as err:
+            return False, (
+                f"{task['id']}: the {k['backend']} kernel cannot run: {library} does not import "
+                f"in the grading environment ({type(err).__name__}: {err}). Install it "
+                f"(`pip install {library}`) and grade again."
+            )
+        registry.primitives()  # the library's own kernel files first, so the student's wins
+        importlib.import_module(k["module"])
+        rng, done = np.random.default_rng(k["seed"]), 0
+        for dtype in k["dtypes"]:
+            for shape in k["shapes"]:
+                for layout in LAYOUTS:
+                    args = [_kernel_input(rng, shape, dtype, layout) for _ in range(k["arrays"])]
+                    where = f"{task['id']} {k['primitive']} kernel, {dtype} {tuple(shape)} {layout}"
+                    failure = self._kernel_case(k, args, k["tol"][dtype])
+                    if failure:
+                        return False, f"{where}:\n{failure}"
+                    done += 1
+        shapes = ", ".join(str(tuple(s)) for s in k["shapes"])
+        return True, (
+            f"{done} inputs match the NumPy reference ({' and '.join(k['dtypes'])}; shapes "
+            f"{shapes}; {' and '.join(LAYOUTS)})"
+        )
+
+    def _kernel_case(self, k: dict[str, Any], args: list[Any], tol: list[float]) -> str | None:
+        """Why the kernel fails on `args`, or None if it equals the reference there."""
+        import numpy as np
+
+        from tinyformer import registry
+
+        with registry.prefer(k["backend"]):
+            impl = registry.choose(k["primitive"], *args)
+        if impl.backend != k["backend"] or impl.fn.__module__ != k["module"]:
+            return (
+                f"the registry runs {impl.backend}'s {impl.fn.__module__}.{impl.fn.__name__}; "
+                f"register the kernel in {k['module']} with @registry.kernel("
+                f"{k['primitive']!r}, backend={k['backend']!r}, dtypes=...) for {args[0].dtype}"
+            )
+        before = [a.copy() for a in args]
+        try:
+            got = impl.fn(*args)
+        except Exception as err:
+            return _error(err, self.tree)
+        if any(not np.array_equal(a, b, equal_nan=True) for a, b in zip(args, before)):
+            return "the kernel wrote into its input"
+        with registry.prefer(registry.REFERENCE):
+            want = registry.call(k["primitive"], *args)
+        if got.dtype != want.dtype or got.shape != want.shape:
+            return f"returned {got.dtype} {got.shape}, expected {want.dtype} {want.shape}"
+        atol, rtol = tol
+        if not np.allclose(got, want, atol=atol, rtol=rtol, equal_nan=True):
+            return (
+                f"differs from the NumPy reference {_first_difference(got, want)} "
+                f"(atol {atol}, rtol {rtol})"
+            )
+        return None
 
     def _run_tests(self, task: dict[str, Any], table: dict[str, list] | None) -> tuple[Any, str]:
         tests = (table or {}).get(task["id"], [])

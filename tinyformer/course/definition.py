@@ -10,7 +10,11 @@ A task is graded by the op specs it names (`tinyformer.testing.OpSpec`), on seed
   upstream gradient, random memory layouts);
 - `properties`: the task's functions in the assignment's checks module (`PROPERTIES`);
 - `hidden`: the same for `HIDDEN`, which sits in a hidden-test region of that module, so a
-  release does not ship it.
+  release does not ship it;
+- `kernel`: the student's kernel of one primitive (`Task.kernel`, a `KernelCheck`) equals the
+  primitive's NumPy reference on seeded inputs of several shapes, layouts and dtypes.
+
+A task may name no op spec (A1's engine, A3's mask): its tests alone grade it.
 
 Adding an assignment is one more `Assignment` in `COURSE`, marker comments around its solution
 regions (tagged with its task ids), and optionally a checks module and a notebook.
@@ -23,9 +27,43 @@ from dataclasses import dataclass, field
 
 from tinyformer.testing.specs import Sample
 
-__all__ = ["CHECK_KINDS", "COURSE", "Assignment", "Task", "assignment", "task"]
+__all__ = ["CHECK_KINDS", "COURSE", "Assignment", "KernelCheck", "Task", "assignment", "task"]
 
-CHECK_KINDS = ("forward", "gradcheck", "properties", "hidden")
+CHECK_KINDS = ("forward", "gradcheck", "properties", "hidden", "kernel")
+
+
+@dataclass(frozen=True)
+class KernelCheck:
+    """The "kernel" check: a student's kernel of `primitive` against the NumPy reference.
+
+    The grader imports `module` from the graded tree (its import registers the kernel with
+    `registry.kernel(primitive, backend=...)`), then, for each dtype, shape and layout (C order,
+    and a strided view of every other element of the last axis), draws `arrays` standard-normal
+    arrays and compares what the kernel returns with what the reference returns on the same
+    arrays. It also requires that the kernel leave its inputs unchanged. If the backend's library
+    (numba) does not import, the check fails and says so.
+
+    Attributes:
+        primitive: the registry name, e.g. "softmax.forward".
+        module: the importable module that registers the student's kernel.
+        backend: the kernel's registry backend.
+        arrays: how many array arguments the primitive takes, all of one shape.
+        shapes: the input shapes.
+        dtypes: each shape runs in each of these.
+        tol: dtype -> (atol, rtol), as in `np.testing.assert_allclose`.
+        seed: for the inputs.
+    """
+
+    primitive: str
+    module: str
+    backend: str = "numba"
+    arrays: int = 1
+    shapes: tuple[tuple[int, ...], ...] = ((1, 1), (4, 16), (3, 5, 33), (2, 300))
+    dtypes: tuple[str, ...] = ("float32", "float64")
+    tol: Mapping[str, tuple[float, float]] = field(
+        default_factory=lambda: {"float32": (1e-6, 1e-5), "float64": (1e-12, 1e-10)}
+    )
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,6 +79,7 @@ class Task:
         samples: seeded samples per spec for the forward and gradcheck checks.
         keep: which drawn samples may grade this task (e.g. only those that reach the task's
             own code); None keeps all.
+        kernel: what the "kernel" check compares; required by, and only with, that check.
     """
 
     id: str
@@ -50,11 +89,14 @@ class Task:
     points: Mapping[str, int]
     samples: int = 4
     keep: Callable[[Sample], bool] | None = None
+    kernel: KernelCheck | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.points) - set(CHECK_KINDS)
         if unknown:
             raise ValueError(f"{self.id}: unknown check kinds {sorted(unknown)}")
+        if ("kernel" in self.points) != (self.kernel is not None):
+            raise ValueError(f'{self.id}: the "kernel" check and Task.kernel go together')
 
     @property
     def total(self) -> int:
@@ -92,6 +134,24 @@ def _unweighted(sample: Sample) -> bool:
     # grade A2.2's code (and nll_loss's) instead of the fused primitives of A2.3.
     return sample.kwargs.get("weight") is None
 
+
+_AUTOGRAD = "docs/architecture.md"
+
+A1 = Assignment(
+    name="A1",
+    title="autograd: a scalar Value, the topological sort, the gradient of broadcasting",
+    lecture="autograd",
+    notebooks=("course/A1_autograd.py",),
+    readme="docs/course/A1.md",
+    checks="a1_checks.py",
+    tasks=(
+        # No op spec: the code is a small engine in tinyformer/course/a1_autograd.py (the
+        # library's own engine must stay whole, since everything runs on it).
+        Task("A1.1", "Value", (), _AUTOGRAD, {"properties": 2, "hidden": 1}),
+        Task("A1.2", "backward", (), _AUTOGRAD, {"properties": 2, "hidden": 1}),
+        Task("A1.3", "unbroadcast", (), _AUTOGRAD, {"properties": 2, "hidden": 1}),
+    ),
+)  # fmt: skip
 
 _LOSSES = "docs/ops/softmax-losses.md"
 
@@ -180,7 +240,31 @@ A4 = Assignment(
     ),
 )  # fmt: skip
 
-COURSE: dict[str, Assignment] = {a.name: a for a in (A2, A3, A4)}
+_KERNELS = "docs/kernels.md"
+_A5_MODULE = "tinyformer.course.a5_kernels"
+
+A5 = Assignment(
+    name="A5",
+    title="kernels: a fused softmax in Numba, equal to the reference and benchmarked",
+    lecture="kernels",
+    notebooks=("course/A5_kernels.py",),
+    readme="docs/course/A5.md",
+    checks="a5_checks.py",
+    tasks=(
+        Task(
+            "A5.1", "softmax forward kernel", (), _KERNELS,
+            {"kernel": 3, "properties": 1, "hidden": 1},
+            kernel=KernelCheck("softmax.forward", _A5_MODULE),
+        ),
+        Task(
+            "A5.2", "softmax backward kernel", (), _KERNELS,
+            {"kernel": 2, "properties": 1, "hidden": 1},
+            kernel=KernelCheck("softmax.backward", _A5_MODULE, arrays=2),
+        ),
+    ),
+)  # fmt: skip
+
+COURSE: dict[str, Assignment] = {a.name: a for a in (A1, A2, A3, A4, A5)}
 
 
 def assignment(name: str) -> Assignment:

@@ -2,7 +2,8 @@
 
 The grading runs in a subprocess (`_runner.py`, by path, under `python -I -S`) whose `sys.path`
 starts with DIR, so it grades DIR's code, not the installed tinyformer, with every primitive
-forced to its NumPy reference. The instructor's values come from, in order: `--data FILE`; the
+forced to its NumPy reference (except in a "kernel" check, which compares the student's kernel
+with the reference). The instructor's values come from, in order: `--data FILE`; the
 running tinyformer, when it holds NAME's solutions (the instructor's tree: values are computed
 afresh, so a student cannot edit them); DIR's `course/NAME.grading.npz` (a student grading
 their own release).
@@ -21,12 +22,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tinyformer.course import data as grading_data
-from tinyformer.course.definition import Assignment, assignment
+from tinyformer.course.definition import Assignment, Task, assignment
 from tinyformer.course.markers import MarkerError, find_regions
 from tinyformer.course.release import data_path
 
@@ -121,6 +122,14 @@ def has_solutions(a: Assignment) -> bool:
     return False
 
 
+def _task_job(task: Task) -> dict[str, Any]:
+    """What the runner needs of `task`, as JSON."""
+    job: dict[str, Any] = {"id": task.id, "points": dict(task.points)}
+    if task.kernel is not None:
+        job["kernel"] = {**asdict(task.kernel), "tol": dict(task.kernel.tol)}
+    return job
+
+
 def _site_folders() -> list[str]:
     # Not the user's site folder: `-s`'s isolation, so only the environment's packages count.
     return [f for f in site.getsitepackages() if os.path.isdir(f)]
@@ -192,7 +201,7 @@ def grade(
             "tree": str(tree), "site": _site_folders(), "data": str(data),
             "codec": str(HERE / "_codec.py"), "results": str(tmp / "results.jsonl"),
             "checks": str(HERE / a.checks) if a.checks else None,
-            "tasks": [{"id": t.id, "points": dict(t.points)} for t in a.tasks],
+            "tasks": [_task_job(t) for t in a.tasks],
         }  # fmt: skip
         (tmp / "job.json").write_text(json.dumps(job), encoding="utf-8")
         command = [sys.executable, "-I", "-S", str(HERE / "_runner.py"), str(tmp / "job.json")]

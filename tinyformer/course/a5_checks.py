@@ -1,0 +1,101 @@
+"""A5's property tests (shipped to students) and hidden tests (removed by every release).
+
+The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
+module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
+tests. The "kernel" check (the kernel against the NumPy reference on random inputs) is the
+grader's own; these tests add what a comparison on standard-normal inputs does not reach.
+
+Each test calls the student's wrapper in `tinyformer/course/a5_kernels.py` directly (not through
+the registry), and only its own task's kernel: the backward tests take y from the reference
+softmax, so a wrong forward kernel costs A5.2 nothing. All inputs are float32 or float64 and go
+through the wrappers' read-only rows, so the tests add no compile to the kernel check's.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+__all__ = ["PROPERTIES"]
+
+
+def _a5() -> ModuleType:
+    """The student's kernels module; without Numba an AssertionError that says so."""
+    try:
+        import numba  # noqa: F401
+    except ImportError as err:
+        raise AssertionError(
+            f"numba does not import in the grading environment ({err}): A5's kernels cannot "
+            "run. Install it (`pip install numba`) and grade again."
+        ) from None
+    from tinyformer.course import a5_kernels
+
+    return a5_kernels
+
+
+def _reference_softmax(x: np.ndarray) -> np.ndarray:
+    from tinyformer.ops.softmax import softmax_forward
+
+    return softmax_forward(x)
+
+
+def forward_rows_sum_to_one_in_the_input_dtype(tf: ModuleType) -> None:
+    """float32 in, float32 out, of x's shape; every row sums to 1 and x is left as it was."""
+    x = np.random.default_rng(0).normal(size=(2, 64, 100)).astype(np.float32)
+    before = x.copy()
+    y = _a5().softmax_forward(x)
+    assert y.dtype == np.float32 and y.shape == x.shape, f"got {y.dtype} {y.shape}"
+    np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5)
+    assert (y >= 0).all(), "a probability is negative"
+    np.testing.assert_array_equal(x, before, err_msg="the kernel changed its input")
+
+
+def backward_rows_sum_to_zero(tf: ModuleType) -> None:
+    """sum_j gx_j = sum_j y_j (gy_j - <gy, y>) = 0 when y sums to 1: shifting every logit of a
+    row by the same amount changes no softmax output."""
+    rng = np.random.default_rng(1)
+    y = _reference_softmax(rng.normal(size=(8, 50)))
+    gx = _a5().softmax_backward(rng.normal(size=y.shape), y)
+    assert gx.dtype == y.dtype and gx.shape == y.shape, f"got {gx.dtype} {gx.shape}"
+    np.testing.assert_allclose(gx.sum(axis=-1), 0.0, atol=1e-12)
+
+
+PROPERTIES = {
+    "A5.1": [forward_rows_sum_to_one_in_the_input_dtype],
+    "A5.2": [backward_rows_sum_to_zero],
+}
+
+
+### BEGIN HIDDEN TESTS A5
+def forward_huge_and_masked_logits(tf: ModuleType) -> None:
+    """Logits of ±1e4 (exp overflows without the max), -inf entries (masked scores) that must
+    give exactly 0, and a row whose max is its last element."""
+    rng = np.random.default_rng(2)
+    for dtype in (np.float32, np.float64):
+        x = (rng.normal(size=(6, 40)) * 1e4).astype(dtype)
+        x[1, ::3] = -np.inf
+        x[2] = np.arange(40, dtype=dtype)  # increasing: the max sits at the end
+        y = _a5().softmax_forward(x)
+        assert np.isfinite(y).all(), f"{dtype.__name__}: not finite for logits of 1e4"
+        assert (y[1, ::3] == 0).all(), "a -inf logit must have probability exactly 0"
+        tol = 1e-6 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(y, _reference_softmax(x), atol=tol, rtol=0)
+
+
+def backward_with_a_broadcast_gradient(tf: ModuleType) -> None:
+    """gy broadcast from one row (a read-only view, stride 0) and a transposed y: the wrapper
+    must lay both out as rows before the kernel reads them."""
+    rng = np.random.default_rng(3)
+    y = np.ascontiguousarray(_reference_softmax(rng.normal(size=(30, 7)))).T.copy().T  # F order
+    gy = np.broadcast_to(rng.normal(size=(1, 7)), y.shape)
+    gx = _a5().softmax_backward(gy, y)
+    want = y * (gy - (gy * y).sum(axis=-1, keepdims=True))
+    np.testing.assert_allclose(gx, want, atol=1e-12, rtol=1e-10)
+
+
+HIDDEN = {
+    "A5.1": [forward_huge_and_masked_logits],
+    "A5.2": [backward_with_a_broadcast_gradient],
+}
+### END HIDDEN TESTS
