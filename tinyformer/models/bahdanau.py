@@ -167,6 +167,13 @@ class RNNSearch(nn.Module):
         return logits, loss
 
     @no_grad()
+    def beam_search(self, src: Any, max_len: int, beam: int = 1) -> np.ndarray:
+        """Greedy decoding's ids, under the Transformer's name for decoding (this model has no
+        beam search: `beam` must be 1)."""
+        if beam != 1:
+            raise ValueError(f"RNNSearch decodes greedily only (beam=1), got beam={beam}")
+        return self.greedy(src, max_len)[0]
+
     def greedy(self, src: Any, max_len: int) -> tuple[np.ndarray, np.ndarray]:
         """Feed back the likeliest token at every step -> ids (B, <= max_len) with EOS and
         after as padding, and the alignment weights (B, steps, S) of every step (the last row

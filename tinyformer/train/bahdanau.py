@@ -21,10 +21,10 @@ import tinyformer as tf
 from tinyformer.data.dates import DateTask
 from tinyformer.fileio import save_figure, save_json
 from tinyformer.models.bahdanau import BahdanauConfig, RNNSearch
-from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
-from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import resume_from, resume_into, train_loop
 from tinyformer.train.rundir import claim_out_dir
+from tinyformer.train.seq2seq import date_run, exact_match
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
 
 __all__ = [
@@ -73,17 +73,6 @@ class TrainBahdanauConfig:
 DEFAULT_ITERS = 600
 
 
-def exact_match(model: RNNSearch, task: DateTask, batch: int = 250) -> tuple[float, list[str]]:
-    """Fraction of test dates translated exactly right by greedy decoding, and the outputs:
-    `tinyformer.train.seq2seq.exact_match` with beam=1, for this model."""
-    src, _, _, _, targets = task.test_set()
-    outputs = []
-    for i in range(0, len(src), batch):
-        ids, _ = model.greedy(src[i : i + batch], DateTask.MAX_TARGET - 1)
-        outputs += [DateTask.TARGET.decode(row) for row in ids]
-    return float(np.mean([o == t for o, t in zip(outputs, targets, strict=True)])), outputs
-
-
 def train_bahdanau(cfg: TrainBahdanauConfig) -> dict[str, Any]:
     """Train (or resume) the RNNsearch date translator; returns the log (with final accuracy)."""
     with claim_out_dir(cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
@@ -101,29 +90,8 @@ def _train_bahdanau(cfg: TrainBahdanauConfig) -> dict[str, Any]:
         mconf = cfg.model_config()
     tf.manual_seed(cfg.seed)
     model = RNNSearch(mconf).to(cfg.device)
-    optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98))
-    scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, 0.05)
-    src, tgt_in, tgt_out, _, _ = task.test_set()
-
-    @tf.no_grad()
-    def evaluate(it: int) -> dict[str, float]:
-        model.eval()
-        _, loss = model(src, tgt_in, tgt_out)  # teacher-forced, no smoothing: comparable
-        accuracy, _ = exact_match(model, task)
-        model.train()
-        return {"val": float(loss.item()), "exact_match": accuracy}
-
-    def get_batch(rng: np.random.Generator) -> tuple:
-        src, tgt_in, tgt_out = task.batch(cfg.batch_size, rng)
-        return (src, tgt_in), tgt_out
-
-    run = Run(
-        model, optimizer, scheduler, np.random.default_rng(cfg.seed),
-        get_batch=get_batch, evaluate=evaluate,
-        meta=lambda: {"model_config": dataclasses.asdict(mconf)}, config=cfg,
-        command="bahdanau", title="RNN + additive attention: dates -> ISO 8601",
-        loss=lambda inputs, targets: model(inputs[0], inputs[1], targets, cfg.label_smoothing)[1],
-    )  # fmt: skip
+    title = "RNN + additive attention: dates -> ISO 8601"
+    run = date_run(model, mconf, cfg, task, "bahdanau", title)
     resume_into(run, state, saved)
     log = train_loop(run)
     if len(log["loss"]) < cfg.iters:

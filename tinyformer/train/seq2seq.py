@@ -26,7 +26,7 @@ from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
 
-__all__ = ["TrainSeq2SeqConfig", "exact_match", "load_seq2seq", "train_seq2seq"]
+__all__ = ["TrainSeq2SeqConfig", "date_run", "exact_match", "load_seq2seq", "train_seq2seq"]
 
 
 @dataclass
@@ -78,15 +78,45 @@ DEFAULT_ITERS = 2000
 
 
 def exact_match(
-    model: Transformer, task: DateTask, beam: int = 1, batch: int = 250
+    model: Any, task: DateTask, beam: int = 1, batch: int = 250
 ) -> tuple[float, list[str]]:
-    """Fraction of test dates translated exactly right, and the model's outputs."""
+    """Fraction of test dates translated exactly right, and the model's outputs (any model with
+    `beam_search(src, max_len, beam)`: the Transformer, or the RNN with beam=1)."""
     src, _, _, _, targets = task.test_set()
     outputs = []
     for i in range(0, len(src), batch):
         ids = model.beam_search(src[i : i + batch], DateTask.MAX_TARGET - 1, beam=beam)
         outputs += [DateTask.TARGET.decode(row) for row in ids]
     return float(np.mean([o == t for o, t in zip(outputs, targets, strict=True)])), outputs
+
+
+def date_run(model: Any, mconf: Any, cfg: Any, task: DateTask, command: str, title: str) -> Run:
+    """The shared loop's Run for a date translator called as model(src, tgt_in, tgt_out,
+    label_smoothing) -> (logits, loss): AdamW with warmup and cosine decay; each evaluation
+    gives the teacher-forced held-out loss and the greedy exact match."""
+    optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98))
+    scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, 0.05)
+    src, tgt_in, tgt_out, _, _ = task.test_set()
+
+    @tf.no_grad()
+    def evaluate(it: int) -> dict[str, float]:
+        model.eval()
+        _, loss = model(src, tgt_in, tgt_out)  # teacher-forced, no smoothing: comparable
+        accuracy, _ = exact_match(model, task)
+        model.train()
+        return {"val": float(loss.item()), "exact_match": accuracy}
+
+    def get_batch(rng: np.random.Generator) -> tuple:
+        src, tgt_in, tgt_out = task.batch(cfg.batch_size, rng)
+        return (src, tgt_in), tgt_out
+
+    return Run(
+        model, optimizer, scheduler, np.random.default_rng(cfg.seed),
+        get_batch=get_batch, evaluate=evaluate,
+        meta=lambda: {"model_config": dataclasses.asdict(mconf)}, config=cfg,
+        command=command, title=title,
+        loss=lambda inputs, targets: model(inputs[0], inputs[1], targets, cfg.label_smoothing)[1],
+    )  # fmt: skip
 
 
 def train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
@@ -106,29 +136,7 @@ def _train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
         mconf = cfg.model_config()
     tf.manual_seed(cfg.seed)
     model = Transformer(mconf).to(cfg.device)
-    optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98))
-    scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, 0.05)
-    src, tgt_in, tgt_out, _, _ = task.test_set()
-
-    @tf.no_grad()
-    def evaluate(it: int) -> dict[str, float]:
-        model.eval()
-        _, loss = model(src, tgt_in, tgt_out)  # teacher-forced, no smoothing: comparable
-        accuracy, _ = exact_match(model, task)
-        model.train()
-        return {"val": float(loss.item()), "exact_match": accuracy}
-
-    def get_batch(rng: np.random.Generator) -> tuple:
-        src, tgt_in, tgt_out = task.batch(cfg.batch_size, rng)
-        return (src, tgt_in), tgt_out
-
-    run = Run(
-        model, optimizer, scheduler, np.random.default_rng(cfg.seed),
-        get_batch=get_batch, evaluate=evaluate,
-        meta=lambda: {"model_config": dataclasses.asdict(mconf)}, config=cfg,
-        command="seq2seq", title="encoder-decoder: dates -> ISO 8601",
-        loss=lambda inputs, targets: model(inputs[0], inputs[1], targets, cfg.label_smoothing)[1],
-    )  # fmt: skip
+    run = date_run(model, mconf, cfg, task, "seq2seq", "encoder-decoder: dates -> ISO 8601")
     resume_into(run, state, saved)
     log = train_loop(run)
     if len(log["loss"]) < cfg.iters:
