@@ -15,18 +15,21 @@ import re
 
 import numpy as np
 
-__all__ = ["shuffle_words", "split_sentences", "tamper_batch"]
+__all__ = ["shuffle_words", "split_runs", "split_sentences", "tamper_batch"]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")
 
 
-def split_sentences(text: str, min_words: int = 5, max_words: int = 40) -> list[str]:
-    """Prose sentences of the text, unique, in order of first appearance: paragraphs with
-    interpreter sessions (">>>") are skipped, and sentences that are mostly symbols (code)."""
-    seen, out = set(), []
+def split_runs(text: str, min_words: int = 5, max_words: int = 40) -> list[list[str]]:
+    """Runs of consecutive prose sentences: each run is a stretch of one paragraph in which
+    every sentence passes the filters of `split_sentences`, so within a run each sentence is
+    followed by its true next one (a sentence that fails a filter ends the run). Duplicates are
+    kept; sentence pairs for next-sentence prediction are read from these runs."""
+    runs = []
     for para in re.split(r"\n\s*\n", text):
         if ">>>" in para:
             continue
+        run: list[str] = []
         for sentence in _SENTENCE_END.split(" ".join(para.split())):
             words = sentence.split()
             letters = sum(c.isalpha() or c == " " for c in sentence)
@@ -34,11 +37,21 @@ def split_sentences(text: str, min_words: int = 5, max_words: int = 40) -> list[
                 min_words <= len(words) <= max_words
                 and sentence[-1] in ".!?"
                 and letters > 0.8 * len(sentence)
-                and sentence not in seen
             ):
-                seen.add(sentence)
-                out.append(sentence)
-    return out
+                run.append(sentence)
+            elif run:
+                runs.append(run)
+                run = []
+        if run:
+            runs.append(run)
+    return runs
+
+
+def split_sentences(text: str, min_words: int = 5, max_words: int = 40) -> list[str]:
+    """Prose sentences of the text, unique, in order of first appearance: paragraphs with
+    interpreter sessions (">>>") are skipped, and sentences that are mostly symbols (code)."""
+    runs = split_runs(text, min_words, max_words)
+    return list(dict.fromkeys(sentence for run in runs for sentence in run))
 
 
 def shuffle_words(sentence: str, rng: np.random.Generator) -> str:

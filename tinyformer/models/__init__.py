@@ -6,7 +6,9 @@ from tinyformer.models.bert import (
     Bert,
     BertConfig,
     BertForMaskedLM,
+    BertForPreTraining,
     BertForSequenceClassification,
+    BertForTokenClassification,
 )
 from tinyformer.models.cnn import CNN, CNNConfig
 from tinyformer.models.gpt import CONFIGS as GPT_CONFIGS
@@ -19,9 +21,10 @@ from tinyformer.models.swin import SWIN_CONFIGS, SwinConfig, SwinTransformer
 from tinyformer.models.vit import VIT_CONFIGS, ViT, ViTConfig, attention_rollout
 
 __all__ = [
-    "BERT_CONFIGS", "BahdanauConfig", "Bert", "BertConfig", "BertForMaskedLM",
-    "BertForSequenceClassification", "CNN", "CNNConfig", "FCN", "FourierFeatureMLP", "GPT",
-    "GPTConfig", "GPT_CONFIGS", "MAE", "MAEConfig", "RNNSearch", "ReLUMLP", "SWIN_CONFIGS",
-    "SegConfig", "SegNet", "Seq2SeqConfig", "Siren", "SirenConfig", "SwinConfig", "SwinTransformer",
-    "Transformer", "UNet", "VIT_CONFIGS", "ViT", "ViTConfig", "attention_rollout",
+    "BERT_CONFIGS", "BahdanauConfig", "Bert", "BertConfig", "BertForMaskedLM", "BertForPreTraining",
+    "BertForSequenceClassification", "BertForTokenClassification", "CNN", "CNNConfig", "FCN",
+    "FourierFeatureMLP", "GPT", "GPTConfig", "GPT_CONFIGS", "MAE", "MAEConfig", "RNNSearch",
+    "ReLUMLP", "SWIN_CONFIGS", "SegConfig", "SegNet", "Seq2SeqConfig", "Siren", "SirenConfig",
+    "SwinConfig", "SwinTransformer", "Transformer", "UNet", "VIT_CONFIGS", "ViT", "ViTConfig",
+    "attention_rollout",
 ]  # fmt: skip

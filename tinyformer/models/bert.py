@@ -10,7 +10,9 @@ Shapes: B batch, T sequence length, C width (d_model), V vocabulary size, L labe
                      -> n_layer blocks (attention over non-padding keys, MLP)  -> (B, T, C)
     masked-LM head:  Linear C->C, GELU, LayerNorm, then x @ tok_emb^T + bias  -> (B, T, V)
     pooler:          tanh(Linear(hidden[:, 0]))  (the [CLS] position)         -> (B, C)
+    NSP head:        Linear C->2 on the pooled vector (is B A's next?)       -> (B, 2)
     classifier:      Linear C->L on the pooled vector                        -> (B, L)
+    token tagger:    Linear C->L on every token's vector                     -> (B, T, L)
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ from tinyformer.nn import init
 from tinyformer.ops import getitem, linear, reshape
 from tinyformer.tensor import Tensor
 
-__all__ = ["BERT_CONFIGS", "Bert", "BertConfig", "BertForMaskedLM", "BertForSequenceClassification"]
+__all__ = [
+    "BERT_CONFIGS", "Bert", "BertConfig", "BertForMaskedLM", "BertForPreTraining",
+    "BertForSequenceClassification", "BertForTokenClassification",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -195,19 +200,60 @@ class BertForMaskedLM(nn.Module):
         order, and their mean cross-entropy. Running the V-wide head only where a loss is
         counted saves ~85% of its cost, since 15% of tokens are chosen."""
         hidden = self.bert(input_ids, attention_mask, token_type_ids)  # (B, T, C)
+        return self.mlm(hidden, labels, ignore_index)
+
+    def mlm(
+        self, hidden: Tensor, labels: Any = None, ignore_index: int = -100
+    ) -> tuple[Tensor, Tensor | None]:
+        """The masked-LM head on hidden states (B, T, C), as `forward` describes."""
         if labels is None:
             return self.head(hidden), None
         labels = array_of(labels)
         b, t, c = hidden.shape
         if labels.shape != (b, t):  # one label per token: another shape picked the wrong rows
-            raise ValueError(f"BertForMaskedLM: labels must have input_ids' shape {(b, t)}, got "
-                             f"{labels.shape}")  # fmt: skip
+            raise ValueError(f"{type(self).__name__}: labels must have input_ids' shape "
+                             f"{(b, t)}, got {labels.shape}")  # fmt: skip
         # found where the labels are: host labels need no read-back from the device (N depends
         # on the data, so finding the rows on a device waits for it), and N ids are moved
         rows = backend.get_array_module(labels).flatnonzero(labels.reshape(-1) != ignore_index)
         picked = getitem(reshape(hidden, b * t, c), to_device_of(rows, hidden))  # (N, C)
         logits = self.head(picked)  # (N, V)
         return logits, F.cross_entropy(logits, labels.reshape(-1)[rows])
+
+
+class BertForPreTraining(BertForMaskedLM):
+    """BERT's two pretraining heads: masked LM, and next-sentence prediction, a Linear C->2 on
+    the pooled [CLS] vector (Hugging Face's `cls.seq_relationship`). Label 0: B follows A;
+    1: B is a random sentence (`tinyformer.data.nsp`)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        self.nsp_head = nn.Linear(config.d_model, 2)
+        init_bert_weights(self.nsp_head)
+
+    def forward(
+        self,
+        input_ids: Any,
+        labels: Any = None,
+        attention_mask: Any = None,
+        token_type_ids: Any = None,
+        next_sentence_label: Any = None,
+        ignore_index: int = -100,
+    ) -> tuple[tuple[Tensor, Tensor], Tensor | None]:
+        """-> ((masked-LM logits, NSP logits (B, 2)), loss). The masked-LM logits are as
+        `BertForMaskedLM` gives them ((B, T, V), or (N, V) with labels); the loss is the sum
+        of the masked-LM and NSP cross-entropies of the labels given (None without any)."""
+        hidden = self.bert(input_ids, attention_mask, token_type_ids)  # (B, T, C)
+        mlm_logits, loss = self.mlm(hidden, labels, ignore_index)
+        nsp_logits = self.nsp_head(self.bert.pool(hidden))  # (B, 2)
+        if next_sentence_label is not None:
+            target = array_of(next_sentence_label)
+            if target.shape != (hidden.shape[0],):
+                raise ValueError(f"BertForPreTraining: next_sentence_label must be "
+                                 f"({hidden.shape[0]},), got {target.shape}")  # fmt: skip
+            nsp_loss = F.cross_entropy(nsp_logits, target)
+            loss = nsp_loss if loss is None else loss + nsp_loss
+        return (mlm_logits, nsp_logits), loss
 
 
 class BertForSequenceClassification(nn.Module):
@@ -233,3 +279,43 @@ class BertForSequenceClassification(nn.Module):
         logits = self.classifier(self.drop(self.bert.pool(hidden)))  # (B, L)
         loss = None if labels is None else F.cross_entropy(logits, array_of(labels))
         return logits, loss
+
+
+class BertForTokenClassification(nn.Module):
+    """The encoder and a linear classifier on every token's vector (tagging: named entities,
+    parts of speech, which tokens were tampered with)."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2) -> None:
+        super().__init__()
+        self.config, self.num_labels = config, num_labels
+        self.bert = Bert(config)
+        self.drop = nn.Dropout(config.dropout)
+        self.classifier = nn.Linear(config.d_model, num_labels)
+        init_bert_weights(self)
+
+    def forward(
+        self,
+        input_ids: Any,
+        labels: Any = None,
+        attention_mask: Any = None,
+        token_type_ids: Any = None,
+        ignore_index: int = -100,
+    ) -> tuple[Tensor, Tensor | None]:
+        """-> logits (B, T, L), and with labels (B, T) their mean cross-entropy over the
+        tokens whose label is not `ignore_index` and whose attention_mask is 1 (padding never
+        counts, whatever its label)."""
+        hidden = self.bert(input_ids, attention_mask, token_type_ids)  # (B, T, C)
+        logits = self.classifier(self.drop(hidden))  # (B, T, L)
+        if labels is None:
+            return logits, None
+        labels = array_of(labels)
+        b, t, n = logits.shape
+        if labels.shape != (b, t):
+            raise ValueError(f"BertForTokenClassification: labels must have input_ids' shape "
+                             f"{(b, t)}, got {labels.shape}")  # fmt: skip
+        if attention_mask is not None:
+            # the mask is moved to where the labels are (usually the host: nothing moves)
+            real = backend.to_device(array_of(attention_mask), backend.device_of(labels)) != 0
+            labels = backend.get_array_module(labels).where(real, labels, ignore_index)
+        flat = reshape(logits, b * t, n)  # (B T, L)
+        return logits, F.cross_entropy(flat, labels.reshape(-1), ignore_index=ignore_index)

@@ -9,8 +9,13 @@ Three runs, one command:
 3. The same fine-tuning, same data, steps, learning rate and seed, from random weights.
                                                                  -> out/bert/finetune-scratch/
 
+With `--nsp`, pretraining is BERT's joint one: masked LM on sentence pairs packed as
+[CLS] A [SEP] B [SEP], plus next-sentence prediction (is B the sentence after A, or a random
+one?) on the pooled [CLS] vector; NSP accuracy on held-out pairs joins the evaluations.
+
 The sentences the task is tested on are cut out of the pretraining text, so pretraining never
-sees them. The closing table and out/bert/compare.png put the two fine-tuning runs side by side:
+sees them; the held-out NSP pairs are those whose first sentence is one of them. The closing
+table and out/bert/compare.png put the two fine-tuning runs side by side:
 "pretrain once, fine-tune many times" as a measurement.
 """
 
@@ -27,9 +32,15 @@ import tinyformer as tf
 from tinyformer import backend
 from tinyformer.data import load_text
 from tinyformer.data.mlm import mask_tokens, pad_batch
-from tinyformer.data.sentences import split_sentences, tamper_batch
+from tinyformer.data.nsp import consecutive_pairs, nsp_examples, pack_pairs
+from tinyformer.data.sentences import split_runs, split_sentences, tamper_batch
 from tinyformer.data.wordpiece import WordPieceTokenizer
-from tinyformer.models.bert import BertConfig, BertForMaskedLM, BertForSequenceClassification
+from tinyformer.models.bert import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForSequenceClassification,
+)
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
@@ -62,6 +73,9 @@ class TrainBertConfig:
     )
     eval_interval: int = flag(
         250, "evaluate and checkpoint every this many pretraining steps", valid=COUNT
+    )
+    nsp: bool = flag(
+        False, "pretrain on sentence pairs with next-sentence prediction as well as masked LM"
     )
     seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/bert", "folder for the three runs, compare.png and results.json")
@@ -100,10 +114,15 @@ class Corpus:
     heldout_ids: np.ndarray  # the test sentences, for the masked-LM validation loss
     train_sentences: list[str]  # for fine-tuning
     test_sentences: list[str]  # never seen in pretraining or fine-tuning
+    # next-sentence prediction (empty without --nsp): (sentence, its next) pairs of the text
+    nsp_train: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # no test sentence
+    nsp_test: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # A: a test sentence
+    nsp_pool: list[str] = dataclasses.field(default_factory=list)  # the random Bs of training
+    piece_ids: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # sentence -> ids
 
 
 def prepare(cfg: TrainBertConfig, tokenizer: WordPieceTokenizer | None = None) -> Corpus:
-    text = load_text(cfg.data)
+    raw = text = load_text(cfg.data)
     sentences = split_sentences(text)
     if len(sentences) < 2 * cfg.held_out:
         raise ValueError(
@@ -122,7 +141,28 @@ def prepare(cfg: TrainBertConfig, tokenizer: WordPieceTokenizer | None = None) -
     tokenizer = tokenizer or WordPieceTokenizer.train(text, cfg.vocab_size)
     heldout = np.array([i for s in test for i in tokenizer.encode(s, add_special_tokens=False)])
     ids = np.array(tokenizer.encode(text, add_special_tokens=False))
-    return Corpus(tokenizer, ids, heldout, train, test)
+    corpus = Corpus(tokenizer, ids, heldout, train, test)
+    if cfg.nsp:
+        _add_pairs(corpus, raw)
+    return corpus
+
+
+def _add_pairs(corpus: Corpus, text: str) -> None:
+    """The NSP pairs: training pairs hold no test sentence (so pretraining still never reads
+    one); a test pair starts with a test sentence, whose link to its next sentence pretraining
+    never saw. The test pairs' random Bs come from the whole corpus, as their true Bs do."""
+    held_out = set(corpus.test_sentences)
+    pairs = consecutive_pairs(split_runs(text))
+    corpus.nsp_train = [(a, b) for a, b in pairs if a not in held_out and b not in held_out]
+    corpus.nsp_test = [(a, b) for a, b in pairs if a in held_out]
+    train = corpus.nsp_pool = corpus.train_sentences
+    if not corpus.nsp_train or len(corpus.nsp_test) < 2:
+        raise ValueError(f"train bert --nsp: the corpus gives {len(corpus.nsp_train)} training "
+                         f"and {len(corpus.nsp_test)} held-out sentence pairs; it needs more "
+                         f"paragraphs of consecutive sentences")  # fmt: skip
+    sentences = {s for pair in pairs for s in pair} | set(train) | set(corpus.test_sentences)
+    encode = corpus.tokenizer.encode
+    corpus.piece_ids = {s: encode(s, add_special_tokens=False) for s in sentences}
 
 
 def mlm_batch(
@@ -138,24 +178,73 @@ def mlm_batch(
                        special_ids=tok.special_ids, rng=rng)  # fmt: skip
 
 
+def pair_batch(
+    corpus: Corpus,
+    pairs: list[tuple[str, str]],
+    pool: list[str],
+    cfg: TrainBertConfig,
+    rng: np.random.Generator,
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """Sentence pairs, B the true next or (by a fair coin) random from `pool`, packed as
+    [CLS] A [SEP] B [SEP]: ((ids, attention_mask, token_type_ids) (N, T), NSP labels (N,))."""
+    tok = corpus.tokenizer
+    firsts, seconds, nsp_labels = nsp_examples(pairs, pool, rng)
+    packed = pack_pairs(
+        [corpus.piece_ids[a] for a in firsts], [corpus.piece_ids[b] for b in seconds],
+        cls_id=tok.cls_id, sep_id=tok.sep_id, pad_id=tok.pad_id, max_length=cfg.seq_len,
+    )  # fmt: skip
+    return packed, nsp_labels
+
+
+def nsp_batch(
+    corpus: Corpus, cfg: TrainBertConfig, rng: np.random.Generator
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """A pretraining batch under --nsp: training pairs, packed and masked as BERT's are:
+    ((inputs, attention_mask, token_type_ids), (masked-LM labels, NSP labels))."""
+    tok = corpus.tokenizer
+    picks = rng.integers(0, len(corpus.nsp_train), size=cfg.batch_size)
+    pairs = [corpus.nsp_train[i] for i in picks]
+    (ids, mask, types), nsp_labels = pair_batch(corpus, pairs, corpus.nsp_pool, cfg, rng)
+    inputs, labels = mask_tokens(ids, mask_id=tok.mask_id, vocab_size=tok.vocab_size,
+                                 special_ids=tok.special_ids, rng=rng)  # fmt: skip
+    return (inputs, mask, types), (labels, nsp_labels)
+
+
 def _optimizer(model: Any, cfg: TrainBertConfig, lr: float, iters: int, warmup: int) -> tuple:
     optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=lr, betas=(0.9, 0.999))
     return optimizer, WarmupCosineLR(optimizer, min(warmup, iters), iters, 0.1)
 
 
 def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dict[str, Any]]:
-    """Masked-LM pretraining; returns the model and the run's log."""
+    """Masked-LM pretraining (with next-sentence prediction under --nsp: the model is then a
+    `BertForPreTraining`); returns the model and the run's log."""
     phase = Phase(cfg.pretrain_iters, cfg.eval_interval, str(Path(cfg.out_dir) / "pretrain"),
                   cfg.progress, resume=cfg.resume)  # fmt: skip
     phase, state, saved = resume_from(phase, phase.out_dir)
     tok = corpus.tokenizer
     if saved:
         mconf = config_from_checkpoint(saved["_path"], BertConfig, saved["model_config"], state)
+        if saved.get("bert_config", {}).get("nsp", False) != cfg.nsp:
+            raise ValueError(f"{saved['_path']} was pretrained "
+                             f"{'with' if not cfg.nsp else 'without'} --nsp: resume it "
+                             f"{'with' if not cfg.nsp else 'without'} --nsp")  # fmt: skip
     else:
         mconf = cfg.model_config(tok.vocab_size)
     tf.manual_seed(cfg.seed)
-    model = BertForMaskedLM(mconf).to(cfg.device)
+    model = (BertForPreTraining if cfg.nsp else BertForMaskedLM)(mconf).to(cfg.device)
     optimizer, scheduler = _optimizer(model, cfg, cfg.lr, phase.iters, cfg.warmup)
+    # one fixed draw of the held-out pairs' random halves, the same at every evaluation, and
+    # as many training pairs (memorised, or understood? the two accuracies tell)
+    nsp_sets = {}
+    if cfg.nsp:
+        pool = corpus.train_sentences + corpus.test_sentences
+        rng = np.random.default_rng([cfg.seed, 4])
+        picks = rng.permutation(len(corpus.nsp_train))[: len(corpus.nsp_test)]
+        nsp_sets = {
+            "val": pair_batch(corpus, corpus.nsp_test, pool, cfg, rng),
+            "train": pair_batch(corpus, [corpus.nsp_train[i] for i in picks], corpus.nsp_pool,
+                                cfg, rng),
+        }  # fmt: skip
 
     @tf.no_grad()
     def evaluate(it: int) -> dict[str, float]:
@@ -167,6 +256,7 @@ def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dic
             for _ in range(8):
                 inputs, labels = mlm_batch(ids, tok, cfg, rng)
                 logits, loss = model(inputs, labels)
+                logits = logits[0] if cfg.nsp else logits  # (masked-LM, NSP) logits
                 losses.append(loss.item())
                 target = labels[labels != -100]
                 hits, total = (
@@ -174,19 +264,46 @@ def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dic
                     total + len(target),
                 )
             out[split], out[f"{split}_acc"] = float(np.mean(losses)), hits / total
+        for split, batch in nsp_sets.items():
+            out[f"nsp_{split}"], out[f"nsp_{split}_acc"] = _evaluate_nsp(model, batch)
         model.train()
         return out
 
+    def loss(inputs: tuple, labels: Any) -> Any:
+        if not cfg.nsp:
+            return model(inputs, labels)[1]
+        (ids, mask, types), (mlm_labels, nsp_labels) = inputs, labels
+        return model(ids, mlm_labels, mask, types, nsp_labels)[1]
+
+    def get_batch(rng: np.random.Generator) -> tuple:
+        if cfg.nsp:
+            return nsp_batch(corpus, cfg, rng)
+        return mlm_batch(corpus.pretrain_ids, tok, cfg, rng)
+
     run = Run(
         model, optimizer, scheduler, np.random.default_rng(cfg.seed),
-        get_batch=lambda rng: mlm_batch(corpus.pretrain_ids, tok, cfg, rng),
-        evaluate=evaluate, config=phase, command="bert", title="BERT masked-LM pretraining",
+        get_batch=get_batch, evaluate=evaluate, config=phase, command="bert", loss=loss,
+        title="BERT masked-LM" + (" + NSP" if cfg.nsp else "") + " pretraining",
         meta=lambda: {"model_config": dataclasses.asdict(mconf), "tokenizer": tok.to_dict(),
                       "bert_config": dataclasses.asdict(cfg)},
-        resume_hint=f"tinyformer train bert --resume --out-dir {cfg.out_dir}",
+        resume_hint=f"tinyformer train bert --resume --out-dir {cfg.out_dir}"
+        + (" --nsp" if cfg.nsp else ""),
     )  # fmt: skip
     resume_into(run, state, saved)
     return model, train_loop(run)
+
+
+def _evaluate_nsp(model: BertForPreTraining, batch: tuple, size: int = 100) -> tuple[float, float]:
+    """NSP loss and accuracy on a batch of pairs (unmasked, as a task would read them), `size`
+    pairs at a time."""
+    (ids, mask, types), labels = batch
+    losses, hits = [], 0
+    for i in range(0, len(labels), size):
+        rows = slice(i, i + size)
+        (_, logits), loss = model(ids[rows], None, mask[rows], types[rows], labels[rows])
+        losses.append(loss.item() * len(labels[rows]))
+        hits += int((backend.to_host(logits.data.argmax(1)) == labels[rows]).sum())
+    return float(np.sum(losses) / len(labels)), hits / len(labels)
 
 
 def _classify_batch(
