@@ -139,6 +139,7 @@ class Run:
     # (inputs, targets) -> loss, for models not called as model(inputs, targets) -> (_, loss)
     loss: Callable[[Any, Any], Any] | None = None
     resume_hint: str | None = None  # the command that continues this run, if not the default
+    loss_label: str = "cross-entropy (nats/token)"  # the loss plot's axis
 
 
 class StopFlag:
@@ -220,7 +221,7 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
         runtime = {name: os.environ.get(name) for name in RUNTIME_ENV}
         config = dataclasses.asdict(cfg)
         save_json(out / "log.json", {"config": config, "runtime_env": runtime, **log})
-        plot_losses(log, out / "loss.png", run.title)
+        plot_losses(log, out / "loss.png", run.title, run.loss_label)
 
     def evaluate() -> None:
         if log["evals"] and log["evals"][-1]["iter"] == it:

@@ -168,6 +168,7 @@ def pretrain(cfg: TrainMAEConfig, data: Images) -> tuple[MAE, dict[str, Any]]:
         model, optimizer, scheduler, np.random.default_rng(cfg.seed), get_batch=get_batch,
         evaluate=evaluate, config=phase, command="mae",
         title=f"MAE pretraining on {cfg.data} ({mconf.mask_ratio:.0%} of patches hidden)",
+        loss_label="squared error on the hidden patches",
         meta=lambda: {"model_config": dataclasses.asdict(mconf),
                       "mae_config": dataclasses.asdict(cfg)},
         loss=lambda images, _: model(images)[1],

@@ -20,7 +20,9 @@ def peak_rss_mib() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
 
 
-def plot_losses(log: dict[str, Any], path: Path, title: str) -> None:
+def plot_losses(
+    log: dict[str, Any], path: Path, title: str, ylabel: str = "cross-entropy (nats/token)"
+) -> None:
     """Training loss per iteration (and its running mean), evaluated train/val losses, and the
     learning rate on a second axis."""
     import matplotlib
@@ -40,10 +42,11 @@ def plot_losses(log: dict[str, Any], path: Path, title: str) -> None:
         if points:
             ax.plot(*zip(*points), "o-", color=color, ms=4, label=f"{split} (eval)")
     ax.set_xlabel("iteration")
-    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right")
+    if ax.get_legend_handles_labels()[0]:  # nothing drawn yet at a run's first checkpoint
+        ax.legend(loc="upper right")
     if log["lr"]:
         lr_ax = ax.twinx()
         lr_ax.plot(steps, log["lr"], color="gray", lw=0.8, ls="--")

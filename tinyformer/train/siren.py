@@ -220,6 +220,7 @@ def _fit(cfg: TrainSirenConfig, name: str, coords: Any, target: Any, saved: tupl
         model, optimizer, scheduler, np.random.default_rng(cfg.seed),
         get_batch=lambda rng: (coords, target),  # full batch: every pixel, every step
         evaluate=evaluate, config=sub, command="siren", title=f"{name}: mean squared error",
+        loss_label="mean squared error",
         meta=lambda: {"model_config": dataclasses.asdict(mconf), "network": name},
         resume_hint=f"tinyformer train siren --resume --out-dir {cfg.out_dir}",
     )  # fmt: skip
