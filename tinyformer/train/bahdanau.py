@@ -19,12 +19,13 @@ import numpy as np
 
 import tinyformer as tf
 from tinyformer.data.dates import DateTask
-from tinyformer.fileio import save_figure, save_json
+from tinyformer.fileio import save_json
 from tinyformer.models.bahdanau import BahdanauConfig, RNNSearch
 from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
 from tinyformer.train.loop import resume_from, resume_into, train_loop
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.seq2seq import date_run, exact_match
+from tinyformer.train.seq2seq_plots import heldout_sources, plot_alignment_grid
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
 
 __all__ = [
@@ -114,31 +115,13 @@ def _train_bahdanau(cfg: TrainBahdanauConfig) -> dict[str, Any]:
     return log
 
 
-def plot_alignment(model: RNNSearch, task: DateTask, path: Path, formats: tuple = (
-        "long", "weekday", "dotted", "ordinal")) -> None:  # fmt: skip
-    """One heat map per source format: the weights a_ij of each output character (rows) over
-    the source characters (columns), for a held-out date decoded greedily by the model."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    day = task.test_days[:1].repeat(len(formats))
-    src, _, _, sources, _ = task.examples(day, list(formats))
+def plot_alignment(model: RNNSearch, task: DateTask, path: Path) -> None:
+    """The additive-attention weights a_ij for a held-out date in each of seq2seq's plot
+    formats, decoded greedily by the model."""
+    src, sources = heldout_sources(task)
     out, weights = model.greedy(src, DateTask.MAX_TARGET - 1)  # (B, T), (B, T, S)
-    fig, axes = plt.subplots(1, len(formats), figsize=(4.2 * len(formats), 3.6))
-    for ax, w, s, o in zip(axes, weights, sources, out, strict=True):
-        rows = [*DateTask.TARGET.decode(o), "[EOS]"][: w.shape[0]]  # the last row chose EOS
-        ax.imshow(w[: len(rows), : len(s)], cmap="viridis", aspect="auto", vmin=0)
-        ax.set_xticks(range(len(s)), list(s), fontsize=7)
-        ax.set_yticks(range(len(rows)), rows, fontsize=8)
-        ax.set_title(repr(s), fontsize=9)
-        ax.set_xlabel("source character")
-    axes[0].set_ylabel("output character")
-    fig.suptitle("additive attention a_ij (RNNsearch, greedy decoding)")
-    fig.tight_layout()
-    save_figure(path, fig)
-    plt.close(fig)
+    title = "additive attention a_ij (RNNsearch, greedy decoding)"
+    plot_alignment_grid(weights, sources, out, title, path)
 
 
 def load_bahdanau(path: Any) -> RNNSearch:

@@ -12,7 +12,9 @@ from tinyformer.data.dates import DateTask
 from tinyformer.fileio import save_figure
 from tinyformer.models.seq2seq import Transformer
 
-__all__ = ["cross_attention", "plot_alignment"]
+__all__ = [
+    "FORMATS", "cross_attention", "heldout_sources", "plot_alignment", "plot_alignment_grid",
+]  # fmt: skip
 
 
 @no_grad()
@@ -24,22 +26,28 @@ def cross_attention(model: Transformer, src: np.ndarray, tgt_in: np.ndarray) -> 
     return backend.to_host(weights[-1].data).mean(axis=1)  # (B, nh, T, S) -> (B, T, S)
 
 
-def plot_alignment(model: Transformer, task: DateTask, path: Path, formats: tuple = (
-        "long", "weekday", "dotted", "ordinal")) -> None:  # fmt: skip
-    """One heat map per source format: output characters (rows) against source characters
-    (columns), for a held-out date, decoded by the model itself (greedy)."""
+FORMATS = ("long", "weekday", "dotted", "ordinal")  # one held-out date, written four ways
+
+
+def heldout_sources(task: DateTask, formats: tuple = FORMATS) -> tuple[np.ndarray, list[str]]:
+    """One held-out date in each of `formats`: source ids (B, S) and the source strings."""
+    day = task.test_days[:1].repeat(len(formats))
+    src, _, _, sources, _ = task.examples(day, list(formats))
+    return src, sources
+
+
+def plot_alignment_grid(
+    weights: np.ndarray, sources: list[str], outputs: np.ndarray, title: str, path: Path
+) -> None:
+    """One heat map per source: the weights (T, S) of each output character (rows) over the
+    source characters (columns)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    day = task.test_days[:1].repeat(len(formats))
-    src, _, _, sources, _ = task.examples(day, list(formats))
-    out = model.greedy(src, DateTask.MAX_TARGET - 1)  # (B, T) the model's own output
-    tgt_in = np.concatenate([np.ones((len(src), 1), np.int64), out[:, :-1]], axis=1)
-    weights = cross_attention(model, src, tgt_in)  # (B, T, S)
-    fig, axes = plt.subplots(1, len(formats), figsize=(4.2 * len(formats), 3.6))
-    for ax, w, s, o in zip(axes, weights, sources, out, strict=True):
+    fig, axes = plt.subplots(1, len(sources), figsize=(4.2 * len(sources), 3.6))
+    for ax, w, s, o in zip(axes, weights, sources, outputs, strict=True):
         rows = [*DateTask.TARGET.decode(o), "[EOS]"][: w.shape[0]]  # the last row chose EOS
         ax.imshow(w[: len(rows), : len(s)], cmap="viridis", aspect="auto", vmin=0)
         ax.set_xticks(range(len(s)), list(s), fontsize=7)
@@ -47,7 +55,18 @@ def plot_alignment(model: Transformer, task: DateTask, path: Path, formats: tupl
         ax.set_title(repr(s), fontsize=9)
         ax.set_xlabel("source character")
     axes[0].set_ylabel("output character")
-    fig.suptitle("cross-attention (last decoder layer, mean over heads)")
+    fig.suptitle(title)
     fig.tight_layout()
     save_figure(path, fig)
     plt.close(fig)
+
+
+def plot_alignment(model: Transformer, task: DateTask, path: Path) -> None:
+    """Cross-attention of the last decoder layer for a held-out date in each of `FORMATS`,
+    decoded by the model itself (greedy)."""
+    src, sources = heldout_sources(task)
+    out = model.greedy(src, DateTask.MAX_TARGET - 1)  # (B, T) the model's own output
+    tgt_in = np.concatenate([np.ones((len(src), 1), np.int64), out[:, :-1]], axis=1)
+    weights = cross_attention(model, src, tgt_in)  # (B, T, S)
+    title = "cross-attention (last decoder layer, mean over heads)"
+    plot_alignment_grid(weights, sources, out, title, path)
