@@ -51,16 +51,7 @@ class InPlaceOps:
         """Copy `src` (a Tensor, an array or a number) into this tensor: broadcast to its shape,
         cast to its dtype."""
         value = self._value("copy_", src)
-        shape = getattr(value, "shape", ())
-        try:
-            fits = np.broadcast_shapes(shape, self.shape) == self.shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ValueError(
-                f"copy_: the source of shape {tuple(shape)} does not broadcast to the tensor's "
-                f"shape {self.shape}"
-            )
+        self._check_fits("copy_", "the source", getattr(value, "shape", ()))
         return self._write("copy_", lambda a: a.__setitem__(..., value))
 
     def zero_(self) -> Tensor:
@@ -93,14 +84,7 @@ class InPlaceOps:
             raise TypeError(
                 f"masked_fill_: mask must be boolean, got {getattr(mask, 'dtype', mask)}"
             )
-        try:
-            fits = np.broadcast_shapes(mask.shape, self.shape) == self.shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ValueError(
-                f"masked_fill_: mask of shape {mask.shape} does not broadcast to {self.shape}"
-            )
+        self._check_fits("masked_fill_", "mask", mask.shape)
         xp = backend.get_array_module(self.data)
         fill = xp.asarray(value, self.dtype)
         return self._write("masked_fill_", lambda a: a.__setitem__(..., xp.where(mask, fill, a)))
@@ -179,6 +163,18 @@ class InPlaceOps:
         if isinstance(value, (list, tuple, np.ndarray)) or backend.is_device_array(value):
             return backend.to_device(value, self.device)
         return value  # a number
+
+    def _check_fits(self, op: str, what: str, shape: tuple) -> None:
+        """ValueError unless `shape` broadcasts to this tensor's shape (a write cannot grow it)."""
+        try:
+            fits = np.broadcast_shapes(shape, self.shape) == self.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"{op}: {what} of shape {tuple(shape)} does not broadcast to the tensor's shape "
+                f"{self.shape}"
+            )
 
     def _need_float(self, op: str) -> None:
         if self.dtype.kind != "f":
