@@ -30,7 +30,7 @@ setup(
         *[p.replace("kernels", "tinyformer.kernels", 1) for p in KERNEL_PACKAGES],
     ],
     package_dir={"tinyformer.kernels": "kernels"},
-    package_data={"tinyformer.kernels.cuda": ["*.cu"]},
+    package_data={"tinyformer.kernels.cuda": ["*.cu", "*.cuh", "*.h"]},
     install_requires=[
         "numpy>=2.0",
         # Numba is a core dependency: the hot paths run through it on every laptop,
@@ -55,6 +55,8 @@ setup(
             "ipykernel>=6",
             "mkdocs>=1.5",
             "einops>=0.7",
+            # NVRTC compiles every CUDA kernel to a cubin in the tests, with no GPU or driver
+            'nvidia-cuda-nvrtc>=13; platform_system == "Linux" and platform_machine == "x86_64"',
         ],
         # einops.rearrange/repeat/reduce on tinyformer tensors, and nn.Rearrange / nn.Reduce
         # (0.7 has the per-rank recipes the layers use)

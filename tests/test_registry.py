@@ -174,4 +174,6 @@ def test_every_primitive_the_package_calls_has_a_reference_without_any_kernels()
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     found = json.loads(out.stdout)
     assert sorted(found) == names, f"not registered without kernels: {set(names) - set(found)}"
-    assert all(backends == [registry.REFERENCE] for backends in found.values())
+    # CUDA kernel files need no library to import (they compile on first launch), so they load
+    # here too; Numba's must not, and the reference must be there for every name.
+    assert all(b[0] == registry.REFERENCE and "numba" not in b for b in found.values())

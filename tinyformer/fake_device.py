@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ABSENT_FROM_CUPY", "FakeArray", "to_fake", "xp"]
+__all__ = ["ABSENT_FROM_CUPY", "FakeArray", "memory", "to_fake", "xp"]
 
 # Names that NumPy 2 has and CuPy 14's namespace lacks (read off cupy/__init__.py). `xp` refuses
 # them so that code needing them fails in CI rather than on its first GPU run. Not exhaustive.
@@ -292,6 +292,14 @@ def to_fake(array: Any) -> FakeArray:
     if isinstance(array, FakeArray):
         return array
     return FakeArray(np.array(array, copy=True))
+
+
+def memory(array: FakeArray) -> np.ndarray:
+    """The host memory behind a fake-device array, not a copy: what the CUDA emulator hands its
+    kernels as device pointers. Nothing else should reach through the fake device this way."""
+    if not isinstance(array, FakeArray):
+        raise TypeError(f"memory() takes a FakeArray, got {type(array).__name__}")
+    return array._a
 
 
 def _from_host_or_device(func: Callable) -> Callable:

@@ -134,7 +134,9 @@ def _load_kernels() -> None:
     if importlib.util.find_spec("tinyformer.kernels") is None:  # a source tree never installed
         return
     for backend, library in BACKEND_LIBRARIES.items():
-        if importlib.util.find_spec(library) is None:
+        # CUDA kernel files import without CuPy (they compile on their first launch), so that
+        # the fake device can run them through the CPU emulator.
+        if backend != "cuda" and importlib.util.find_spec(library) is None:
             continue
         package = importlib.import_module(f"tinyformer.kernels.{backend}")
         for module in pkgutil.iter_modules(package.__path__):
@@ -152,12 +154,21 @@ def _preference(array: Any) -> tuple[str, str]:
             return REFERENCE, "prefer() block"
         if on_gpu:
             return "cuda", "default for CuPy arrays"
-        return REFERENCE, "the fake device runs the references"
+        # The fake device runs the CUDA kernels through the CPU emulator only when asked:
+        # emulated, a kernel is far slower than the reference.
+        if _preferred and _preferred[-1] == "cuda":
+            return "cuda", "prefer() block (emulated on the fake device)"
+        if _state["env"] == "cuda":
+            return "cuda", f"environment variable {ENV_VAR} (emulated on the fake device)"
+        return REFERENCE, "the fake device runs the references unless cuda is preferred"
+    wanted, source = "numba", "default for NumPy arrays"
     if _preferred:
-        return _preferred[-1], "prefer() block"
-    if _state["env"]:
-        return _state["env"], f"environment variable {ENV_VAR}"
-    return "numba", "default for NumPy arrays"
+        wanted, source = _preferred[-1], "prefer() block"
+    elif _state["env"]:
+        wanted, source = _state["env"], f"environment variable {ENV_VAR}"
+    if wanted == "cuda":  # a CUDA kernel reads device memory: host arrays run the reference
+        return REFERENCE, f"{source} prefers cuda, whose kernels take device arrays only"
+    return wanted, source
 
 
 def implementation(name: str, array: Any) -> Implementation:
@@ -180,8 +191,12 @@ def implementation(name: str, array: Any) -> Implementation:
 
 
 def choose(name: str, *args: Any, **kwargs: Any) -> Implementation:
-    """The implementation a call of `name` with these arguments runs."""
-    impl = implementation(name, args[0])
+    """The implementation a call of `name` with these arguments runs. It is chosen by the first
+    argument, or by the first array of a list there (primitives over many tensors at once)."""
+    first = args[0]
+    if isinstance(first, (list, tuple)):
+        first = first[0] if first else None
+    impl = implementation(name, first)
     if impl.when is not None and not _preferred and not impl.when(*args, **kwargs):
         impl = _table[name][REFERENCE]
     return impl

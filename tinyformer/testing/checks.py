@@ -28,13 +28,14 @@ from typing import Any
 import numpy as np
 
 import tinyformer as tf
-from tinyformer import registry
+from tinyformer import backend, registry
 from tinyformer.testing.specs import Draw, OpSpec, RandomDraw, Sample
 
 __all__ = [
     "LAYOUTS",
     "Check",
     "OpCheckError",
+    "backend_device",
     "check_backend",
     "check_backward",
     "check_float32",
@@ -95,15 +96,39 @@ def draw_layouts(draw: Draw, sample: Sample) -> list[str]:
 
 
 def forward_backward(
-    spec: OpSpec, sample: Sample, dtype: Any, seed: int = 0, layouts: Sequence[str] | None = None
+    spec: OpSpec,
+    sample: Sample,
+    dtype: Any,
+    seed: int = 0,
+    layouts: Sequence[str] | None = None,
+    device: Any = None,
 ) -> tuple[Any, list[Any], list[Any]]:
-    """The output, the input gradients (for a fixed random upstream gradient) and the leaves."""
+    """The output, the input gradients (for a fixed random upstream gradient) and the leaves,
+    computed on `device` (the host by default) and returned as host arrays."""
     inputs = tensors(sample, dtype, layouts)
-    y = spec.fn(*inputs, **sample.kwargs)
-    gy = np.random.default_rng(seed).standard_normal(y.shape).astype(y.dtype)
+    kwargs = dict(sample.kwargs)
+    if device is not None:
+        inputs = [t.to(device) if isinstance(t, tf.Tensor) else t for t in inputs]
+        kwargs = {
+            k: tf.Tensor(v).to(device).data if isinstance(v, np.ndarray) else v
+            for k, v in kwargs.items()
+        }
+    y = spec.fn(*inputs, **kwargs)
+    gy = tf.Tensor(np.random.default_rng(seed).standard_normal(y.shape).astype(y.dtype))
     leaves = [t for t in inputs if isinstance(t, tf.Tensor) and t.requires_grad]
-    grads = tf.grad(y, leaves, gy) if y.requires_grad else [None] * len(leaves)
+    grads = tf.grad(y, leaves, gy.to(y.device)) if y.requires_grad else [None] * len(leaves)
+    if device is not None:
+        y = tf.Tensor(backend.to_host(y.data))
+        grads = [None if g is None else backend.to_host(g) for g in grads]
     return y, grads, leaves
+
+
+def backend_device(backend_name: str) -> str | None:
+    """Where `backend_name`'s kernels run: None (the host) for numba; for cuda the GPU when
+    there is one, else the fake device, whose arrays the CPU emulator runs CUDA kernels on."""
+    if backend_name != "cuda":
+        return None
+    return "cuda" if backend.cuda_available() else "fake"
 
 
 # -- failure reports ----------------------------------------------------------------------------
@@ -212,7 +237,8 @@ def check_backend(spec: OpSpec, backend: str, dtype: Any, draw: Draw) -> None:
         with registry.prefer(registry.REFERENCE):
             y_ref, g_ref, _ = forward_backward(spec, sample, dtype, layouts=layouts)
         with registry.prefer(backend):
-            y, g, _ = forward_backward(spec, sample, dtype, layouts=layouts)
+            device = backend_device(backend)
+            y, g, _ = forward_backward(spec, sample, dtype, layouts=layouts, device=device)
         atol, rtol = spec.float32_tol if dtype == np.float32 else (1e-10, 1e-9)
         np.testing.assert_allclose(y.data, y_ref.data, atol=atol, rtol=rtol, err_msg="output")
         for i, (a, b) in enumerate(zip(g, g_ref)):

@@ -1,0 +1,106 @@
+"""Compile CUDA C to a GPU binary with NVRTC, on any machine: no GPU and no driver needed.
+
+NVIDIA's runtime compiler ships on PyPI (`pip install "nvidia-cuda-nvrtc==13.*"`, a dev
+dependency of tinyformer). Given an explicit architecture it compiles straight to a cubin, the
+machine code a GPU of that generation runs, so a typo in a kernel fails CI, not a GPU session:
+
+    from tinyformer.kernels.cuda import _nvrtc
+    cubin = _nvrtc.compile_cuda(source, "softmax.cu", arch="sm_90")   # bytes, or CompileError
+
+CuPy compiles through the same library on a GPU machine; this module calls it directly with
+ctypes, so the check needs nothing else.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+ARCHITECTURES = ("sm_80", "sm_90")  # A100, H100/H200
+
+
+class NvrtcUnavailable(RuntimeError):
+    """libnvrtc cannot be found."""
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a source; the message is its log (file, line, error)."""
+
+
+def _library_path() -> str:
+    candidates = []
+    spec = importlib.util.find_spec("nvidia")
+    for root in spec.submodule_search_locations if spec else []:
+        candidates += sorted(glob.glob(os.path.join(root, "*", "lib", "libnvrtc.so*")))
+    candidates = [c for c in candidates if "builtins" not in c]
+    if os.environ.get("CUDA_HOME"):
+        candidates += sorted(
+            glob.glob(os.path.join(os.environ["CUDA_HOME"], "lib64", "libnvrtc.so*"))
+        )
+    if not candidates:
+        raise NvrtcUnavailable(
+            'NVRTC is not installed: pip install "nvidia-cuda-nvrtc==13.*" (no GPU needed)'
+        )
+    return candidates[-1]
+
+
+_lib: list[ctypes.CDLL] = []
+
+
+def library() -> ctypes.CDLL:
+    if not _lib:
+        _lib.append(ctypes.CDLL(_library_path()))
+    return _lib[0]
+
+
+def version() -> tuple[int, int]:
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    library().nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return major.value, minor.value
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        lib = library()
+        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+        raise CompileError(f"{what}: {lib.nvrtcGetErrorString(result).decode()}")
+
+
+def compile_cuda(
+    source: str, name: str, arch: str = "sm_90", options: Sequence[str] = ("-std=c++17",)
+) -> bytes:
+    """The cubin NVRTC makes of `source` for `arch` ("sm_80", "sm_90", ...); CompileError with
+    NVRTC's log (naming `name` and the line) when it does not compile."""
+    lib = library()
+    program = ctypes.c_void_p()
+    _check(
+        lib.nvrtcCreateProgram(
+            ctypes.byref(program), source.encode(), name.encode(), 0, None, None
+        ),
+        f"{name}: nvrtcCreateProgram",
+    )
+    try:
+        flags = [f"--gpu-architecture={arch}", *options]
+        argv = (ctypes.c_char_p * len(flags))(*[f.encode() for f in flags])
+        result = lib.nvrtcCompileProgram(program, len(flags), argv)
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(program, log)
+        if result != 0:
+            raise CompileError(f"{name} does not compile for {arch}:\n{log.value.decode()}")
+        lib.nvrtcGetCUBINSize(program, ctypes.byref(size))
+        cubin = ctypes.create_string_buffer(size.value)
+        _check(lib.nvrtcGetCUBIN(program, cubin), f"{name}: nvrtcGetCUBIN")
+        return cubin.raw
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(program))
+
+
+def sources() -> list[Path]:
+    """Every kernel source of the package (the `.cu` files; headers compile as their part)."""
+    return sorted(Path(__file__).parent.glob("*.cu"))
