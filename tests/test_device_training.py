@@ -93,3 +93,47 @@ def test_clipping_reads_nothing_and_returns_the_norm_as_a_tensor():
     grads = [p.grad.get() for p in layer.parameters()]
     clipped = np.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in grads))
     assert float(norm) > 0.5 and clipped == pytest.approx(0.5, rel=1e-4)
+
+
+def test_a_gpt_training_step_on_a_device_reads_nothing_back(monkeypatch):
+    """Forward, loss, backward, clipping and AdamW on the device, with host batches: not one
+    number comes back to the host (each would be a sync) until the loop reads the loss."""
+    from tinyformer.models.gpt import GPT, GPTConfig
+
+    tf.manual_seed(0)
+    model = GPT(GPTConfig(block_size=8, vocab_size=11, n_layer=1, n_head=2, n_embd=8)).to("fake")
+    optimizer = AdamW(model.parameters(), lr=1e-3)
+    data = np.random.default_rng(0).integers(0, 11, (2, 9))
+    reads = _reads(monkeypatch, [0])  # every .item()
+    for name in ("__bool__", "__float__", "__int__", "get", "__len__", "__iter__"):
+        original = getattr(FakeArray, name)
+
+        def spy(*args, _name=name, _original=original, **kwargs):
+            reads.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(FakeArray, name, spy)
+    for _ in range(2):
+        _, loss = model(data[:, :-1], data[:, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    assert reads == []
+    assert np.isfinite(loss.item())  # the read that raises any deferred index error
+
+
+def test_index_checks_on_a_device_wait_for_the_next_read():
+    from tinyformer import device_checks
+    from tinyformer.autograd import OpError
+    from tinyformer.fake_device import to_fake
+
+    device_checks.check(to_fake(np.array([False, False])), lambda: OpError("never raised"))
+    device_checks.check(to_fake(np.array([False, True])), lambda: OpError("the first failure"))
+    device_checks.check(to_fake(np.array([True])), lambda: OpError("the second failure"))
+    assert device_checks.pending() == 3  # queued: nothing was read
+    with pytest.raises(OpError, match="the first failure"):
+        tf.ones(1, device="fake").item()
+    assert device_checks.pending() == 0
+    with pytest.raises(OpError, match="on the host"):  # host arrays are checked at once
+        device_checks.check(np.array([True]), lambda: OpError("on the host"))

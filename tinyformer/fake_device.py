@@ -14,7 +14,8 @@ CI has no GPU, yet most device bugs are host/device mixes that any machine can c
 Like CuPy: `__array__` raises CuPy's message; arithmetic and `xp` functions refuse `np.ndarray`
 operands (0-d included) but take Python and NumPy scalars; reductions and integer
 indexing give 0-d device arrays; `float()`, `.item()`, `bool()` and `len()` work, `__index__`
-does not; `xp.lib.stride_tricks.as_strided` has no `writeable=`; ufunc methods (`xp.add.at`,
+does not; `xp.lib.stride_tricks.as_strided` has no `writeable=`; no floating-point warnings
+(0/0, overflow, log(0) give NaN and inf silently); ufunc methods (`xp.add.at`,
 `.reduce`, ...) exist for the ufuncs CuPy implements them for; names CuPy lacks are absent.
 
 Stricter than CuPy, so that references never lean on NumPy dispatch: NumPy functions and ufuncs
@@ -133,7 +134,8 @@ def _wrap(obj: Any) -> Any:
 
 
 def _call(func: Callable, where: str, args: tuple, kwargs: dict) -> Any:
-    result = func(*_unwrap(args, where), **_unwrap(kwargs, where))
+    with np.errstate(all="ignore"):  # CuPy never warns about 0/0, overflow, log(0), ...
+        result = func(*_unwrap(args, where), **_unwrap(kwargs, where))
     out = kwargs.get("out")
     if isinstance(out, FakeArray) and result is out._a:
         return out  # as CuPy does, hand back the `out` array itself
@@ -154,7 +156,8 @@ def _binary(op: Callable, reflected: bool = False) -> Callable:
         b = _operand(other, op)
         if b is NotImplemented:
             return NotImplemented
-        return _wrap(op(b, self._a) if reflected else op(self._a, b))
+        with np.errstate(all="ignore"):
+            return _wrap(op(b, self._a) if reflected else op(self._a, b))
 
     return method
 
@@ -166,14 +169,19 @@ def _operators(op: Callable, inplace: Callable) -> tuple[Callable, Callable, Cal
         b = _operand(other, op)
         if b is NotImplemented:
             return NotImplemented
-        inplace(self._a, b)
+        with np.errstate(all="ignore"):
+            inplace(self._a, b)
         return self
 
     return _binary(op), _binary(op, reflected=True), method
 
 
 def _unary(op: Callable) -> Callable:
-    return lambda self: _wrap(op(self._a))
+    def method(self: FakeArray) -> Any:
+        with np.errstate(all="ignore"):
+            return _wrap(op(self._a))
+
+    return method
 
 
 def _read(func: Callable) -> Callable:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import backend
+from tinyformer import backend, device_checks
 from tinyformer.inplace import InPlaceOps
 from tinyformer.torch_names import ElementCount, TorchSpellings, max_names, torch_names
 
@@ -147,6 +147,8 @@ class Tensor(InPlaceOps, TorchSpellings):
     def item(self) -> float | int | bool:
         if self.data.size != 1:
             raise ValueError(f"item: only a one-element tensor converts, this one has {self.shape}")
+        if backend.is_device_array(self.data):  # a read: the moment to raise deferred errors
+            device_checks.run()
         return self.data.item()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:

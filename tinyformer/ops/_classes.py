@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import backend
+from tinyformer import backend, device_checks
 from tinyformer.autograd import OpError
 from tinyformer.ops._util import data_of
 from tinyformer.ops.permute import permute
@@ -29,13 +29,18 @@ def _check_target(
         raise OpError(f"{op}: target must hold integer class indices, got {target.dtype}")
     n_classes = logits_shape[1]
     bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
-    if bad.any():  # on a device, one read back to the host per call
+
+    def out_of_range() -> OpError:
         position = tuple(int(i[0]) for i in backend.to_host(bad).nonzero())
-        raise OpError(
+        return OpError(
             f"{op}: target {int(target[position])} at position {position} is out of "
             f"range for {n_classes} classes (valid: 0..{n_classes - 1}, or ignore_index="
             f"{ignore_index})"
+            + (" (found on the device, raised at the next read)" if on_device else "")
         )
+
+    on_device = backend.is_device_array(bad)
+    device_checks.check(bad, out_of_range)  # on a device: at the next read, not a sync now
 
 
 def class_rows(
@@ -105,10 +110,10 @@ def reduce_rows(
         return reshape(rows, target.shape)
     if reduction == "sum":
         return rows.sum()
-    if row_weights is None:
-        total = float((target != ignore_index).sum())
-    else:
-        total = float(row_weights.sum())
+    count = (target != ignore_index).sum() if row_weights is None else row_weights.sum()
+    if backend.is_device_array(count):  # divide on the device: float(count) would be a sync
+        return rows.sum() / Tensor(count.astype(rows.dtype))  # 0 / 0 is NaN, as PyTorch's
+    total = float(count)
     return rows.sum() / total if total else rows.sum() * float("nan")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import backend, registry
+from tinyformer import backend, device_checks, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import data_of
 from tinyformer.tensor import Tensor
@@ -59,21 +59,26 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Ten
     """Rows of `weight` (V, D) picked by the integer tensor `input`."""
     indices = data_of(input)
     if not isinstance(input, Tensor) and not backend.is_device_array(indices):
-        # host data (an ndarray, a list) goes to the table's device; a Tensor stays where it
-        # is, and Embedding.apply reports one on another device
-        indices = backend.to_device(np.asarray(indices), backend.device_of(data_of(weight)))
+        indices = np.asarray(indices)  # host data: checked here, then moved to the table
     if indices.dtype.kind not in "iu":
         raise OpError(f"embedding: indices must be integers, got {indices.dtype}")
     if weight.ndim != 2:
         raise OpError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
     n = weight.shape[0]
-    bad = (indices < 0) | (indices >= n)
-    if bad.any():  # on a device, one read back to the host per call
+
+    def out_of_range() -> OpError:
         position = tuple(int(i) for i in np.argwhere(backend.to_host(bad))[0])
-        raise OpError(
+        return OpError(
             f"embedding: index {int(indices[position])} at position {position} is out of range "
             f"for a table of {n} rows (valid: 0..{n - 1})"
+            + (" (found on the device, raised at the next read)" if on_device else "")
         )
+
+    bad = (indices < 0) | (indices >= n)
+    on_device = backend.is_device_array(bad)
+    device_checks.check(bad, out_of_range)  # on a device: at the next read, not a sync now
+    if not isinstance(input, Tensor) and not backend.is_device_array(indices):
+        indices = backend.to_device(indices, backend.device_of(data_of(weight)))
     if padding_idx is not None and not -n <= padding_idx < n:
         raise OpError(f"embedding: padding_idx {padding_idx} is out of range for {n} rows")
     padding_idx = None if padding_idx is None else padding_idx % n
