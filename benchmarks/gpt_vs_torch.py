@@ -39,8 +39,7 @@ RECIPE = dict(
 )  # fmt: skip
 
 
-def lr_at(it: int, iters: int) -> float:
-    r = RECIPE
+def lr_at(it: int, iters: int, r: dict = RECIPE) -> float:
     if it < r["warmup"]:
         return r["lr"] * (it + 1) / r["warmup"]
     progress = (it - r["warmup"]) / max(1, iters - r["warmup"])
@@ -57,8 +56,8 @@ def load_data(path: str) -> tuple[np.ndarray, np.ndarray, int]:
     return ids[:cut], ids[cut:], tok.vocab_size
 
 
-def batches(data: np.ndarray, n: int, seed: int):
-    rng, t, b = np.random.default_rng(seed), RECIPE["block_size"], RECIPE["batch_size"]
+def batches(data: np.ndarray, n: int, seed: int, r: dict = RECIPE):
+    rng, t, b = np.random.default_rng(seed), r["block_size"], r["batch_size"]
     for _ in range(n):
         starts = rng.integers(0, len(data) - t, size=b)
         chunk = data[starts[:, None] + np.arange(t + 1)]
@@ -92,15 +91,14 @@ def run_tinyformer(train, val, vocab, iters, eval_batches, pace):
     return times, float(val_loss), model.num_parameters()
 
 
-def run_torch(train, val, vocab, iters, eval_batches, pace):
+def torch_gpt(vocab: int, n_layer: int, n_head: int, n_embd: int, block_size: int):
+    """The baby GPT's architecture in PyTorch: tinyformer's GPT, layer for layer, with nanoGPT's
+    initialisation (also used by gpu_vs_torch.py)."""
     import torch
     from torch import nn
     from torch.nn import functional as F
 
-    torch.set_num_threads(2)
-    torch.manual_seed(0)
-    r = RECIPE
-    c, nh = r["n_embd"], r["n_head"]
+    c, nh = n_embd, n_head
 
     class Block(nn.Module):
         def __init__(self):
@@ -120,27 +118,36 @@ def run_torch(train, val, vocab, iters, eval_batches, pace):
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.wte, self.wpe = nn.Embedding(vocab, c), nn.Embedding(r["block_size"], c)
-            self.h = nn.ModuleList(Block() for _ in range(r["n_layer"]))
+            self.wte, self.wpe = nn.Embedding(vocab, c), nn.Embedding(block_size, c)
+            self.h = nn.ModuleList(Block() for _ in range(n_layer))
             self.ln_f = nn.LayerNorm(c)
             self.lm_head = nn.Linear(c, vocab, bias=False)
             self.lm_head.weight = self.wte.weight
             for name, p in self.named_parameters():
                 if name.endswith("proj.weight"):
-                    nn.init.normal_(p, std=0.02 / math.sqrt(2 * r["n_layer"]))
+                    nn.init.normal_(p, std=0.02 / math.sqrt(2 * n_layer))
                 elif p.dim() == 2:
                     nn.init.normal_(p, std=0.02)
                 elif name.endswith("bias"):
                     nn.init.zeros_(p)
 
         def forward(self, idx, targets):
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
             for block in self.h:
                 x = block(x)
             logits = self.lm_head(self.ln_f(x))
             return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
-    model = GPT()
+    return GPT()
+
+
+def run_torch(train, val, vocab, iters, eval_batches, pace):
+    import torch
+
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    r = RECIPE
+    model = torch_gpt(vocab, r["n_layer"], r["n_head"], r["n_embd"], r["block_size"])
     params = list(model.parameters())
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": r["weight_decay"]},

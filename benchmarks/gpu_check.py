@@ -1,20 +1,27 @@
-"""One prepared check for a machine with an NVIDIA GPU: every op on the device against the host,
-then a few hundred training steps of the baby GPT and the tiny ViT on the device against the
-same steps on the host. Prints a table and writes JSON. Meant to finish in under 3 minutes.
+"""One prepared check for a machine with an NVIDIA GPU, in parts, each printing a table and all
+writing JSON (into $OUT when it is set, as on a lent GPU machine). Meant for one call of
+under 6 minutes:
 
     python benchmarks/gpu_check.py                      # on "cuda" (needs CuPy and a GPU)
-    python benchmarks/gpu_check.py --device fake --steps 5   # the same script on CI's fake GPU
+    python benchmarks/gpu_check.py --device fake --steps 5   # ops and models on CI's fake GPU
 
-Op rows: forward value and input gradients of each op spec on the device, float32 and float64,
-against the NumPy references on the host (largest relative difference). Model rows: the loss
-after `--steps` AdamW steps on the same batches, on the device and on the host, and the median
-step time on each (the device's includes the reads of the loss that the training loop makes).
+Parts (`--parts`; on cuda all of them, on the fake device ops and models):
+  tests    the GPU tests, in a pytest subprocess: the CUDA kernels against their references
+           at baby and small GPT sizes and in the generic suite, NVRTC, the multi-tensor AdamW;
+  ops      forward value and input gradients of each op spec on the device, float32 and
+           float64, against the NumPy references on the host (largest relative difference);
+  kernels  each CUDA kernel's time per call at baby and small GPT sizes beside its reference
+           (CuPy calls) and PyTorch's own op, from CUDA events around repeated calls;
+  models   the loss after `--steps` AdamW steps of the baby GPT and the tiny ViT on the same
+           batches on the device and on the host, and the median step time on each;
+  bench    benchmarks/gpu_vs_torch.py: baby, small and ViT beside PyTorch CUDA eager.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -24,6 +31,9 @@ import numpy as np
 import tinyformer as tf
 from tinyformer import backend, registry
 from tinyformer.testing import RandomDraw, all_specs
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS = ["tests", "ops", "kernels", "models", "bench"]
 
 
 def _run_op(spec, sample, dtype, device):
@@ -121,37 +131,85 @@ def check_training(name: str, build, device: str, steps: int) -> dict:
     return row
 
 
+def _subprocess_part(name: str, argv: list[str], timeout: int) -> dict:
+    """Run one part as its own process (a crash or a hang costs that part, not the check)."""
+    import subprocess
+    import sys
+
+    start = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT)  # fmt: skip
+        output, rc = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as e:
+        output, rc = f"{e.stdout or ''}{e.stderr or ''}\n(timed out after {timeout} s)", 124
+    print(output[-4000:], flush=True)
+    return {"part": name, "rc": rc, "seconds": round(time.perf_counter() - start, 1),
+            "tail": output[-2000:]}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default) or fake")
-    parser.add_argument("--steps", type=int, default=200, help="training steps per model")
+    parser.add_argument("--steps", type=int, default=100, help="training steps per model")
     parser.add_argument("--seeds", type=int, default=2, help="random samples per op and dtype")
-    parser.add_argument("--out", default="bench-results/gpu_check.json")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=None)
+    default_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "bench-results"
+    parser.add_argument("--out", default=str(default_dir / "gpu_check.json"))
     args = parser.parse_args()
     device = backend.device(args.device)  # a missing GPU: DeviceUnavailable says why
+    parts = args.parts or (PARTS if device.type == "cuda" else ["ops", "models"])
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     name = str(device)
     if device.type == "cuda":
         import cupy
 
         name = cupy.cuda.runtime.getDeviceProperties(device.index or 0)["name"].decode()
-    ops = check_ops(args.device, args.seeds)
-    bad = [r for r in ops if not r["ok"]]
-    print(f"ops on {name}: {len(ops) - len(bad)} of {len(ops)} (op, dtype) pairs match the host")
-    for r in bad:
-        print(f"  {r['op']:32s} {r['dtype']:8s} max rel {r['max_rel']:.2e}  {r['error'] or ''}")
-    models = [
-        check_training("baby GPT", _gpt_step_fn, args.device, args.steps),
-        check_training("tiny ViT", _vit_step_fn, args.device, args.steps),
-    ]
-    print(f"\n{'model':10s} {'steps':>5s} {'host loss':>10s} {'device loss':>12s} "
-          f"{'host ms':>8s} {'device ms':>10s}")  # fmt: skip
-    for r in models:
-        print(f"{r['model']:10s} {r['steps']:5d} {r['host_loss']:10.4f} {r['device_loss']:12.4f} "
-              f"{r['host_ms']:8.1f} {r['device_ms']:10.1f}")  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"device": name, "host": platform.processor() or platform.machine(),
-              "ops": ops, "models": models}  # fmt: skip
+    print(f"gpu_check on {name}: {', '.join(parts)}", flush=True)
+    result: dict = {"device": name, "host": platform.processor() or platform.machine(), "parts": []}
+    if "tests" in parts:
+        tests = ["tests/test_cuda_gpu.py", "tests/test_cuda_kernels.py", "tests/test_adamw_many.py",
+                 "tests/test_ops_generic.py", "tests/test_device_training.py"]  # fmt: skip
+        argv = [
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *tests,
+            "-k",
+            "cuda or many or device",
+        ]
+        result["parts"].append(_subprocess_part("tests", argv, 240))
+    if "ops" in parts:
+        result["ops"] = check_ops(args.device, args.seeds)
+        bad = [r for r in result["ops"] if not r["ok"]]
+        print(f"ops on {name}: {len(result['ops']) - len(bad)} of {len(result['ops'])} "
+              "(op, dtype) pairs match the host")  # fmt: skip
+        for r in bad:
+            print(f"  {r['op']:32s} {r['dtype']:8s} max rel {r['max_rel']:.2e}  {r['error'] or ''}")
+    if "kernels" in parts:
+        argv = ["benchmarks/cuda_kernels_vs_torch.py", "--device", args.device,
+                "--out", str(out.parent / "cuda_kernels.json")]  # fmt: skip
+        result["parts"].append(_subprocess_part("kernels", argv, 120))
+    if "models" in parts:
+        result["models"] = [
+            check_training("baby GPT", _gpt_step_fn, args.device, args.steps),
+            check_training("tiny ViT", _vit_step_fn, args.device, args.steps),
+        ]
+        print(f"\n{'model':10s} {'steps':>5s} {'host loss':>10s} {'device loss':>12s} "
+              f"{'host ms':>8s} {'device ms':>10s}")  # fmt: skip
+        for r in result["models"]:
+            losses = f"{r['host_loss']:10.4f} {r['device_loss']:12.4f}"
+            times = f"{r['host_ms']:8.1f} {r['device_ms']:10.1f}"
+            print(f"{r['model']:10s} {r['steps']:5d} {losses} {times}")
+    if "bench" in parts:
+        argv = ["benchmarks/gpu_vs_torch.py", "--device", args.device,
+                "--out", str(out.parent / "gpu_vs_torch.json")]  # fmt: skip
+        result["parts"].append(_subprocess_part("bench", argv, 300))
+    for part in result["parts"]:
+        print(f"part {part['part']}: exit {part['rc']} in {part['seconds']} s")
     out.write_text(json.dumps(result, indent=2))
     print(f"\n{out}")
 

@@ -23,3 +23,26 @@ def test_the_gpu_check_runs_on_the_fake_device(tmp_path):
     for row in result["models"]:
         assert abs(row["device_loss"] - row["host_loss"]) < 1e-4, row
     assert "pairs match the host" in run.stdout
+
+
+def test_the_gpu_benchmarks_run_on_the_fake_device(tmp_path, corpus):
+    """gpu_vs_torch.py and cuda_kernels_vs_torch.py, tinyformer's side, at toy sizes: the
+    scripts a GPU session runs are known to work before it starts."""
+    bench = ROOT / "benchmarks"
+    argv = [sys.executable, str(bench / "gpu_vs_torch.py"), "--device", "fake", "--iters", "2",
+            "--eval-batches", "1", "--configs", "baby", "vit", "--data", corpus,
+            "--out", str(tmp_path / "models.json")]  # fmt: skip
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=bench)
+    assert run.returncode == 0, run.stderr
+    rows = json.loads((tmp_path / "models.json").read_text())["results"]
+    assert [(r["config"], r["framework"]) for r in rows] == [
+        ("baby", "tinyformer"),
+        ("vit", "tinyformer"),
+    ]
+    out = str(tmp_path / "kernels.json")
+    argv = [sys.executable, str(bench / "cuda_kernels_vs_torch.py"), "--device", "fake",
+            "--sizes", "tiny", "--repeats", "1", "--out", out]  # fmt: skip
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    rows = json.loads((tmp_path / "kernels.json").read_text())["results"]
+    assert {"softmax.forward", "attention.forward (causal)"} <= {r["primitive"] for r in rows}
