@@ -88,8 +88,10 @@ def entries(src: str) -> dict[str, Entry]:
             if "*" in words:
                 kind = "pointer"
             elif kind not in SCALARS:
-                raise TypeError(f"{name}: parameter {declaration!r} has a type the launcher "
-                                f"cannot pass; use a pointer or one of {sorted(SCALARS)}")  # fmt: skip
+                raise TypeError(
+                    f"{name}: parameter {declaration!r} has a type the launcher cannot pass; "
+                    f"use a pointer or one of {sorted(SCALARS)}"
+                )
             parsed.append(Param(words[-1], kind))
         found[name] = Entry(name, tuple(parsed))
     return found
