@@ -6,21 +6,29 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tinyformer import backend as backends
 from tinyformer import registry
 from tinyformer.ops.adamw import adamw_step
+from tinyformer.testing.checks import backend_device
 
 HYPER = {"lr": 1e-2, "beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.1}
 
 
 def _run(backend, dtype, steps=5, seed=0):
+    """p, m, v after `steps` updates by `backend`'s kernel, on its device (the CUDA kernel's:
+    the GPU, or the fake device through the emulator), returned as host arrays."""
+    device = backend_device(backend)
     rng = np.random.default_rng(seed)
     p = rng.standard_normal((7, 5)).astype(dtype)
     m, v = np.zeros_like(p), np.zeros_like(p)
+    if device is not None:
+        p, m, v = (backends.to_device(a, device) for a in (p, m, v))
     with registry.prefer(backend):
         for step in range(1, steps + 1):
             g = rng.standard_normal(p.shape).astype(dtype)
+            g = g if device is None else backends.to_device(g, device)
             registry.call("adamw.step", p, g, m, v, step=step, **HYPER)
-    return p, m, v
+    return tuple(backends.to_host(a) for a in (p, m, v))
 
 
 KERNELS = [b for b in registry.backends("adamw.step") if b != "numpy"]

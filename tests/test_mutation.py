@@ -199,8 +199,9 @@ def _drift(fn, changed: list):
         out = fn(*args, **kwargs)
         first = out[0] if isinstance(out, tuple) else out
         if first.size and first.dtype.kind == "f":
-            first = np.array(first, copy=True)
-            first.flat[0] += 1e-3 * (abs(first.flat[0]) + 1)
+            first = first.copy()  # on its own device, as the kernel made it
+            flat = first.reshape(-1)
+            flat[0] += 1e-3 * (abs(flat[0]) + 1)
             changed[0] = True
             out = (first, *out[1:]) if isinstance(out, tuple) else first
         return out
@@ -237,7 +238,8 @@ def test_drifting_adamw_kernel_is_caught(backend, dtype, tol, monkeypatch):
 
     def drifted(param, *args, **kwargs):
         impl.fn(param, *args, **kwargs)
-        param.flat[0] += 1e-3 * (abs(param.flat[0]) + 1)  # the update is in place
+        flat = param.reshape(-1)  # a view: the update is in place
+        flat[0] += 1e-3 * (abs(flat[0]) + 1)
 
     monkeypatch.setitem(
         registry._table["adamw.step"], backend, dataclasses.replace(impl, fn=drifted)

@@ -11,9 +11,15 @@ With gradient g, moments m and v, step t >= 1 (counting from 1):
     p <- p - lr * m_hat / (sqrt(v_hat) + eps)
          with m_hat = m / (1 - beta1^t) and v_hat = v / (1 - beta2^t)
 The bias corrections undo the moments' start at zero. This is PyTorch's AdamW, step for step.
+
+`adamw_step_many` is the same update for a list of parameters, each with its own step count:
+the optimizer calls it once per parameter group, so that a device kernel can update the whole
+group in one launch. Its reference simply runs `adamw.step` on each parameter in turn.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -44,3 +50,28 @@ def adamw_step(
     step_size = lr / (1 - beta1**step)
     denom = xp.sqrt(v / (1 - beta2**step)) + eps
     param -= step_size * m / denom
+
+
+@registry.reference("adamw.step_many")
+def adamw_step_many(
+    params: Sequence[np.ndarray],
+    grads: Sequence[np.ndarray],
+    ms: Sequence[np.ndarray],
+    vs: Sequence[np.ndarray],
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    steps: Sequence[int],
+) -> None:
+    """`adamw.step` on each parameter in place; `steps` holds each one's own step count. Each
+    update goes through the registry, so on the host the Numba kernel of `adamw.step` runs."""
+    if not len(params) == len(grads) == len(ms) == len(vs) == len(steps):
+        raise ValueError("adamw.step_many: params, grads, ms, vs and steps differ in length")
+    for param, grad, m, v, step in zip(params, grads, ms, vs, steps):
+        registry.call(
+            "adamw.step", param, grad, m, v, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
+            weight_decay=weight_decay, step=step,
+        )  # fmt: skip

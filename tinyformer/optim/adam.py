@@ -1,6 +1,8 @@
-"""Adam and AdamW. Both run the `adamw.step` primitive (`tinyformer/ops/adamw.py`: the math, the
-NumPy reference and a fused Numba kernel): AdamW with its decoupled weight decay, Adam with
-weight decay added to the gradient (L2) and the primitive's own decay set to 0."""
+"""Adam and AdamW. Both run the `adamw.step_many` primitive once per parameter group and dtype
+(`tinyformer/ops/adamw.py`: the math and the NumPy reference, which runs `adamw.step`, a fused
+Numba kernel on the host, on each parameter; on a GPU one CUDA launch updates the whole group):
+AdamW with its decoupled weight decay, Adam with weight decay added to the gradient (L2) and the
+primitive's own decay set to 0."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tinyformer import backend, registry, versions
-from tinyformer.ops.adamw import adamw_step  # noqa: F401  (registers the "adamw.step" reference)
+from tinyformer.ops.adamw import adamw_step_many  # noqa: F401  (registers the references)
 from tinyformer.optim.optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
@@ -39,32 +41,46 @@ class Adam(Optimizer):
         )
 
     def step(self) -> None:
+        name = f"{type(self).__name__}.step()"
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             wd = group["weight_decay"]
+            # One "adamw.step_many" call per array type and dtype: a device kernel updates the
+            # whole batch in one launch (on the host, its reference runs "adamw.step" on each).
+            batches: dict[tuple, tuple[list, ...]] = {}
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                xp = backend.get_array_module(p.data)
-                state = self.state.setdefault(id(p), {})
-                if not state:
-                    state.update(
-                        step=0, exp_avg=xp.zeros_like(p.data), exp_avg_sq=xp.zeros_like(p.data)
-                    )
-                elif type(state["exp_avg"]) is not type(p.data):  # the module moved: follow it
-                    for name in ("exp_avg", "exp_avg_sq"):
-                        state[name] = backend.to_device(state[name], backend.device_of(p.data))
-                state["step"] += 1
-                grad = xp.ascontiguousarray(p.grad, dtype=p.dtype)
-                if wd and not self.decoupled:
-                    grad = grad + p.dtype.type(wd) * p.data
+                grad, state = self._prepare(p, wd)
+                batch = batches.setdefault((type(p.data), p.data.dtype), ([], [], [], [], []))
+                row = (p, grad, state["exp_avg"], state["exp_avg_sq"], state["step"])
+                for column, value in zip(batch, row):
+                    column.append(value)
+            for params, grads, ms, vs, steps in batches.values():
                 registry.call(
-                    "adamw.step", p.data, grad, state["exp_avg"], state["exp_avg_sq"],
+                    "adamw.step_many", [p.data for p in params], grads, ms, vs,
                     lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
-                    weight_decay=wd if self.decoupled else 0.0, step=state["step"],
+                    weight_decay=wd if self.decoupled else 0.0, steps=steps,
                 )  # fmt: skip
-                # an in-place write: a graph that saved p before this step cannot backward
-                versions.bump(p.data, f"{type(self).__name__}.step()")
+                for p in params:
+                    # an in-place write: a graph that saved p before this step cannot backward
+                    versions.bump(p.data, name)
+
+    def _prepare(self, p: Any, wd: float) -> tuple[Any, dict[str, Any]]:
+        """p's state (made on its first step, moved along with p), its step count advanced, and
+        the gradient the update uses (contiguous, in p's dtype, with Adam's L2 term)."""
+        xp = backend.get_array_module(p.data)
+        state = self.state.setdefault(id(p), {})
+        if not state:
+            state.update(step=0, exp_avg=xp.zeros_like(p.data), exp_avg_sq=xp.zeros_like(p.data))
+        elif type(state["exp_avg"]) is not type(p.data):  # the module moved: follow it
+            for key in ("exp_avg", "exp_avg_sq"):
+                state[key] = backend.to_device(state[key], backend.device_of(p.data))
+        state["step"] += 1
+        grad = xp.ascontiguousarray(p.grad, dtype=p.dtype)
+        if wd and not self.decoupled:
+            grad = grad + p.dtype.type(wd) * p.data
+        return grad, state
 
 
 class AdamW(Adam):
