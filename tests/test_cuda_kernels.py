@@ -212,3 +212,24 @@ def test_the_fake_device_runs_cuda_kernels_only_when_cuda_is_preferred():
         text = registry.explain("softmax.forward", np.float32, "fake")
     assert fake.backend == "cuda" and host.backend == "numpy"
     assert "emulated on the fake device" in text
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 32])
+def test_embedding_backward_sums_runs_that_cross_chunks(chunk, monkeypatch):
+    """The kernel cuts the sorted indices into chunks; a frequent index's run crosses many.
+    The op specs draw too few rows to cross often, so small chunks force it here."""
+    from tinyformer.kernels.cuda import embedding
+    from tinyformer.ops.embedding import embedding_backward as reference
+
+    monkeypatch.setattr(embedding, "CHUNK", chunk)
+    rng = np.random.default_rng(0)
+    indices = np.concatenate([np.full(20, 3), rng.integers(0, 7, 30), np.full(9, 5)])
+    rng.shuffle(indices)
+    gy = rng.standard_normal((indices.size, 5))
+    for padding in (None, 3):
+        want = reference(gy, indices, 7, padding)
+        got = embedding.embedding_backward(to_fake(gy), to_fake(indices), 7, padding).get()
+        again = embedding.embedding_backward(to_fake(gy), to_fake(indices), 7, padding).get()
+        # pieces of a run are summed, then added in chunk order: not the reference's order
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+        np.testing.assert_array_equal(got, again)  # but a fixed order: the same bits every run
