@@ -4,7 +4,7 @@ PIP := $(PYTHON) -m pip
 NOTEBOOKS := $(patsubst tutorials/%.py,tutorials/%.ipynb,$(wildcard tutorials/[0-9]*.py))
 PYTEST_FLAGS ?= -q -rs
 
-.PHONY: help install dev test unit notebooks lint format docs bench clean
+.PHONY: help install dev test unit notebooks lint format docs docs-tutorials bench clean
 
 help:
 	@echo "install    pip install -e . (the library and its command line)"
@@ -12,7 +12,9 @@ help:
 	@echo "           check and, if torch is installed, the PyTorch oracle), notebooks, docs"
 	@echo "lint       ruff check + ruff format --check"
 	@echo "format     ruff format + ruff check --fix"
-	@echo "docs       build the MkDocs site into site/ (strict, offline)"
+	@echo "docs       build the MkDocs site into site/ (strict, offline); tutorials without outputs"
+	@echo "           unless docs-tutorials ran since their sources last changed"
+	@echo "docs-tutorials  run the tutorials, keeping their outputs, then build the site with them"
 	@echo "bench      benchmark tables -> bench-results/ (JSON + PNG)"
 	@echo "clean      remove build outputs and caches"
 
@@ -51,6 +53,18 @@ format:
 
 docs:
 	$(PYTHON) -m mkdocs build --strict --site-dir site
+
+# The site shows each tutorial with the outputs of its notebook tutorials/NN_name.ipynb when
+# that notebook holds outputs and the same cells as its source (docs/hooks/tutorials.py).
+# This runs them to write those outputs: at the test sizes (DOCS_TUTORIALS_SMALL= for full
+# size), with Jupyter's inline backend so that the figures are kept, in a TMPDIR of their own.
+DOCS_TUTORIALS_SMALL ?= 1
+docs-tutorials: $(NOTEBOOKS)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	TMPDIR="$$tmp" MPLBACKEND=module://matplotlib_inline.backend_inline \
+	TINYFORMER_SMALL=$(DOCS_TUTORIALS_SMALL) \
+	$(PYTHON) -m pytest -q -p no:cacheprovider --nbmake --overwrite $(NOTEBOOKS)
+	$(MAKE) docs PYTHON=$(PYTHON)
 
 bench:
 	$(PYTHON) -m tinyformer.bench --out bench-results

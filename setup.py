@@ -53,7 +53,11 @@ setup(
             "jupytext>=1.16",
             "nbmake>=1.5",
             "ipykernel>=6",
-            "mkdocs>=1.5",
+            # the docs: File.generated (1.6) for the tutorial pages, LaTeX -> MathML at build
+            # time, and selenium to open the built site in headless Chromium
+            "mkdocs>=1.6",
+            "latex2mathml>=3.77",
+            "selenium>=4.11",
             "einops>=0.7",
             # NVRTC compiles every CUDA kernel to a cubin in the tests, with no GPU or driver
             'nvidia-cuda-nvrtc>=13; platform_system == "Linux" and platform_machine == "x86_64"',
