@@ -30,7 +30,10 @@ setup(
         *[p.replace("kernels", "tinyformer.kernels", 1) for p in KERNEL_PACKAGES],
     ],
     package_dir={"tinyformer.kernels": "kernels"},
-    package_data={"tinyformer.kernels.cuda": ["*.cu", "*.cuh", "*.h"]},
+    package_data={
+        "tinyformer.kernels.cuda": ["*.cu", "*.cuh", "*.h"],
+        "tinyformer.course": ["*.cu"],
+    },
     install_requires=[
         "numpy>=2.0",
         # Numba is a core dependency: the hot paths run through it on every laptop,

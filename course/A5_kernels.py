@@ -15,12 +15,14 @@
 # # Assignment A5: a fused softmax kernel
 #
 # You write softmax over the last axis as two Numba kernels, in
-# `tinyformer/course/a5_kernels.py`:
+# `tinyformer/course/a5_kernels.py`, and its forward again as a CUDA kernel, in
+# `tinyformer/course/a5_softmax.cu`:
 #
 # | task | function | what to write |
 # |---|---|---|
 # | A5.1 | `_forward_rows(x, y)` | per row: the max, the exponentials and their sum, the scaling |
 # | A5.2 | `_backward_rows(gy, y, gx)` | per row: `gx = y * (gy - sum(gy * y))` |
+# | A5.3 | `a5_softmax_row(x, y, cols)` in CUDA C | the same three passes, one block per row |
 #
 # The wrappers `softmax_forward` and `softmax_backward` are given: they lay any input out as
 # C-contiguous rows and register the kernels with the registry as the "numba" backend of
@@ -32,7 +34,8 @@
 # shapes, in float32 and float64, C-ordered and strided (atol 1e-6, rtol 1e-5 in float32), then
 # runs property tests. Keep float32 float32 inside the kernel: accumulate in `x.dtype.type(0)`,
 # not `0.0`. To step through a kernel with a debugger or `print`, run with
-# `NUMBA_DISABLE_JIT=1`. Restart the kernel after editing the file. Grade yourself from the root
+# `NUMBA_DISABLE_JIT=1`. Restart the kernel after editing the file. A5.3 needs no GPU: its
+# section below runs the CUDA kernel on tinyformer's CPU emulator. Grade yourself from the root
 # of this folder:
 #
 #     tinyformer grade A5 .
@@ -40,9 +43,13 @@
 # %%
 import numpy as np
 
+import tinyformer.cuda
 from tinyformer import registry
+from tinyformer.backend import to_device, to_host
 from tinyformer.bench import median_time
+from tinyformer.course import a5_cuda
 from tinyformer.course.a5_kernels import softmax_backward, softmax_forward
+from tinyformer.kernels.cuda import _nvrtc
 from tinyformer.ops.softmax import softmax_backward as reference_backward
 from tinyformer.ops.softmax import softmax_forward as reference_forward
 
@@ -109,3 +116,80 @@ for rows in (1024, 16384):
 # **Question:** at which size does your kernel beat NumPy's five passes, and at which does it
 # lose? What costs more than the memory traffic at (1024, 64), and what does tinyformer's own
 # kernel (`kernels/numba/softmax.py`, tutorial 3's timing cell) do about `np.exp`?
+
+# %% [markdown]
+# ## A5.3 The forward kernel in CUDA
+#
+# A GPU runs thousands of threads, and a CUDA kernel says what **one** of them does.
+# `tinyformer/course/a5_softmax.cu` opens with the plan: one **block** per row (`blockIdx.x`
+# is the row), its threads striding over the row's columns (thread `t` takes columns `t`,
+# `t + blockDim.x`, ...), so that a warp's 32 threads read 32 neighbours at once. You write
+# the body of `a5_softmax_row`, in place of the line `// TODO A5.3: ...`:
+#
+# 1. each thread's running max over its columns, then `block_max` (from
+#    `kernels/cuda/common.cuh`: warp shuffles, then shared memory), which every thread gets back;
+# 2. `e = exp(x - max)` written to `y`, each thread summing its `e`'s, then `block_sum`;
+# 3. `y *= 1 / sum`.
+#
+# Start the max from `-TF_INF` (NVRTC has no `INFINITY`), accumulate in `T` (float for
+# float32, double for float64), and compute the row's offset as `long long`: rows x cols can
+# pass 2^31. Tutorial 17 (`tutorials/17_your_first_cuda_kernel.py`) builds this kernel step by
+# step; `docs/cuda-kernels.md` explains how tinyformer's own CUDA kernels are written.
+#
+# The wrapper `tinyformer/course/a5_cuda.py` is given: it launches one block per row, of
+# `threads(cols)` threads (a multiple of 32, at most 256), and registers itself as the "cuda"
+# kernel of `"softmax.forward"`. The input decides where the kernel runs: a CuPy array on the
+# GPU; an array of the **fake device** (`to_device(x, "fake")`) on the CPU **emulator**, which
+# compiles your `.cu` with the host's C++ compiler and runs every CUDA thread as an OS thread,
+# with real barriers and shuffles: slow, but the indexing and the reductions are the GPU's. The
+# grader runs it there on every machine, and on the GPU too where there is one. The wrapper
+# reads the `.cu` at every call: after an edit, rerun the cell, no restart.
+
+# %%
+device = "cuda" if tinyformer.cuda.is_available() else "fake"  # fake: the CPU emulator
+x = rng.standard_normal((8, 300)).astype(np.float32)  # rows longer than a block of 256
+y_dev = a5_cuda.softmax_forward(to_device(x, device))
+err = np.abs(to_host(y_dev) - reference_forward(x)).max()
+print(f"on {device}: {y_dev.dtype} {y_dev.shape}, max abs error vs the reference {err:.1e}")
+with registry.prefer("cuda"):  # the registry runs your kernel for device arrays
+    print(registry.explain("softmax.forward", device=device))
+
+# %% [markdown]
+# NVRTC, the compiler CuPy uses on a GPU, needs no GPU itself: it compiles your source to a
+# cubin, the machine code of one GPU generation (`sm_80`: A100; `sm_90`: H100/H200). It
+# rejects some of what the emulator's C++ compiler accepts (`INFINITY`, for one), so compile
+# with it before you take the kernel to a GPU; the grader does. It comes from the pip package
+# `nvidia-cuda-nvrtc` (a dev dependency of tinyformer).
+
+# %%
+try:
+    for arch in _nvrtc.ARCHITECTURES:
+        cubin = _nvrtc.compile_cuda(a5_cuda.source(), "a5_softmax.cu", arch=arch)
+        print(f"{arch}: a cubin of {len(cubin):,} bytes")
+except (_nvrtc.NvrtcUnavailable, OSError) as error:
+    print(f"NVRTC is not available here, so nothing was compiled: {error}")
+
+# %% [markdown]
+# **Exercise.** Prove the CUDA kernel equal to the reference on the device where it is
+# hardest: logits of ±1e4, a row with -inf entries (probability exactly 0), rows of 1 column,
+# of 31 columns (less than a warp) and of 1000 (four columns per thread), in float32 and
+# float64.
+
+# %%
+### BEGIN SOLUTION
+for dtype in (np.float32, np.float64):
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    big = (rng.standard_normal((4, 1000)) * 1e4).astype(dtype)
+    big[2, ::5] = -np.inf
+    for cols in (1, 31, 1000):
+        a = np.ascontiguousarray(big[:, :cols] if cols > 1 else big[[0, 1, 3], :1])
+        got = to_host(a5_cuda.softmax_forward(to_device(a, device)))
+        np.testing.assert_allclose(got, reference_forward(a), atol=tol, rtol=0)
+    assert (to_host(a5_cuda.softmax_forward(to_device(big, device)))[2, ::5] == 0).all()
+### END SOLUTION
+print("the CUDA kernel equals the reference on huge, masked, short and long rows")
+
+# %% [markdown]
+# **Question:** a row of 16 columns gets one warp of 32 threads, not 256: what would the other
+# 224 threads do, and what would they cost on a GPU? And why may thread 5 not start pass 2
+# before every thread has finished pass 1, although it never reads another thread's columns?

@@ -5,11 +5,14 @@ scores full points; a planted bug loses only its own task's points (A2: a backwa
 only its gradcheck, and a wrong forward whose backward stays consistent with it loses the
 forward points; A3: a wrong causal mask; A4: a wrong max_pool2d, whose forward max_unpool2d's
 sample function calls; A1: a backward that overwrites instead of adding; A5: a wrong backward
-kernel). A5's kernel check fails with a clear message, not a crash, where Numba is missing.
+kernel, and a CUDA kernel that never sums across its block). A5's Numba kernel checks fail
+with a clear message, not a crash, where Numba is missing.
 
 A5 compiles Numba kernels (about a second each): its fresh release compiles two stubs, the
 instructor's tree loads its kernels from Numba's cache once warm, and only the planted bug
-compiles all four kernels (float32 and float64, forward and backward).
+compiles all four kernels (float32 and float64, forward and backward). Its CUDA kernel
+(A5.3) runs on the CPU emulator, which compiles each distinct source once with the host's C++
+compiler and keeps the build in tinyformer's cache folder; a release's stub compiles nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from tinyformer.cli import main
 from tinyformer.course import COURSE
 from tinyformer.course.definition import KernelCheck, Task
 from tinyformer.course.grade import grade
-from tinyformer.course.markers import MarkerError, strip_source
+from tinyformer.course.markers import CUDA, MarkerError, find_regions, strip_source, stub_message
 from tinyformer.course.release import data_path
 
 INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
@@ -83,6 +86,24 @@ def test_strip_source_stubs_own_regions_and_removes_hidden():
     assert "return x + 1" not in new and "SECRET" not in new
     assert "### BEGIN SOLUTION A3.2\n    return x\n" in new  # another assignment's: kept
     compile(new, "m.py", "exec")
+
+
+def test_cuda_sources_hold_markers_behind_comments_and_stub_to_a_comment():
+    text = (
+        "__device__ void row(float* y) {\n"
+        "    // ### BEGIN SOLUTION A5.3 row\n"
+        "    y[0] = 1;\n"
+        "    //### END SOLUTION\n"
+        "}\n"
+        "// ### BEGIN SOLUTION A3.1\n"
+        "// ### END SOLUTION\n"
+    )
+    new, stubbed = strip_source(text, "A5", _message, where="k.cu", syntax=CUDA)
+    assert [(r.tag, r.note) for r in stubbed] == [("A5.3", "row")]
+    assert "    // TODO A5.3: stub\n}\n" in new and "y[0] = 1" not in new
+    assert "// ### BEGIN SOLUTION A3.1\n" in new  # another assignment's: kept
+    assert stub_message(new, "A5.3") == "A5.3: stub" and stub_message(text, "A5.3") is None
+    assert find_regions(text.splitlines(), "k.py") == []  # Python's markers start with ###
 
 
 @pytest.mark.parametrize(
@@ -161,8 +182,9 @@ def _solved_copy(released: Path, tmp_path: Path) -> Path:
     """The release with the instructor's solutions put back (markers are comments)."""
     tree = tmp_path / "tree"
     shutil.copytree(released, tree)
-    for path in (tree / "tinyformer").rglob("*.py"):
-        if 'raise NotImplementedError("A' in path.read_text(encoding="utf-8"):
+    stubs = {".py": 'raise NotImplementedError("A', ".cu": "// TODO A"}
+    for path in (tree / "tinyformer").rglob("*"):
+        if path.suffix in stubs and stubs[path.suffix] in path.read_text(encoding="utf-8"):
             rel = path.relative_to(tree)
             shutil.copyfile(INSTRUCTOR / rel, tree / rel)
     return tree
@@ -247,15 +269,38 @@ def test_a_wrong_backward_kernel_loses_only_a5_2(release_of, tmp_path):
     assert "A5.2 softmax.backward kernel, float32" in report and "differs from the NumPy" in report
 
 
+def test_a_cuda_kernel_that_never_sums_across_its_block_loses_only_a5_3(release_of, tmp_path):
+    # Each thread normalises by the sum of its own columns: right for rows of one column, wrong
+    # wherever a row spreads over several threads. Found on the emulator, with no GPU.
+    tree = _solved_copy(release_of("A5"), tmp_path)
+    _plant(tree, "course/a5_softmax.cu", "T(1) / block_sum(total)", "T(1) / total")
+    result = grade("A5", tree)
+    failed = _failed(result)
+    assert ("A5.3", "kernel") in failed and {task for task, _ in failed} == {"A5.3"}
+    report = next(r for r in result.results if r.status != "passed").output
+    assert "A5.3 softmax.forward kernel, float32 (4, 16) C order on the CPU emulator" in report
+    assert "differs from the NumPy" in report
+
+
+def test_a5_release_stubs_the_cuda_kernel_with_a_comment(release_of):
+    released = (release_of("A5") / "tinyformer/course/a5_softmax.cu").read_text("utf-8")
+    stub = "    // TODO A5.3: softmax forward CUDA kernel — see docs/cuda-kernels.md\n"
+    assert stub in released and "SOLUTION" not in released and "block_sum(total)" not in released
+    instructor = (INSTRUCTOR / "tinyformer/course/a5_softmax.cu").read_text("utf-8")
+    assert "// ### BEGIN SOLUTION A5.3" in instructor and "block_sum(total)" in instructor
+
+
 def test_without_numba_the_kernel_checks_fail_and_say_why(release_of, tmp_path):
     # The graded tree comes first on the grader's sys.path: a `numba` there that fails to
-    # import stands for an environment without Numba.
+    # import stands for an environment without Numba. A5.3's CUDA kernel needs no Numba, but
+    # the library's Numba kernel files, which the registry loads before it, fail to import here.
     tree = _solved_copy(release_of("A5"), tmp_path)
     (tree / "numba").mkdir()
     (tree / "numba" / "__init__.py").write_text('raise ImportError("no numba here")\n')
     result = grade("A5", tree)
-    assert result.score == 0 and all(r.status == "FAILED" for r in result.results)
-    for r in result.results:
+    numba_tasks = [r for r in result.results if r.task in ("A5.1", "A5.2")]
+    assert len(numba_tasks) == 6 and all(r.status == "FAILED" for r in numba_tasks)
+    for r in numba_tasks:
         assert "numba does not import" in r.output and "pip install numba" in r.output, r.output
 
 

@@ -4,9 +4,10 @@
 - `tinyformer.course.markers`: nbgrader-style solution and hidden-test regions, and stripping.
 - `tinyformer.course.release`: `tinyformer assignment release NAME --out DIR`.
 - `tinyformer.course.grade`: `tinyformer grade NAME [DIR]`, Gradescope's results.json.
-- `a1_autograd`, `a5_kernels`: the code of assignments that are not library ops (a scalar
-  autograd engine; softmax kernels, which register themselves when imported). `aN_checks`:
-  each assignment's property and hidden tests, loaded by the grader.
+- `a1_autograd`, `a5_kernels`, `a5_cuda` (+ `a5_softmax.cu`): the code of assignments that
+  are not library ops (a scalar autograd engine; softmax kernels in Numba and in CUDA, which
+  register themselves when imported). `aN_checks`: each assignment's property and hidden
+  tests, loaded by the grader.
 
 docs/instructors.md walks through all of it.
 """

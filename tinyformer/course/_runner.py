@@ -11,7 +11,12 @@ import `tinyformer`, which resolves to the graded tree.
 Every primitive runs its NumPy reference (`registry.prefer(registry.REFERENCE)`): a kernel must
 not stand in for the student's reference code. The one exception is the "kernel" check, whose
 subject is the student's kernel: it prefers the kernel's backend for that one primitive, inside
-the check. One JSON line per check goes to the job's results file as soon as the check ends,
+the check. A CUDA kernel runs on the fake device, through the tree's CPU emulator, and on the
+GPU too where CuPy sees one. For an assignment with kernel checks the job asks for the tree's
+`kernels/` folder as `tinyformer.kernels`, as an installed tree has it (setup.py's
+`package_dir`): the student's CUDA kernel runs on the tree's runtime and emulator, and the
+library's kernel files load before the student's registrations. Other assignments never load
+a kernel file. One JSON line per check goes to the job's results file as soon as the check ends,
 so a run cut short by the timeout keeps what it did.
 """
 
@@ -28,6 +33,7 @@ from typing import Any
 
 FORWARD_TOL = {"atol": 1e-8, "rtol": 1e-6}  # float64 values, any order of summation
 LAYOUTS = ("C order", "strided")
+DEVICE_NAMES = {None: "on the host", "fake": "on the CPU emulator", "cuda": "on the GPU"}
 
 
 def _load(name: str, path: str) -> Any:
@@ -58,11 +64,25 @@ def _first_difference(a: Any, b: Any) -> str:
     return f"at index {j}, got {a[j]!r}, expected {b[j]!r}"
 
 
-def _kernel_input(rng: Any, shape: list[int], dtype: str, layout: str) -> Any:
-    """A standard-normal array of `shape`; "strided": every other element of a wider last axis."""
-    if layout == "strided":
-        return rng.standard_normal((*shape[:-1], 2 * shape[-1])).astype(dtype)[..., ::2]
-    return rng.standard_normal(shape).astype(dtype)
+def _kernel_input(rng: Any, shape: list[int], dtype: str, layout: str, device: Any) -> Any:
+    """A standard-normal array of `shape` on `device` (None: a NumPy array); "strided": every
+    other element of a wider last axis, sliced on the device so that the view stays strided."""
+    from tinyformer.backend import to_device
+
+    wide = layout == "strided"
+    a = rng.standard_normal((*shape[:-1], 2 * shape[-1]) if wide else shape).astype(dtype)
+    a = a if device is None else to_device(a, device)
+    return a[..., ::2] if wide else a
+
+
+def _kernel_devices(backend: str) -> list[Any]:
+    """Where a backend's kernels are checked: NumPy arrays (None), or the fake device (the CPU
+    emulator, on every machine) and the GPU where CuPy sees one."""
+    if backend != "cuda":
+        return [None]
+    from tinyformer import cuda
+
+    return ["fake", "cuda"] if cuda.is_available() else ["fake"]
 
 
 def _describe(args: list[Any], kwargs: dict[str, Any]) -> str:
@@ -143,30 +163,39 @@ class Grader:
 
         k = task["kernel"]
         library = registry.BACKEND_LIBRARIES.get(k["backend"], k["backend"])
-        try:
-            importlib.import_module(library)
-        except ImportError as err:
-            return False, (
-                f"{task['id']}: the {k['backend']} kernel cannot run: {library} does not import "
-                f"in the grading environment ({type(err).__name__}: {err}). Install it "
-                f"(`pip install {library}`) and grade again."
-            )
+        if k["backend"] != "cuda":  # a CUDA kernel needs no CuPy: the emulator runs it
+            try:
+                importlib.import_module(library)
+            except ImportError as err:
+                return False, (
+                    f"{task['id']}: the {k['backend']} kernel cannot run: {library} does not "
+                    f"import in the grading environment ({type(err).__name__}: {err}). Install "
+                    f"it (`pip install {library}`) and grade again."
+                )
         registry.primitives()  # the library's own kernel files first, so the student's wins
         importlib.import_module(k["module"])
-        rng, done = np.random.default_rng(k["seed"]), 0
-        for dtype in k["dtypes"]:
-            for shape in k["shapes"]:
-                for layout in LAYOUTS:
-                    args = [_kernel_input(rng, shape, dtype, layout) for _ in range(k["arrays"])]
-                    where = f"{task['id']} {k['primitive']} kernel, {dtype} {tuple(shape)} {layout}"
-                    failure = self._kernel_case(k, args, k["tol"][dtype])
-                    if failure:
-                        return False, f"{where}:\n{failure}"
-                    done += 1
+        rng, done, devices = np.random.default_rng(k["seed"]), 0, _kernel_devices(k["backend"])
+        for device in devices:
+            for dtype in k["dtypes"]:
+                for shape in k["shapes"]:
+                    for layout in LAYOUTS:
+                        args = [
+                            _kernel_input(rng, shape, dtype, layout, device)
+                            for _ in range(k["arrays"])
+                        ]
+                        where = (
+                            f"{task['id']} {k['primitive']} kernel, {dtype} {tuple(shape)} "
+                            f"{layout}" + ("" if device is None else f" {DEVICE_NAMES[device]}")
+                        )
+                        failure = self._kernel_case(k, args, k["tol"][dtype])
+                        if failure:
+                            return False, f"{where}:\n{failure}"
+                        done += 1
         shapes = ", ".join(str(tuple(s)) for s in k["shapes"])
+        on = "" if devices == [None] else f"; {' and '.join(DEVICE_NAMES[d] for d in devices)}"
         return True, (
             f"{done} inputs match the NumPy reference ({' and '.join(k['dtypes'])}; shapes "
-            f"{shapes}; {' and '.join(LAYOUTS)})"
+            f"{shapes}; {' and '.join(LAYOUTS)}{on})"
         )
 
     def _kernel_case(self, k: dict[str, Any], args: list[Any], tol: list[float]) -> str | None:
@@ -174,6 +203,7 @@ class Grader:
         import numpy as np
 
         from tinyformer import registry
+        from tinyformer.backend import device_of, host_copy, to_host
 
         with registry.prefer(k["backend"]):
             impl = registry.choose(k["primitive"], *args)
@@ -183,15 +213,18 @@ class Grader:
                 f"register the kernel in {k['module']} with @registry.kernel("
                 f"{k['primitive']!r}, backend={k['backend']!r}, dtypes=...) for {args[0].dtype}"
             )
-        before = [a.copy() for a in args]
+        before = [host_copy(a) for a in args]
         try:
             got = impl.fn(*args)
         except Exception as err:
             return _error(err, self.tree)
-        if any(not np.array_equal(a, b, equal_nan=True) for a, b in zip(args, before)):
+        if any(not np.array_equal(host_copy(a), b, equal_nan=True) for a, b in zip(args, before)):
             return "the kernel wrote into its input"
+        if device_of(got) != device_of(args[0]):
+            return f"returned an array on {device_of(got)}, not on its input's {device_of(args[0])}"
+        got = to_host(got)
         with registry.prefer(registry.REFERENCE):
-            want = registry.call(k["primitive"], *args)
+            want = registry.call(k["primitive"], *before)
         if got.dtype != want.dtype or got.shape != want.shape:
             return f"returned {got.dtype} {got.shape}, expected {want.dtype} {want.shape}"
         atol, rtol = tol
@@ -209,8 +242,8 @@ class Grader:
         lines, ok = [], True
         for test in tests:
             try:
-                test(self.tf)
-                lines.append(f"{test.__name__}: passed")
+                note = test(self.tf)  # a test may return a note for the report
+                lines.append(f"{test.__name__}: passed" + (f" ({note})" if note else ""))
             except Exception as err:
                 ok = False
                 lines.append(f"{test.__name__}: FAILED\n{_error(err, self.tree)}")
@@ -223,6 +256,21 @@ class Grader:
         return self._run_tests(task, getattr(self.checks, "HIDDEN", None))
 
 
+def _install_kernels(tf: Any, folder: Path) -> None:
+    """Make `folder` (the tree's kernels/) the package `tinyformer.kernels`, as installing the
+    tree would (setup.py's package_dir); nothing if the tree has none."""
+    init = folder / "__init__.py"
+    if not init.is_file() or "tinyformer.kernels" in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(
+        "tinyformer.kernels", init, submodule_search_locations=[str(folder)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    tf.kernels = module
+
+
 def _start(job: dict[str, Any]) -> Grader:
     tree = job["tree"]
     sys.path[:0] = [tree]
@@ -231,6 +279,8 @@ def _start(job: dict[str, Any]) -> Grader:
 
     if not str(Path(tf.__file__).resolve()).startswith(str(Path(tree).resolve())):
         raise ImportError(f"imported tinyformer from {tf.__file__}, not from the tree {tree}")
+    if job.get("kernels"):
+        _install_kernels(tf, Path(tree) / "kernels")
     from tinyformer.testing import all_specs
 
     specs = {s.name: s for s in all_specs()}

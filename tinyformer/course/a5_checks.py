@@ -5,10 +5,12 @@ module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a tas
 tests. The "kernel" check (the kernel against the NumPy reference on random inputs) is the
 grader's own; these tests add what a comparison on standard-normal inputs does not reach.
 
-Each test calls the student's wrapper in `tinyformer/course/a5_kernels.py` directly (not through
-the registry), and only its own task's kernel: the backward tests take y from the reference
-softmax, so a wrong forward kernel costs A5.2 nothing. All inputs are float32 or float64 and go
-through the wrappers' read-only rows, so the tests add no compile to the kernel check's.
+Each test calls the student's wrapper in `tinyformer/course/a5_kernels.py` (A5.1, A5.2) or
+`a5_cuda.py` (A5.3) directly (not through the registry), and only its own task's kernel: the
+backward tests take y from the reference softmax, so a wrong forward kernel costs A5.2 nothing.
+All inputs are float32 or float64 and go through the wrappers' read-only rows, so the tests add
+no compile to the kernel check's. A5.3's tests run the CUDA kernel on the fake device (the CPU
+emulator, on every machine) and on the GPU where CuPy sees one.
 """
 
 from __future__ import annotations
@@ -32,6 +34,24 @@ def _a5() -> ModuleType:
     from tinyformer.course import a5_kernels
 
     return a5_kernels
+
+
+def _a5_cuda() -> ModuleType:
+    """The student's CUDA kernel module (needs no CuPy: without a GPU it runs on the emulator)."""
+    from tinyformer.course import a5_cuda
+
+    return a5_cuda
+
+
+def _devices(tf: ModuleType) -> list[str]:
+    return ["fake", "cuda"] if tf.cuda.is_available() else ["fake"]
+
+
+def _cuda_softmax(tf: ModuleType, x: np.ndarray, device: str) -> np.ndarray:
+    """The student's CUDA softmax of host array x, run on `device`, back on the host."""
+    y = _a5_cuda().softmax_forward(tf.backend.to_device(x, device))
+    assert tf.backend.device_of(y).type == device, f"the result is on {tf.backend.device_of(y)}"
+    return tf.backend.to_host(y)
 
 
 def _reference_softmax(x: np.ndarray) -> np.ndarray:
@@ -61,9 +81,41 @@ def backward_rows_sum_to_zero(tf: ModuleType) -> None:
     np.testing.assert_allclose(gx.sum(axis=-1), 0.0, atol=1e-12)
 
 
+def cuda_rows_sum_to_one_in_the_input_dtype(tf: ModuleType) -> None:
+    """On each device: float32 in, float32 out, of x's shape (3-D, rows of 300 > one block of
+    256 threads); every row sums to 1 and x is left as it was."""
+    x = np.random.default_rng(4).normal(size=(2, 3, 300)).astype(np.float32)
+    for device in _devices(tf):
+        x_dev = tf.backend.to_device(x, device)
+        y = _a5_cuda().softmax_forward(x_dev)
+        assert y.dtype == np.float32 and y.shape == x.shape, f"{device}: got {y.dtype} {y.shape}"
+        y = tf.backend.to_host(y)
+        np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5, err_msg=device)
+        assert (y >= 0).all(), f"{device}: a probability is negative"
+        assert (tf.backend.to_host(x_dev) == x).all(), f"{device}: the kernel changed its input"
+
+
+def cuda_kernel_compiles_with_nvrtc(tf: ModuleType) -> str | None:
+    """NVRTC, the compiler CuPy uses on a GPU, compiles a5_softmax.cu for A100 and H100/H200
+    (sm_80, sm_90) with no GPU: it rejects what the host compiler of the emulator may accept
+    (INFINITY, for one). Where the nvidia-cuda-nvrtc wheel is missing, passes with a note."""
+    source = _a5_cuda().source()  # the stub raises here, with or without NVRTC
+    from tinyformer.kernels.cuda import _nvrtc
+
+    try:
+        for arch in _nvrtc.ARCHITECTURES:
+            _nvrtc.compile_cuda(source, "a5_softmax.cu", arch=arch)
+    except (_nvrtc.NvrtcUnavailable, OSError) as err:
+        return f"not compiled with NVRTC, which is not available here: {err}"
+    except _nvrtc.CompileError as err:
+        raise AssertionError(str(err)) from None
+    return f"compiles for {' and '.join(_nvrtc.ARCHITECTURES)}"
+
+
 PROPERTIES = {
     "A5.1": [forward_rows_sum_to_one_in_the_input_dtype],
     "A5.2": [backward_rows_sum_to_zero],
+    "A5.3": [cuda_rows_sum_to_one_in_the_input_dtype, cuda_kernel_compiles_with_nvrtc],
 }
 
 
@@ -94,8 +146,33 @@ def backward_with_a_broadcast_gradient(tf: ModuleType) -> None:
     np.testing.assert_allclose(gx, want, atol=1e-12, rtol=1e-10)
 
 
+def cuda_huge_masked_and_long_rows(tf: ModuleType) -> None:
+    """On each device, in both dtypes: logits of ±1e4, -inf entries that must give exactly 0
+    (in a row longer than the block, and a row masked but for its first column), a row whose
+    max is its last element, rows of 1100, 257 and 31 columns, and rows of 1 column."""
+    rng = np.random.default_rng(5)
+    for dtype in (np.float32, np.float64):
+        x = (rng.normal(size=(6, 1100)) * 1e4).astype(dtype)
+        x[1, ::3] = -np.inf
+        x[2, 1:] = -np.inf  # one logit left: its probability is exactly 1
+        x[3] = np.arange(1100, dtype=dtype)  # increasing: the max sits at the end
+        tol = 1e-6 if dtype == np.float32 else 1e-12
+        for device in _devices(tf):
+            for cols in (1100, 257, 31):
+                a = np.ascontiguousarray(x[:, :cols])
+                y, want = _cuda_softmax(tf, a, device), _reference_softmax(a)
+                where = f"{device} {dtype.__name__} {a.shape}"
+                assert np.isfinite(y).all(), f"{where}: not finite for logits of 1e4"
+                np.testing.assert_allclose(y, want, atol=tol, rtol=0, err_msg=where)
+                assert (y[1, ::3] == 0).all(), f"{where}: a -inf logit must have probability 0"
+                assert y[2, 0] == 1, f"{where}: the one logit left must have probability 1"
+            y = _cuda_softmax(tf, x[[0, 2, 3, 4, 5], :1], device)  # row 1 starts with -inf
+            assert (y == 1).all(), f"{device} {dtype.__name__}: a row of 1 column gives 1"
+
+
 HIDDEN = {
     "A5.1": [forward_huge_and_masked_logits],
     "A5.2": [backward_with_a_broadcast_gradient],
+    "A5.3": [cuda_huge_masked_and_long_rows],
 }
 ### END HIDDEN TESTS

@@ -7,8 +7,8 @@ row: gx = y * (gy - sum(gy * y)), one pass for the dot product and one for gx.
 Importing this module registers both kernels as the "numba" backend of "softmax.forward" and
 "softmax.backward", **in place of** tinyformer's own (`kernels/numba/softmax.py`), for the rest
 of the process: import it in the notebook or the grader, never from the library or its tests.
-It imports nothing from `tinyformer.kernels`, because the grader runs a copied tree in which
-that package does not exist.
+It imports nothing from `tinyformer.kernels`: the student's kernels stand beside the library's,
+not on them.
 
 Compiles: the wrappers hand the kernels C-contiguous, read-only 2-D inputs, so each kernel
 compiles once per dtype (float32, float64); `cache=True` keeps the machine code in

@@ -41,7 +41,9 @@ class KernelCheck:
     and a strided view of every other element of the last axis), draws `arrays` standard-normal
     arrays and compares what the kernel returns with what the reference returns on the same
     arrays. It also requires that the kernel leave its inputs unchanged. If the backend's library
-    (numba) does not import, the check fails and says so.
+    (numba) does not import, the check fails and says so. A "cuda" kernel gets device arrays:
+    on the fake device, where it runs on the CPU emulator (every machine, no CuPy needed), and
+    again on the GPU where CuPy sees one; it must return an array on its input's device.
 
     Attributes:
         primitive: the registry name, e.g. "softmax.forward".
@@ -242,10 +244,13 @@ A4 = Assignment(
 
 _KERNELS = "docs/kernels.md"
 _A5_MODULE = "tinyformer.course.a5_kernels"
+# Rows of 1 column, of lengths that are not multiples of 32, and longer than the 256-thread
+# block; small, because the emulator runs one OS thread per CUDA thread.
+_A5_CUDA_SHAPES = ((1, 1), (4, 16), (3, 5, 33), (2, 300), (2, 700))
 
 A5 = Assignment(
     name="A5",
-    title="kernels: a fused softmax in Numba, equal to the reference and benchmarked",
+    title="kernels: a fused softmax in Numba and in CUDA, equal to the reference and benchmarked",
     lecture="kernels",
     notebooks=("course/A5_kernels.py",),
     readme="docs/course/A5.md",
@@ -260,6 +265,14 @@ A5 = Assignment(
             "A5.2", "softmax backward kernel", (), _KERNELS,
             {"kernel": 2, "properties": 1, "hidden": 1},
             kernel=KernelCheck("softmax.backward", _A5_MODULE, arrays=2),
+        ),
+        Task(
+            "A5.3", "softmax forward CUDA kernel", (), "docs/cuda-kernels.md",
+            {"kernel": 3, "properties": 1, "hidden": 1},
+            kernel=KernelCheck(
+                "softmax.forward", "tinyformer.course.a5_cuda", backend="cuda",
+                shapes=_A5_CUDA_SHAPES,
+            ),
         ),
     ),
 )  # fmt: skip

@@ -28,7 +28,7 @@ from typing import Any
 
 from tinyformer.course import data as grading_data
 from tinyformer.course.definition import Assignment, Task, assignment
-from tinyformer.course.markers import MarkerError, find_regions
+from tinyformer.course.markers import MarkerError, find_regions, syntax_of
 from tinyformer.course.release import data_path
 
 __all__ = ["CheckResult", "Grade", "grade", "has_solutions", "is_tree"]
@@ -108,12 +108,15 @@ def has_solutions(a: Assignment) -> bool:
     import tinyformer
 
     wanted = {t.id for t in a.tasks}
-    for path in Path(tinyformer.__file__).resolve().parent.rglob("*.py"):
+    for path in Path(tinyformer.__file__).resolve().parent.rglob("*"):
+        syntax = syntax_of(path)  # Python sources, and CUDA sources (A5.3's kernel)
+        if syntax is None or not path.is_file():
+            continue
         text = path.read_text(encoding="utf-8", errors="replace")
         if "### BEGIN SOLUTION" not in text:
             continue
         try:  # real regions only: a docstring may quote a marker
-            regions = find_regions(text.splitlines(), str(path))
+            regions = find_regions(text.splitlines(), str(path), syntax)
         except MarkerError:
             continue
         wanted -= {r.tag for r in regions if r.kind == "SOLUTION"}
@@ -202,6 +205,8 @@ def grade(
             "codec": str(HERE / "_codec.py"), "results": str(tmp / "results.jsonl"),
             "checks": str(HERE / a.checks) if a.checks else None,
             "tasks": [_task_job(t) for t in a.tasks],
+            # a kernel assignment grades DIR as installed: tinyformer.kernels is DIR's kernels/
+            "kernels": any(t.kernel is not None for t in a.tasks),
         }  # fmt: skip
         (tmp / "job.json").write_text(json.dumps(job), encoding="utf-8")
         command = [sys.executable, "-I", "-S", str(HERE / "_runner.py"), str(tmp / "job.json")]

@@ -14,6 +14,13 @@ one line at the BEGIN marker's indentation,
 `raise NotImplementedError("A2.3: layer_norm backward — see docs/ops/layers.md")`,
 removes every hidden-test region, and leaves other assignments' regions (and their markers) as
 they are. Regions do not nest.
+
+CUDA sources (`.cu`, `.cuh`) hold the same markers behind C's comment, `// ### BEGIN SOLUTION
+A5.3` ... `// ### END SOLUTION`, and a stubbed region becomes a comment, which compiles:
+`// TODO A5.3: softmax forward CUDA kernel — see docs/cuda-kernels.md`. C cannot raise, so the
+Python code that loads such a source raises the NotImplementedError instead, with the message
+after `TODO ` (`stub_message` finds it). A `Syntax` says how each file type writes both;
+`syntax_of(path)` picks it by suffix.
 """
 
 from __future__ import annotations
@@ -22,13 +29,65 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePath
 
-__all__ = ["MarkerError", "Region", "find_regions", "strip_notebook", "strip_source"]
+__all__ = [
+    "CUDA",
+    "PYTHON",
+    "MarkerError",
+    "Region",
+    "Syntax",
+    "find_regions",
+    "strip_notebook",
+    "strip_source",
+    "stub_message",
+    "syntax_of",
+]
 
-_MARKER = re.compile(
-    r"^(?P<indent>[ \t]*)### (?P<edge>BEGIN|END) (?P<kind>SOLUTION|HIDDEN TESTS)"
+_MARKER = (
+    r"### (?P<edge>BEGIN|END) (?P<kind>SOLUTION|HIDDEN TESTS)"
     r"(?:[ \t]+(?P<tag>[A-Z]+[0-9]+(?:\.[0-9]+)?)\b)?(?P<note>[^\n]*)$"
 )
+_TODO = "// TODO "  # a CUDA stub: the comment, then the message
+
+
+@dataclass(frozen=True)
+class Syntax:
+    """How one kind of file writes a marker line and a stub.
+
+    Attributes:
+        marker: matches a marker line: its indentation, then what the language needs before
+            `### ` (nothing in Python, where `###` is itself a comment; `//` in C).
+        stub: the message -> the line (without indentation) that replaces a solution region.
+    """
+
+    marker: re.Pattern[str]
+    stub: Callable[[str], str]
+
+
+def _marker(lead: str) -> re.Pattern[str]:
+    return re.compile(rf"^(?P<indent>[ \t]*){lead}{_MARKER}")
+
+
+def _raise(message: str) -> str:
+    return f"raise NotImplementedError({json.dumps(message, ensure_ascii=False)})"  # valid str
+
+
+PYTHON = Syntax(_marker(""), _raise)
+CUDA = Syntax(_marker(r"//[ \t]*"), lambda message: f"{_TODO}{message}")
+_SUFFIXES = {".py": PYTHON, ".ipynb": PYTHON, ".cu": CUDA, ".cuh": CUDA}
+
+
+def syntax_of(path: str | PurePath) -> Syntax | None:
+    """The syntax of a file that may hold markers, by its suffix; None for any other file."""
+    return _SUFFIXES.get(PurePath(path).suffix)
+
+
+def stub_message(source: str, tag: str) -> str | None:
+    """The message of task `tag`'s stub in a released CUDA source, or None if it has none: the
+    text after `// TODO ` on a line of its own, from the tag on ("A5.3: ...")."""
+    found = re.search(rf"^[ \t]*{_TODO}({re.escape(tag)}: .*?)[ \t]*$", source, re.M)
+    return None if found is None else found.group(1)
 
 
 class MarkerError(ValueError):
@@ -51,11 +110,11 @@ class Region:
         return None if self.tag is None else self.tag.split(".")[0]
 
 
-def find_regions(lines: list[str], where: str) -> list[Region]:
+def find_regions(lines: list[str], where: str, syntax: Syntax = PYTHON) -> list[Region]:
     """The regions in `lines`, in order; `where` names the file in errors."""
     regions, open_at = [], None
     for i, line in enumerate(lines):
-        m = _MARKER.match(line.rstrip("\r\n"))
+        m = syntax.marker.match(line.rstrip("\r\n"))
         if m is None:
             continue
         if m["edge"] == "BEGIN":
@@ -83,19 +142,22 @@ def strip_source(
     *,
     where: str,
     owner: str | None = None,
+    syntax: Syntax = PYTHON,
 ) -> tuple[str, list[Region]]:
     """`text` as released for `assignment`, and the solution regions that became stubs.
 
     Args:
-        text: a Python source (a module, or a jupytext notebook's percent-format source).
+        text: a Python source (a module, or a jupytext notebook's percent-format source), or a
+            source in another `syntax`.
         assignment: the assignment being released, e.g. "A2".
         message: the NotImplementedError message for a stubbed region.
         where: the file's name, for errors.
         owner: the assignment this file is a notebook of: its untagged regions belong to it
             (in other files they belong to no assignment, and stay).
+        syntax: how the file writes markers and stubs (`syntax_of(where)` for a path).
     """
     lines = text.splitlines(keepends=True)
-    regions = find_regions(lines, where)
+    regions = find_regions(lines, where, syntax)
     out, stubbed, last = [], [], 0
     for region in regions:
         region_owner = region.assignment or owner
@@ -107,8 +169,7 @@ def strip_source(
             out += lines[region.begin : last]
             continue
         newline = "\r\n" if lines[region.begin].endswith("\r\n") else "\n"
-        text_ = json.dumps(message(region), ensure_ascii=False)  # a valid Python str literal
-        out.append(f"{region.indent}raise NotImplementedError({text_}){newline}")
+        out.append(f"{region.indent}{syntax.stub(message(region))}{newline}")
         stubbed.append(region)
     out += lines[last:]
     return "".join(out), stubbed

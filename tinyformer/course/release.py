@@ -7,7 +7,8 @@ that git does not ignore: tracked files may already import them), or, outside a 
 the source tree minus build outputs, caches and virtualenvs. `out/`, `site/` and `.git` are
 never copied, nor `docs/course/` (the instructor's notes), nor other assignments' notebooks.
 The grading data (the instructor's forward values, see `tinyformer.course.data`) goes to
-`course/NAME.grading.npz`.
+`course/NAME.grading.npz`. Python sources, notebooks and CUDA sources (`.cu`, `.cuh`) are
+stripped, each with its own comment syntax (`tinyformer.course.markers`); other files are copied.
 
 The release is built in a temporary folder beside DIR and renamed into place at the end, so an
 interrupted release leaves no half-written DIR.
@@ -15,6 +16,7 @@ interrupted release leaves no half-written DIR.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -30,6 +32,7 @@ from tinyformer.course.markers import (
     find_regions,
     strip_notebook,
     strip_source,
+    syntax_of,
 )
 
 __all__ = ["Release", "data_path", "release", "source_root", "tree_files"]
@@ -42,7 +45,6 @@ SKIPPED_DIRS = {
     ".hypothesis", ".ruff_cache", ".ipynb_checkpoints", ".venv", "venv", ".mypy_cache",
 }  # fmt: skip
 SKIPPED_SUFFIXES = (".pyc", ".pyo", ".nbi", ".nbc", ".so", ".egg-info")
-STRIPPED_SUFFIXES = (".py", ".ipynb")
 
 
 @dataclass
@@ -117,25 +119,31 @@ def _message(a: Assignment, region: Region) -> str:
 
 def _copy(src: Path, dst: Path, rel: Path, a: Assignment, owner: str | None, report: Release):
     dst.parent.mkdir(parents=True, exist_ok=True)
-    if rel.suffix not in STRIPPED_SUFFIXES:
+    syntax = syntax_of(rel)  # None: a file that holds no markers
+    if syntax is None:
         shutil.copy2(src, dst)
         return
     text = src.read_text(encoding="utf-8")
     if "### " not in text:  # no marker can be there: copy as it is
         shutil.copy2(src, dst)
         return
-    strip = strip_notebook if rel.suffix == ".ipynb" else strip_source
     where = rel.as_posix()
+    message = functools.partial(_message, a)
     try:
-        new, stubbed = strip(text, a.name, lambda r: _message(a, r), where=where, owner=owner)
+        if rel.suffix == ".ipynb":
+            new, stubbed = strip_notebook(text, a.name, message, where=where, owner=owner)
+        else:
+            new, stubbed = strip_source(
+                text, a.name, message, where=where, owner=owner, syntax=syntax
+            )
     except MarkerError as err:
         if str(err).startswith(where):
             raise
         raise MarkerError(f"{where}: {err}") from None
     if rel.suffix == ".py" and stubbed:
         compile(new, where, "exec")  # a region that cuts a block in two is the marker's fault
-    if rel.suffix == ".py":
-        regions = find_regions(text.splitlines(keepends=True), where)
+    if rel.suffix != ".ipynb":
+        regions = find_regions(text.splitlines(keepends=True), where, syntax)
         report.hidden_removed += sum(r.kind == "HIDDEN TESTS" for r in regions)
     report.stubbed.update(r.tag or a.name for r in stubbed)
     dst.write_text(new, encoding="utf-8", newline="")
