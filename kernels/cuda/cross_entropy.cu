@@ -11,10 +11,11 @@
 // striding over its columns, so consecutive threads read consecutive addresses (coalesced).
 // Each thread keeps, over its columns, a running maximum m, a running sum s of exp(x - m)
 // (rescaled by exp(m_old - m_new) when a larger x arrives: the "online" log-sum-exp) and the
-// plain sum of x. One read of the row, one exp per element, then a single block reduction of
-// the triples (m, s, sum): warp butterflies, one slot per warp in shared memory, and a final
-// warp-level combine. Thread 0 then reads x[t] (one more load, from cache) and writes loss and
-// lse. Memory traffic: the row read once; two numbers a row written.
+// plain sum of x. One read of the row, one exp per element, then block reductions of the pair
+// (m, s) and of the sum (common.cuh's block_lse and block_sum: warp butterflies, one slot per
+// warp in shared memory, and a final warp-level combine). Thread 0 then reads x[t] (one more
+// load, from cache) and writes loss and lse. Memory traffic: the row read once; two numbers a
+// row written.
 //
 // Backward mapping: the same blocks; every thread reads target[row], lse[row] and gloss[row]
 // (one broadcast load each) and writes glogits_j for its columns in one pass: the row read
@@ -35,56 +36,6 @@ __device__ __forceinline__ T quiet_nan() {
     return T(__int_as_float(0x7fc00000));
 }
 
-// (m, s) <- the log-sum-exp pair of the union of two sets of columns given by their pairs.
-// A pair with m = -inf is empty (s = 0); two empty pairs stay empty instead of giving
-// exp(-inf - -inf) = NaN.
-template <class T>
-__device__ __forceinline__ void lse_merge(T& m, T& s, T m2, T s2) {
-    T top = max(m, m2);
-    s = top == T(-TF_INF) ? T(0) : s * exp(m - top) + s2 * exp(m2 - top);
-    m = top;
-}
-
-// Adds column value v to a thread's running pair (m, s). A -inf column adds nothing: skipped
-// rather than computed, because exp(-inf - -inf) is NaN while the pair is still empty.
-template <class T>
-__device__ __forceinline__ void lse_push(T& m, T& s, T v) {
-    if (v > m) {
-        s = s * exp(m - v) + T(1);
-        m = v;
-    } else if (v != T(-TF_INF)) {
-        s += exp(v - m);  // NaN inputs land here and make the sum NaN, as in the reference
-    }
-}
-
-// The block's (m, s) log-sum-exp pair and its sum of logits, returned to every thread.
-template <class T>
-__device__ void block_lse_sum(T& m, T& s, T& total) {
-    __shared__ T part_m[32], part_s[32], part_total[32];
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        lse_merge(m, s, __shfl_xor_sync(0xffffffffu, m, offset),
-                  __shfl_xor_sync(0xffffffffu, s, offset));
-        total += __shfl_xor_sync(0xffffffffu, total, offset);
-    }
-    __syncthreads();  // a previous call's readers may still be reading the slots
-    if (lane == 0) {
-        part_m[warp] = m;
-        part_s[warp] = s;
-        part_total[warp] = total;
-    }
-    __syncthreads();
-    bool used = lane < blockDim.x / 32;
-    m = used ? part_m[lane] : T(-TF_INF);
-    s = used ? part_s[lane] : T(0);
-    total = used ? part_total[lane] : T(0);
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        lse_merge(m, s, __shfl_xor_sync(0xffffffffu, m, offset),
-                  __shfl_xor_sync(0xffffffffu, s, offset));
-        total += __shfl_xor_sync(0xffffffffu, total, offset);
-    }
-}
-
 template <class T>
 __device__ void cross_entropy_forward(const T* __restrict__ logits,
                                       const long long* __restrict__ target, T* __restrict__ loss,
@@ -97,7 +48,8 @@ __device__ void cross_entropy_forward(const T* __restrict__ logits,
         lse_push(m, s, v);
         total += v;
     }
-    block_lse_sum(m, s, total);
+    block_lse(m, s);  // common.cuh
+    total = block_sum(total);
     if (threadIdx.x != 0) return;
     T row_lse = m + log(s);
     lse[blockIdx.x] = row_lse;
