@@ -51,7 +51,8 @@ constexpr unsigned FULL = 0xffffffffu;
 enum MaskKind { NO_MASK = 0, KEEP = 1, BIAS = 2 };
 
 // Shared bytes of a block: q_tiles (BR, D) tiles, K and V (BC, D + 1), p_tiles (BR, BC).
-__host__ __device__ constexpr int tile_bytes(int size, int d, int br, int bc, int q_tiles, int p_tiles) {
+__host__ __device__ constexpr int tile_bytes(int size, int d, int br, int bc, int q_tiles,
+                                            int p_tiles) {
     return size * (q_tiles * br * d + 2 * bc * (d + 1) + p_tiles * br * bc);
 }
 

@@ -2,7 +2,8 @@
 //   exact  y = x Phi(x),  Phi(x) = erfc(-x / sqrt 2) / 2
 //          gx = gy (Phi(x) + x phi(x)),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
 //   tanh   y = x/2 (1 + tanh u),  u = sqrt(2/pi) (x + 0.044715 x^3)
-//          gx = gy (1/2 (1 + tanh u) + x/2 (1 - tanh^2 u) u'),  u' = sqrt(2/pi) (1 + 3 0.044715 x^2)
+//          gx = gy (1/2 (1 + tanh u) + x/2 (1 - tanh^2 u) u'),
+//          u' = sqrt(2/pi) (1 + 3 0.044715 x^2)
 //
 // Mapping: a grid-stride loop over the flat array: thread t of the grid handles elements t,
 // t + (threads in the grid), ..., so consecutive threads read consecutive addresses (coalesced)
