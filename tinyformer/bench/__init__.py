@@ -90,12 +90,10 @@ def save_chart(
     unit: str = "milliseconds (median)",
 ) -> None:
     """A grouped horizontal bar chart of the `bars` columns, one group per row."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.5))
+    fig = Figure(figsize=(8, 0.45 * len(rows) + 1.5))
+    ax = fig.subplots()
     height = 0.8 / len(bars)
     for i, column in enumerate(bars):
         ys = [j + i * height for j in range(len(rows))]
@@ -108,4 +106,3 @@ def save_chart(
     ax.legend()
     fig.tight_layout()
     save_figure(path, fig)
-    plt.close(fig)

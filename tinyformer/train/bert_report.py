@@ -50,12 +50,10 @@ def report(cfg: Any, logs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plot(logs: dict[str, Any], path: Path, nsp: bool = False) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3 if nsp else 2, figsize=(15 if nsp else 10, 4))
+    fig = Figure(figsize=(15 if nsp else 10, 4))
+    axes = fig.subplots(1, 3 if nsp else 2)
     ax_loss, ax_acc = axes[:2]
     for name, color in (("pretrained", "tab:blue"), ("scratch", "tab:orange")):
         evals = logs[name]["evals"]
@@ -82,4 +80,3 @@ def _plot(logs: dict[str, Any], path: Path, nsp: bool = False) -> None:
         ax.legend()
     fig.tight_layout()
     save_figure(path, fig)
-    plt.close(fig)

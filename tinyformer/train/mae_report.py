@@ -15,15 +15,6 @@ from tinyformer.models.mae import MAE, patchify, unpatchify
 __all__ = ["masked_images", "plot_reconstructions", "report"]
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def masked_images(images: np.ndarray, mask: np.ndarray, patch_size: int, fill: float) -> np.ndarray:
     """images (B, C_in, H, W) with the patches where mask (B, N) is 1 set to `fill`."""
     patches = patchify(images, patch_size).copy()  # (B, N, L)
@@ -36,6 +27,8 @@ def plot_reconstructions(model: MAE, images: np.ndarray, path: Path, seed: int =
     patches pasted back, the decoder's whole output, the original. A model trained on
     normalised targets predicts each patch's shape, not its brightness or contrast: those are
     put back from the true patch (`MAE.reconstruct`), and the rows say so."""
+    from matplotlib.figure import Figure
+
     cfg = model.config
     noise = np.random.default_rng([seed, 2]).random((len(images), cfg.num_patches))
     was_training = model.training
@@ -51,9 +44,8 @@ def plot_reconstructions(model: MAE, images: np.ndarray, path: Path, seed: int =
         ("decoder output" + note, recon),
         ("original", images),
     ]
-    plt = _pyplot()
-    fig, axes = plt.subplots(len(rows), len(images), figsize=(1.3 * len(images), 5.6),
-                             squeeze=False)  # fmt: skip
+    fig = Figure(figsize=(1.3 * len(images), 5.6))
+    axes = fig.subplots(len(rows), len(images), squeeze=False)
     for r, (label, batch) in enumerate(rows):
         for i, image in enumerate(batch):
             ax = axes[r, i]
@@ -68,7 +60,6 @@ def plot_reconstructions(model: MAE, images: np.ndarray, path: Path, seed: int =
     fig.suptitle(f"held-out images, {hidden} of {cfg.num_patches} patches hidden (grey)")
     fig.tight_layout()
     save_figure(path, fig)
-    plt.close(fig)
 
 
 def _steady_ms(log: dict[str, Any]) -> float:
@@ -111,8 +102,10 @@ def report(cfg: Any, logs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plot(logs: dict[str, Any], path: Path, what: str) -> None:
-    plt = _pyplot()
-    fig, (ax_pre, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4))
+    ax_pre, ax_acc = fig.subplots(1, 2)
     losses = np.asarray(logs["pretrain"]["loss"])
     window = max(1, min(50, len(losses) // 10))
     smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
@@ -131,4 +124,3 @@ def _plot(logs: dict[str, Any], path: Path, what: str) -> None:
         ax.legend()
     fig.tight_layout()
     save_figure(path, fig)
-    plt.close(fig)

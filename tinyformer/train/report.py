@@ -25,12 +25,10 @@ def plot_losses(
 ) -> None:
     """Training loss per iteration (and its running mean), evaluated train/val losses, and the
     learning rate on a second axis."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.subplots()
     steps, losses = np.arange(1, len(log["loss"]) + 1), np.asarray(log["loss"])
     if len(losses):
         ax.plot(steps, losses, color="tab:blue", alpha=0.25, lw=0.8, label="train (batch)")
@@ -53,4 +51,3 @@ def plot_losses(
         lr_ax.set_ylabel("learning rate", color="gray")
     fig.tight_layout()
     save_figure(path, fig)
-    plt.close(fig)

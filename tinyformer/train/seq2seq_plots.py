@@ -41,12 +41,10 @@ def plot_alignment_grid(
 ) -> None:
     """One heat map per source: the weights (T, S) of each output character (rows) over the
     source characters (columns)."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(sources), figsize=(4.2 * len(sources), 3.6))
+    fig = Figure(figsize=(4.2 * len(sources), 3.6))
+    axes = fig.subplots(1, len(sources), squeeze=False)[0]
     for ax, w, s, o in zip(axes, weights, sources, outputs, strict=True):
         rows = [*DateTask.TARGET.decode(o), "[EOS]"][: w.shape[0]]  # the last row chose EOS
         ax.imshow(w[: len(rows), : len(s)], cmap="viridis", aspect="auto", vmin=0)
@@ -58,7 +56,6 @@ def plot_alignment_grid(
     fig.suptitle(title)
     fig.tight_layout()
     save_figure(path, fig)
-    plt.close(fig)
 
 
 def plot_alignment(model: Transformer, task: DateTask, path: Path) -> None:

@@ -97,12 +97,10 @@ def report(
 
 
 def _plot_psnr(logs: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    fig = Figure(figsize=(10, 4))
+    by_step, by_time = fig.subplots(1, 2, sharey=True)
     for name, log in logs.items():
         curve = _psnr_curve(log)
         by_step.plot(np.arange(len(curve)), curve, label=LABELS[name])
@@ -115,7 +113,6 @@ def _plot_psnr(logs: dict[str, Any], path: Path) -> None:
     by_step.legend()
     fig.tight_layout()
     save_figure(path, fig)
-    plt.close(fig)
 
 
 def _plot_fits(
@@ -126,13 +123,11 @@ def _plot_fits(
     results: dict[str, Any],
     path: Path,
 ) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     n = len(fits) + 1
-    fig, axes = plt.subplots(2, n, figsize=(3 * n, 6.4), squeeze=False)
+    fig = Figure(figsize=(3 * n, 6.4))
+    axes = fig.subplots(2, n, squeeze=False)
     top = float(np.percentile(sobel, 99.5))  # one scale for every gradient image
     images = [("target", target, "target: Sobel gradient", sobel)]
     images += [(f"{LABELS[k]}: {results[k]['psnr']:.1f} dB", fits[k], "autograd d/d(x, y)",
@@ -147,4 +142,3 @@ def _plot_fits(
     fig.suptitle("fits (top) and gradient magnitudes |d value / d (x, y)| (bottom)")
     fig.tight_layout(h_pad=1.5)
     save_figure(path, fig)
-    plt.close(fig)

@@ -15,15 +15,6 @@ from tinyformer.models.vit import ViT, attention_rollout
 __all__ = ["plot_confusion", "plot_segmentations", "plot_vit"]
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _show(ax, image: np.ndarray) -> None:
     """(C, H, W) in [0, 1]: grey for one channel, RGB for three."""
     if image.shape[0] == 1:
@@ -37,10 +28,12 @@ def _show(ax, image: np.ndarray) -> None:
 def plot_confusion(
     targets: np.ndarray, predictions: np.ndarray, n_classes: int, path: Path
 ) -> None:
+    from matplotlib.figure import Figure
+
     counts = np.zeros((n_classes, n_classes), np.int64)
     np.add.at(counts, (targets, predictions), 1)
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+    fig = Figure(figsize=(5.5, 5))
+    ax = fig.subplots()
     ax.imshow(counts, cmap="Blues")
     for i in range(n_classes):
         for j in range(n_classes):
@@ -54,15 +47,16 @@ def plot_confusion(
     ax.set_title(f"confusion matrix (accuracy {(targets == predictions).mean():.1%})")
     fig.tight_layout()
     save_figure(path, fig)
-    plt.close(fig)
 
 
 def plot_segmentations(
     images: np.ndarray, masks: np.ndarray, predictions: np.ndarray, path: Path, rows: int = 4
 ) -> None:
-    plt = _pyplot()
+    from matplotlib.figure import Figure
+
     rows = min(rows, len(images))
-    fig, axes = plt.subplots(rows, 3, figsize=(7, 2.3 * rows), squeeze=False)
+    fig = Figure(figsize=(7, 2.3 * rows))
+    axes = fig.subplots(rows, 3, squeeze=False)
     k = len(SHAPE_CLASSES) - 1
     for r in range(rows):
         _show(axes[r, 0], images[r])
@@ -76,27 +70,28 @@ def plot_segmentations(
     fig.suptitle(f"classes: {', '.join(f'{i} {n}' for i, n in enumerate(SHAPE_CLASSES[: k + 1]))}")
     fig.tight_layout()
     save_figure(path, fig)
-    plt.close(fig)
 
 
 def plot_vit(model: ViT, image: np.ndarray, folder: Path) -> list[Path]:
     """patches.png, attention.png (last block, each head), rollout.png for one image (C, H, W)."""
-    plt = _pyplot()
+    from matplotlib.figure import Figure
+
     cfg = model.config
     p, side = cfg.patch_size, cfg.image_size // cfg.patch_size
     paths = [folder / "patches.png", folder / "attention.png", folder / "rollout.png"]
 
-    fig, axes = plt.subplots(side, side, figsize=(0.6 * side + 1, 0.6 * side + 1))
+    fig = Figure(figsize=(0.6 * side + 1, 0.6 * side + 1))
+    axes = fig.subplots(side, side, squeeze=False)
     for i in range(side):
         for j in range(side):
             _show(axes[i, j], image[:, i * p : (i + 1) * p, j * p : (j + 1) * p])
     fig.suptitle(f"{side * side} patches of {p}x{p} pixels: the ViT's tokens")
     save_figure(paths[0], fig)
-    plt.close(fig)
 
     maps = model.attention_maps(image[None])  # each (1, nh, T, T)
     last = maps[-1][0, :, 0, 1:].reshape(cfg.n_head, side, side)  # [CLS] -> every patch
-    fig, axes = plt.subplots(1, cfg.n_head + 1, figsize=(2.2 * (cfg.n_head + 1), 2.6))
+    fig = Figure(figsize=(2.2 * (cfg.n_head + 1), 2.6))
+    axes = fig.subplots(1, cfg.n_head + 1)
     _show(axes[0], image)
     axes[0].set_title("image")
     for h in range(cfg.n_head):
@@ -107,10 +102,10 @@ def plot_vit(model: ViT, image: np.ndarray, folder: Path) -> list[Path]:
     fig.suptitle("last block: attention of [CLS] to each patch")
     fig.tight_layout()
     save_figure(paths[1], fig)
-    plt.close(fig)
 
     rollout = attention_rollout(maps)[0, 0, 1:].reshape(side, side)
-    fig, axes = plt.subplots(1, 2, figsize=(5, 2.6))
+    fig = Figure(figsize=(5, 2.6))
+    axes = fig.subplots(1, 2)
     _show(axes[0], image)
     axes[1].imshow(rollout, cmap="viridis")
     axes[1].set_xticks([])
@@ -118,5 +113,4 @@ def plot_vit(model: ViT, image: np.ndarray, folder: Path) -> list[Path]:
     axes[1].set_title("attention rollout")
     fig.tight_layout()
     save_figure(paths[2], fig)
-    plt.close(fig)
     return paths
