@@ -75,6 +75,14 @@ def compile_cuda(
 ) -> bytes:
     """The cubin NVRTC makes of `source` for `arch` ("sm_80", "sm_90", ...); CompileError with
     NVRTC's log (naming `name` and the line) when it does not compile."""
+    return compile_with_log(source, name, arch, options)[0]
+
+
+def compile_with_log(
+    source: str, name: str, arch: str = "sm_90", options: Sequence[str] = ("-std=c++17",)
+) -> tuple[bytes, str]:
+    """compile_cuda's cubin and NVRTC's log of a successful compile: with "-Xptxas=-v" among
+    the options, each kernel's registers and shared memory."""
     lib = library()
     program = ctypes.c_void_p()
     _check(
@@ -96,7 +104,7 @@ def compile_cuda(
         lib.nvrtcGetCUBINSize(program, ctypes.byref(size))
         cubin = ctypes.create_string_buffer(size.value)
         _check(lib.nvrtcGetCUBIN(program, cubin), f"{name}: nvrtcGetCUBIN")
-        return cubin.raw
+        return cubin.raw, log.value.decode()
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(program))
 
