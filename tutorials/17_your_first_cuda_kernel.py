@@ -28,7 +28,6 @@
 # real). Last, what a GPU changes: launches, syncs, occupancy and memory coalescing.
 
 # %%
-import ctypes
 import functools
 import os
 import re
@@ -520,18 +519,19 @@ assert nvrtc(LOG_SOFTMAX, "log_softmax.cu") != b"", "Exercise 17.3: empty cubin"
 # %% [markdown]
 # ## What a GPU changes
 #
-# The emulator says the kernels are **right**; it cannot say they are fast. The numbers below
-# are arithmetic on typical figures (order of magnitude, not measured here), or on NVIDIA's
-# published limits for an H100 (compute capability 9.0).
+# The emulator says the kernels are **right**; it cannot say they are fast. What follows is
+# arithmetic: on the cost of a launch measured on a GPU (`docs/cuda-kernels.md` quotes it,
+# and `benchmarks/cuda_kernels_vs_torch.py` measures it on yours), and on NVIDIA's published
+# limits for an H100 (compute capability 9.0).
 #
-# **Launches.** Python hands each kernel launch to the driver, which costs some 5-10 µs per
-# launch. The GPU runs behind, in order, while Python queues the next ones. A baby GPT
-# training step makes on the order of 2,000 reference calls, each at least one launch:
+# **Launches.** Python hands each kernel launch to the driver, which costs microseconds of CPU
+# time per launch. The GPU runs behind, in order, while Python queues the next ones. A baby
+# GPT training step makes on the order of 2,000 reference calls, each at least one launch.
+# Set `launch_us` to the measured cost per launch:
 
 # %%
-calls, launch_us = 2000, (5, 10)  # typical: order of magnitude, not measured here
-low, high = (calls * us / 1e3 for us in launch_us)
-print(f"launch cost alone: {low:.0f}-{high:.0f} ms per training step")
+calls, launch_us = 2000, 8.0  # launch_us: from docs/cuda-kernels.md, or your own GPU
+print(f"launch cost alone: {calls * launch_us / 1e3:.0f} ms per training step")
 B, nh, T = 16, 4, 64  # attention scores of a baby GPT: (B, nh, T, T)
 nbytes = 2 * B * nh * T * T * 4  # read x once, write y once, float32
 bandwidth = 3e12  # bytes/s: an H100's HBM, order of magnitude
@@ -545,8 +545,8 @@ print(f" in {microseconds:.1f} µs at {bandwidth / 1e12:.0f} TB/s: less than one
 # graphs, which replay a recorded sequence of launches at once), not faster kernels.
 #
 # **Syncs.** `loss.item()`, `float(x)`, `.get()`, `bool(x > 0)`, or a Python `if` on a device
-# value make Python wait until the GPU has drained its queue (each sync costing on the order of
-# 10-20 µs besides). Then the GPU idles while Python queues the next launches: the overlap
+# value make Python wait until the GPU has drained its queue (and each sync costs a round trip
+# of its own besides). Then the GPU idles while Python queues the next launches: the overlap
 # that hid the launch cost is gone. A training step should contain no sync; print the loss
 # every N steps.
 #
@@ -581,27 +581,16 @@ for threads, regs in [(256, 32), (256, 64), (256, 128), (1024, 32), (32, 32)]:
 #
 # How many registers does our kernel use? The compiler decides, and says so when asked:
 # NVRTC passes `-Xptxas=-v` to its assembler, which writes each kernel's registers and shared
-# memory into the compile log. Five calls of NVRTC's C API are all it takes (CuPy makes the
-# same calls when it compiles):
+# memory into the compile log, which `_nvrtc.compile_with_log` hands back (CuPy makes the
+# same NVRTC calls when it compiles):
 
 
 # %%
 def ptxas_report(source: str, arch: str = "sm_90") -> dict[str, str]:
     """{kernel: "Used N registers, ... smem"} from NVRTC's verbose compile of `source`."""
-    lib = _nvrtc.library()
-    program = ctypes.c_void_p()
-    lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), b"report.cu", 0, None, None)
-    options = [f"--gpu-architecture={arch}".encode(), b"-std=c++17", b"-Xptxas=-v"]
-    lib.nvrtcCompileProgram(program, len(options), (ctypes.c_char_p * len(options))(*options))
-    size = ctypes.c_size_t()
-    lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
-    log = ctypes.create_string_buffer(size.value)
-    lib.nvrtcGetProgramLog(program, log)
-    lib.nvrtcDestroyProgram(ctypes.byref(program))
-    kernels = re.findall(
-        r"entry function '(\w+)'.*?ptxas info\s*: (Used [^\n]*)", log.value.decode(), re.S
-    )
-    return dict(kernels)
+    options = ("-std=c++17", "-Xptxas=-v")
+    _, log = _nvrtc.compile_with_log(source, "report.cu", arch, options)
+    return dict(re.findall(r"entry function '(\w+)'.*?ptxas info\s*: (Used [^\n]*)", log, re.S))
 
 
 try:
