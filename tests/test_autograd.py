@@ -333,3 +333,34 @@ def test_split_backward_is_one_node_writing_each_element_once():
     assert q.grad_fn is k.grad_fn is v.grad_fn
     (q * 1 + v * 3).sum().backward()  # k unused: its columns get zeros
     np.testing.assert_allclose(x.grad, np.tile([1, 1, 0, 0, 3, 3], (2, 1)))
+
+
+def test_mixed_dtypes_give_each_leaf_a_gradient_of_its_own_dtype():
+    """As in PyTorch: float64 data times float32 weights computes in float64, and the float32
+    leaf gets a float32 gradient (the engine casts what Mul returns for it)."""
+    x = tf.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)  # float64
+    w = tf.tensor([0.5, -1.0, 2.0], requires_grad=True)  # float32
+    y = (x * w).sum()
+    assert y.dtype == np.float64
+    y.backward()
+    assert w.grad.dtype == np.float32 and x.grad.dtype == np.float64
+    np.testing.assert_array_equal(w.grad, [1, 2, 3])
+    np.testing.assert_array_equal(x.grad, [0.5, -1, 2])
+    (gw,) = tf.grad((x * w).sum(), [w])
+    assert gw.dtype == np.float32
+    # a float32 output reached through float64 intermediates keeps float32 too
+    h = tf.tensor([1.0, 2.0], requires_grad=True)
+    (h.double() * tf.tensor(np.array([3.0, 4.0]))).float().sum().backward()
+    assert h.grad.dtype == np.float32
+
+
+@pytest.mark.torch
+def test_mixed_dtype_gradients_match_pytorch():
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    tw = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    (tx * tw).sum().backward()
+    w = tf.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    (tf.tensor(np.array([1.0, 2.0, 3.0])) * w).sum().backward()
+    assert str(tw.grad.dtype) == f"torch.{w.grad.dtype}"
+    np.testing.assert_array_equal(w.grad, tw.grad.numpy())

@@ -18,10 +18,11 @@ alive unless `forward` saved them, so a graph costs only what its ops chose to s
 of 10,000 ops must not hit Python's recursion limit), then visits them from the output towards the
 leaves. Each node's backward runs once, on the sum of every gradient that reached its output
 (fan-out accumulates), and leaf tensors add what reaches them into `.grad`. The engine checks what
-each backward returns (count, shape, dtype) and names the op in every error. It refuses to run a
-backward whose saved arrays an in-place op has changed since (`versions.py`). Afterwards it frees
-each node's saved arrays unless `retain_graph=True`. Double backward (gradients of gradients) is
-not supported: backward functions work on raw arrays and build no graph.
+each backward returns (count, shape, dtype) and names the op in every error; a gradient always
+has its tensor's dtype (one computed in a mixed op's promoted dtype is cast back). It refuses to
+run a backward whose saved arrays an in-place op has changed since (`versions.py`). Afterwards
+it frees each node's saved arrays unless `retain_graph=True`. Double backward (gradients of
+gradients) is not supported: backward functions work on raw arrays and build no graph.
 
 `no_grad`, `enable_grad` and `detect_anomaly` live in `grad_mode.py` (re-exported here): the
 module state that `apply` and the engine read on every call.
@@ -231,7 +232,11 @@ def _toposort(roots: Sequence[Context]) -> list[Context]:
 
 
 def _check_gradients(node: Context, grads: Any) -> tuple:
-    """Validate what a backward returned: one gradient per input, of the input's shape and dtype."""
+    """Validate what a backward returned: one gradient per input, of the input's shape and dtype.
+
+    A gradient in the dtype of the node's output, for an input of another float dtype (float32
+    weights times float64 data), is cast to the input's dtype, as PyTorch's engine casts it: a
+    gradient has its tensor's dtype. Any other dtype is a bug of the backward."""
     if not isinstance(grads, tuple):
         grads = (grads,)
     if len(grads) != len(node.parents):
@@ -239,6 +244,7 @@ def _check_gradients(node: Context, grads: Any) -> tuple:
             f"{node.name}.backward returned {len(grads)} gradients, but its forward took "
             f"{len(node.parents)} inputs: return one gradient (or None) per input."
         )
+    checked = list(grads)
     for i, (parent, g) in enumerate(zip(node.parents, grads)):
         if parent is None or g is None:
             continue
@@ -246,6 +252,8 @@ def _check_gradients(node: Context, grads: Any) -> tuple:
             shape, dtype = parent.outputs[node.parent_outputs[i]]
         else:
             shape, dtype = parent.shape, parent.dtype
+        if g.dtype != dtype and g.shape == shape and _promoted(node, g.dtype, dtype):
+            checked[i] = g = g.astype(dtype)
         if g.shape != shape or g.dtype != dtype:
             raise RuntimeError(
                 f"{node.name}.backward returned a gradient of shape {g.shape} and dtype {g.dtype} "
@@ -253,7 +261,13 @@ def _check_gradients(node: Context, grads: Any) -> tuple:
             )
         if grad_mode._anomaly_enabled:
             check_finite(g, node.name, f"backward gradient for input {i}")
-    return grads
+    return tuple(checked)
+
+
+def _promoted(node: Context, got: np.dtype, want: np.dtype) -> bool:
+    """Whether a gradient of dtype `got` for an input of dtype `want` is the op computing in
+    its output's float dtype (mixed inputs promote), rather than a backward's dtype bug."""
+    return got.kind == want.kind == "f" and any(got == dtype for _, dtype in node.outputs)
 
 
 def _add_to_node(grads: dict[int, Any], node: Context, output: int, g: Any) -> None:
