@@ -71,6 +71,12 @@ def _prod(x, axis, keepdims):
     return x
 
 
+def _written(x, v, index):
+    out = x.clone()
+    out[_index(index)] = v
+    return out
+
+
 def _weighted_topk(result):
     return result.values * (result.indices + 1)  # as the topk spec weighs them
 
@@ -122,6 +128,7 @@ TORCH = {
     "split": lambda x, size, axis: _pieces(torch.split(x, size, dim=axis)),
     "chunk": lambda x, size, axis: _pieces(torch.chunk(x, size, dim=axis)),
     "getitem": lambda x, index: x[_index(index)],
+    "setitem": _written,
     "masked_fill": lambda x, mask, value: x.masked_fill(mask, value),
     "clone": torch.clone,
     "astype": lambda x: x.to(x.dtype),
@@ -169,7 +176,7 @@ NOT_COMPARED = {"dropout"}
 
 def _torch_can_run(spec, sample) -> bool:
     """PyTorch lacks a few things tinyformer supports; those samples are compared elsewhere."""
-    if spec.name == "getitem":  # torch has no negative-step slices
+    if spec.name in ("getitem", "setitem"):  # torch has no negative-step slices
         parts = sample.kwargs["index"]
         parts = parts if isinstance(parts, tuple) else (parts,)
         return not any(isinstance(p, slice) and (p.step or 1) < 0 for p in parts)

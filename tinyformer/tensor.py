@@ -4,7 +4,8 @@ The array lives in `.data`: a NumPy array, or a device array (CuPy's on a GPU, o
 device's in tests; `tinyformer.backend`), which stays where it is. Every method that computes
 something forwards to a function in `tinyformer.ops`, so each op is written once, in its own file.
 PyTorch's spellings (`dim=`, `x.size()`, `x.float()`, ...) come from `torch_names.py`, the in-place
-ops (`x.add_(y)`, `x[i] = v`, `x.zero_()`, ...) from `inplace.py`.
+ops (`x.add_(y)`, `x[i] = v`, `x.zero_()`, ...) from `inplace.py`, whose writes into a graph
+are recorded through the IndexPut op.
 Python data becomes float32 by default (as in PyTorch); NumPy arrays keep their dtype.
 """
 
@@ -111,6 +112,10 @@ class Tensor(InPlaceOps, TorchSpellings):
     def detach(self) -> Tensor:
         """The same data, cut from the graph."""
         return Tensor._make(self.data, None)
+
+    def _index_put(self, index: Any, value: Any) -> Tensor:
+        """A write recorded in the graph (`InPlaceOps._put`): the IndexPut op's output."""
+        return _ops.index_put(self, index, value)
 
     def requires_grad_(self, value: bool = True) -> Tensor:
         self.requires_grad = value

@@ -32,7 +32,7 @@ from typing import Any
 
 from tinyformer.fake_device import FakeArray
 
-__all__ = ["bump", "check", "clock", "label_saved", "version"]
+__all__ = ["bump", "check", "clock", "label_saved", "owns_memory", "version"]
 
 clock = 0  # in-place writes so far, all arrays together (read by autograd.py)
 
@@ -73,6 +73,11 @@ def _owner(array: Any) -> Any:
     while base is not None and hasattr(base, "dtype"):
         array, base = base, getattr(base, "base", None)
     return array
+
+
+def owns_memory(array: Any) -> bool:
+    """Whether `array` owns its memory (is no view of another array's)."""
+    return _owner(array) is (array._a if isinstance(array, FakeArray) else array)
 
 
 def version(array: Any) -> int:

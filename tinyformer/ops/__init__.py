@@ -29,6 +29,7 @@ from tinyformer.ops.expand import expand
 from tinyformer.ops.gather import gather
 from tinyformer.ops.gelu import gelu
 from tinyformer.ops.getitem import getitem
+from tinyformer.ops.getitem import index_put as index_put  # for Tensor.__setitem__; not public
 from tinyformer.ops.interpolate import interpolate
 from tinyformer.ops.layer_norm import layer_norm
 from tinyformer.ops.linear import linear
