@@ -132,6 +132,9 @@ TORCH = {
     "masked_fill": lambda x, mask, value: x.masked_fill(mask, value),
     "clone": torch.clone,
     "astype": lambda x: x.to(x.dtype),
+    "argsort": lambda x, axis, descending, stable: (
+        x * (torch.argsort(x, dim=axis, descending=descending, stable=stable) + 1)
+    ),
     "topk": lambda x, k, axis, largest: _weighted_topk(torch.topk(x, k, dim=axis, largest=largest)),
     "gather": lambda x, axis, index: torch.gather(x, axis, torch.from_numpy(index)),
     "cumsum": lambda x, axis: torch.cumsum(x, axis),

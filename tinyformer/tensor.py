@@ -401,6 +401,10 @@ class Tensor(InPlaceOps, TorchSpellings):
     def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         return _ops.argmin(self, axis, keepdims)
 
+    @torch_names
+    def argsort(self, axis: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+        return _ops.argsort(self, axis, descending, stable)
+
 
 def _data(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x

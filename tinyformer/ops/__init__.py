@@ -6,6 +6,7 @@ Adding an op: write `ops/<name>.py` (see docs/adding-an-op.md) and import its wr
 from tinyformer.ops.abs import abs
 from tinyformer.ops.add import add
 from tinyformer.ops.amax import amax, amin
+from tinyformer.ops.argsort import argsort
 from tinyformer.ops.astype import astype
 from tinyformer.ops.attention import scaled_dot_product_attention
 from tinyformer.ops.avg_pool2d import avg_pool2d
@@ -78,7 +79,7 @@ from tinyformer.ops.var import std, var
 from tinyformer.ops.where import where
 
 __all__ = [
-    "abs", "add", "amax", "amin", "argmax", "argmin", "astype", "avg_pool2d",
+    "abs", "add", "amax", "amin", "argmax", "argmin", "argsort", "astype", "avg_pool2d",
     "binary_cross_entropy_with_logits", "cat", "chunk", "clamp", "clip", "clone",
     "concatenate", "conv1d", "conv2d", "conv_transpose2d", "cos", "cross_entropy", "cumsum",
     "div", "dropout", "einsum", "embedding", "erf", "exp", "expand", "flatten", "gather", "gelu",
