@@ -106,3 +106,69 @@ def test_np_asarray_planted_in_a_backward_fails_the_fake_device_check(monkeypatc
     monkeypatch.setattr(Exp, "backward", staticmethod(backward))
     with pytest.raises(TypeError, match="Implicit conversion to a NumPy array is not allowed"):
         test_every_op_runs_on_the_fake_device_as_on_the_host(_spec("exp"))
+
+
+# -- every Tensor method keeps the tensor's device ---------------------------------------------
+
+# Arguments for the methods that need some; arrays among them become tensors on the fake
+# device. The receiver is a (2, 3) float32 tensor there, with values in [0.5, 1.5].
+MASK = np.array([[True, False, True], [False, False, True]])
+METHOD_ARGS = {
+    "add_": (np.ones(3),), "sub_": (np.ones(3),), "mul_": (np.ones(3),), "div_": (np.ones(3),),
+    "copy_": (np.zeros(3),), "fill_": (2.0,), "masked_fill_": (MASK, 0.0),
+    "masked_fill": (MASK, 0.0), "eq": (np.ones(3),), "ne": (1.0,), "lt": (1.0,),
+    "le": (np.ones(3),), "gt": (1.0,), "ge": (1.0,), "matmul": (np.ones((3, 2)),),
+    "outer": (np.ones(4),), "pow": (2,), "astype": (np.float64,), "to": ("float64",),
+    "type": ("float64",), "type_as": (np.ones(1),), "expand": (4, 2, 3),
+    "expand_as": (np.ones((4, 2, 3)),), "gather": (1, np.array([[0], [2]])), "cumsum": (1,),
+    "chunk": (3, 1), "split": (1,), "topk": (2,), "permute": (1, 0), "reshape": (3, 2),
+    "view": (6,), "repeat": (2, 1), "roll": (1,), "unsqueeze": (0,), "flip": (0,),
+    "new_zeros": (4,), "new_ones": (2, 2), "backward": (np.ones((2, 3)),), "clip": (0.6, 1.2),
+    "clamp": (0.6,),
+}  # fmt: skip
+RECEIVERS = {"outer": (3,), "item": (1,)}  # shapes other than (2, 3)
+NO_TENSOR = {"dim", "numel", "tolist", "item", "retain_grad", "backward"}  # return no Tensor
+ELSEWHERE = {"cpu": "cpu"}  # methods that move the tensor, and where to
+REFUSED = {  # methods that raise on a device tensor, as in PyTorch
+    "numpy": "can't convert fake:0 device type tensor to numpy",
+    "cuda": "CUDA",
+}
+
+
+def _on_fake(value):
+    return tf.tensor(value, dtype=np.float32 if value.dtype.kind == "f" else None).to("fake")
+
+
+def test_every_tensor_method_keeps_the_tensor_s_device():
+    """Every public Tensor method and property, called on a fake-device tensor, gives Tensors
+    (and arrays) on that device: creation inside a method must follow the tensor, as an op's
+    must. A new method with arguments needs an entry in METHOD_ARGS."""
+    names = [n for n in dir(tf.Tensor) if not n.startswith("_")]
+    rng = np.random.default_rng(0)
+    for name in names:
+        shape = RECEIVERS.get(name, (2, 3))
+        t = _on_fake(rng.uniform(0.5, 1.5, shape).astype(np.float32)).requires_grad_()
+        t = t * 1 if name.endswith("_") and name != "requires_grad_" else t  # writable
+        args = [_on_fake(a) if isinstance(a, np.ndarray) else a for a in METHOD_ARGS.get(name, ())]
+        if name in REFUSED:
+            with pytest.raises((TypeError, RuntimeError), match=REFUSED[name]):
+                getattr(t, name)(*args)
+            continue
+        value = getattr(t, name)
+        if callable(value):
+            value = value(*args)
+        if name == "backward":
+            value = t.grad
+        want = backend.device(ELSEWHERE.get(name, "fake"))
+        results = value if isinstance(value, (tuple, list)) else [value]
+        tensors = [v for v in results if isinstance(v, tf.Tensor)]
+        arrays = [v for v in results if backend.is_device_array(v) or isinstance(v, np.ndarray)]
+        for v in tensors:
+            assert v.device == want, f"Tensor.{name} returned a tensor on {v.device}"
+        for v in arrays:
+            assert backend.device_of(v) == want, f"Tensor.{name} gave an array on the host"
+        if not tensors and not arrays:
+            assert name in NO_TENSOR or not callable(getattr(tf.Tensor, name)) or value is None, (
+                f"Tensor.{name} returned {type(value).__name__}: add it to NO_TENSOR or give "
+                "it arguments in METHOD_ARGS"
+            )

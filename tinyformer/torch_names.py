@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from tinyformer import backend
+
 if TYPE_CHECKING:
     from tinyformer.tensor import Tensor
 
@@ -166,8 +168,6 @@ class TorchSpellings:
     @property
     def device(self) -> Any:
         """Where the data lives: `cpu`, `cuda:0`, ... (a `tinyformer.backend.Device`)."""
-        from tinyformer import backend
-
         return backend.device_of(self.data)
 
     def to(self, *args: Any, dtype: Any = None, device: Any = None, copy: bool = False) -> Tensor:
@@ -175,8 +175,6 @@ class TorchSpellings:
         and dtype), as PyTorch's. The result is `x` itself when nothing changes (and not
         `copy`); otherwise a new tensor, differentiable across a dtype change. A tensor moved
         to another device is a new leaf (gradients do not flow between devices here)."""
-        from tinyformer import backend
-
         for arg in args:
             if hasattr(arg, "device") and hasattr(arg, "dtype") and not isinstance(arg, str):
                 device, dtype = arg.device, arg.dtype
@@ -334,15 +332,18 @@ class TorchSpellings:
         return self[tuple(index)]
 
     def new_zeros(self, *size: Any, dtype: Any = None) -> Tensor:
-        """A tensor of zeros of `size`, in x's dtype unless `dtype` is given."""
-        return self._new(np.zeros, size, dtype)
+        """A tensor of zeros of `size` on x's device, in x's dtype unless `dtype` is given."""
+        return self._new("zeros", size, dtype)
 
     def new_ones(self, *size: Any, dtype: Any = None) -> Tensor:
-        """A tensor of ones of `size`, in x's dtype unless `dtype` is given."""
-        return self._new(np.ones, size, dtype)
+        """A tensor of ones of `size` on x's device, in x's dtype unless `dtype` is given."""
+        return self._new("ones", size, dtype)
 
-    def _new(self, make: Callable, size: tuple, dtype: Any) -> Tensor:
-        return type(self)(make(shape_arg(size), self.dtype if dtype is None else dtype))
+    def _new(self, make: str, size: tuple, dtype: Any) -> Tensor:
+        xp = backend.get_array_module(self.data)  # on x's device, as PyTorch's new_* are
+        return type(self)(
+            getattr(xp, make)(shape_arg(size), self.dtype if dtype is None else dtype)
+        )
 
     # Comparisons by name (the operators give the same boolean tensors, with no gradient).
     def eq(self, other: Any) -> Tensor:
