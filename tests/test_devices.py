@@ -172,3 +172,23 @@ def test_every_tensor_method_keeps_the_tensor_s_device():
                 f"Tensor.{name} returned {type(value).__name__}: add it to NO_TENSOR or give "
                 "it arguments in METHOD_ARGS"
             )
+
+
+def test_moving_a_tensor_to_and_from_the_fake_device_copies_as_an_upload_does():
+    """As CuPy's upload and download: the device tensor and the host one share no memory."""
+    host = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = tf.tensor(host.copy())
+    moved = [t.to("fake"), tf.Tensor(host, device="fake"), tf.tensor(host, device="fake")]
+    for d in moved:
+        d[0] = -1.0
+        d.add_(tf.ones(3).to("fake"))
+    np.testing.assert_array_equal(t.numpy(), host)  # the host tensor is unchanged
+    np.testing.assert_array_equal(host, np.arange(6).reshape(2, 3))
+    d = t.to("fake")
+    t.zero_()  # and the other way
+    back = d.cpu()
+    np.testing.assert_array_equal(back.numpy(), host)
+    back.fill_(7.0)
+    np.testing.assert_array_equal(backend.to_host(d.data), host)
+    with pytest.raises(TypeError, match="can't convert fake:0 device type tensor to numpy"):
+        d.numpy()
