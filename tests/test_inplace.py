@@ -3,12 +3,15 @@ corrupting gradients, and state_dict values that share memory with the model."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
 import tinyformer as tf
 from tinyformer import backend, nn, versions
 from tinyformer.fake_device import FakeArray
+from tinyformer.inplace import InPlaceOps
 from tinyformer.optim import AdamW, StepLR
 from tinyformer.safetensors import load_file, save_file
 from tinyformer.train.state import load_run, save_run
@@ -74,6 +77,30 @@ def test_in_place_ops_match_pytorch_and_return_self(name):
     theirs(want)
     np.testing.assert_array_equal(t.numpy(), want.numpy())
     assert t.dtype == np.float32 and t._version == 1
+
+
+def test_the_tests_draw_every_keyword_of_every_in_place_op(monkeypatch):
+    """Every argument an in-place op takes with a default is passed by some test here (CASES,
+    the random fills' test), or a branch of it goes untested."""
+    ops = [n for n in vars(InPlaceOps) if n.endswith("_") and not n.startswith("_")]
+    passed = {op: set() for op in ops}
+    for op in ops:
+        original = getattr(tf.Tensor, op)
+
+        def spy(self, *args, _op=op, _original=original, **kwargs):
+            bound = inspect.signature(_original).bind(self, *args, **kwargs)
+            passed[_op].update(bound.arguments)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(tf.Tensor, op, spy)
+    for ours, _ in CASES.values():
+        ours(tf.Tensor(X.copy()))
+    test_normal_and_uniform_draw_from_the_seeded_generator()
+    for op in ops:
+        params = inspect.signature(getattr(InPlaceOps, op)).parameters.values()
+        untested = {p.name for p in params if p.default is not p.empty} - passed[op]
+        assert passed[op], f"no test here calls {op}"
+        assert not untested, f"no test here passes {op} its {sorted(untested)}"
 
 
 @pytest.mark.parametrize(

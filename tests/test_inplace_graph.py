@@ -249,3 +249,14 @@ def test_a_recorded_write_on_the_fake_device():
     np.testing.assert_array_equal(tf.backend.to_host(v.grad), [3, 3])
     with pytest.raises(ValueError, match="__setitem__: expected all arrays on one device"):
         out[1] = tf.tensor([1.0, 2.0], requires_grad=True)
+
+
+def test_a_float64_value_written_into_float32_gets_a_float64_gradient():
+    v = tf.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    out = tf.zeros(3, 2)
+    out[1] = v  # cast to float32 on the way in
+    h = tf.ones(2, requires_grad=True) * 1
+    h.add_(v)
+    ((out * 3).sum() + h.sum()).backward()
+    assert out.dtype == h.dtype == np.float32 and v.grad.dtype == np.float64
+    np.testing.assert_array_equal(v.grad, [4, 4])
