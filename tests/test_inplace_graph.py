@@ -162,6 +162,13 @@ def test_an_array_written_before_an_op_saved_it_still_backwards_after_other_writ
     loss.backward()
     np.testing.assert_array_equal(w.grad, [6, 8])
 
+    v, x = tf.tensor([5.0], requires_grad=True), tf.zeros(2)
+    x[:1] = v  # a recorded write (bumps x at the write), then Mul saves x
+    loss = (x * w).sum()
+    unrelated.sub_(1.0)
+    loss.backward()
+    np.testing.assert_array_equal(v.grad, [1])
+
 
 # -- what is refused, and why -------------------------------------------------------------------
 
