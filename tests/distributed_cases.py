@@ -167,6 +167,53 @@ def zero() -> None:
     )
 
 
+def _full_gradients(x: np.ndarray, y: np.ndarray) -> tuple[float, dict[str, np.ndarray]]:
+    gpt = _model(0)
+    loss = gpt(x, y)[1]
+    loss.backward()
+    return loss.item(), {n: p.grad for n, p in gpt.named_parameters()}
+
+
+def tensor_parallel() -> None:
+    from tinyformer.distributed.tensor_parallel import TensorParallelGPT, _gpt_name, shard_of
+
+    ((x, y),) = _batches(1, 4)
+    full_loss, full = _full_gradients(x, y)
+    model = TensorParallelGPT.from_gpt(_model(0))
+    loss = model(x, y)[1]
+    loss.backward()
+    np.testing.assert_allclose(loss.item(), full_loss, rtol=1e-12)
+    for name, p in model.named_parameters():
+        want = shard_of(name, full[_gpt_name(name)])
+        np.testing.assert_allclose(p.grad, want, rtol=1e-9, atol=1e-13, err_msg=name)
+    # f and g as autograd Functions: gradcheck through a parallel MLP, x the same on all ranks
+    block = model.h[0]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    x64 = tf.tensor(np.random.default_rng(1).standard_normal((2, 3, 8)), requires_grad=True)
+    assert tf.gradcheck(lambda a: block.c_proj(block.gelu(block.c_fc(a))), [x64])
+
+
+def pipeline() -> None:
+    from tinyformer.distributed.pipeline import Stage
+
+    ((x, y),) = _batches(1, 4)
+    full_loss, full = _full_gradients(x, y)
+    stage = Stage.from_gpt(_model(0))
+    loss = stage.step(x, y, micro_batches=2)
+    if stage.last:
+        np.testing.assert_allclose(loss, full_loss, rtol=1e-12)
+    for name, p in stage.named_parameters():
+        want = full["wte.weight" if name == "lm_head.weight" else name]
+        np.testing.assert_allclose(p.grad, want, rtol=1e-9, atol=1e-13, err_msg=name)
+    assert [(phase, i) for phase, i, *_ in stage.timeline] == [
+        ("forward", 0),
+        ("forward", 1),
+        ("backward", 1),
+        ("backward", 0),
+    ]
+
+
 def timeout() -> None:
     if dist.get_rank() == 0:
         dist.all_reduce(tf.ones(3))  # rank 1 never joins
@@ -178,7 +225,20 @@ def killed() -> None:
     dist.all_reduce(tf.ones(3))
 
 
-CASES = {f.__name__: f for f in (collectives, ddp, ddp_no_sync, ddp_unused, zero, timeout, killed)}
+CASES = {
+    f.__name__: f
+    for f in (
+        collectives,
+        ddp,
+        ddp_no_sync,
+        ddp_unused,
+        zero,
+        tensor_parallel,
+        pipeline,
+        timeout,
+        killed,
+    )
+}
 
 if __name__ == "__main__":
     dist.init_process_group("mpi")

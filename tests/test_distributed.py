@@ -37,7 +37,15 @@ def _run(*cases: str, timeout: float = 180, **env: str) -> subprocess.CompletedP
     )  # fmt: skip
 
 
-EQUIVALENCE = ["collectives", "ddp", "ddp_no_sync", "ddp_unused", "zero"]
+EQUIVALENCE = [
+    "collectives",
+    "ddp",
+    "ddp_no_sync",
+    "ddp_unused",
+    "zero",
+    "tensor_parallel",
+    "pipeline",
+]
 
 
 def test_two_ranks_equal_one_process():

@@ -19,7 +19,9 @@ from tinyformer.distributed.process_group import (
     init_process_group,
     is_initialized,
     launched_by_mpi,
+    recv,
     reduce_scatter,
+    send,
 )
 from tinyformer.distributed.sampler import DistributedSampler
 from tinyformer.distributed.zero import ZeroRedundancyOptimizer
@@ -28,5 +30,5 @@ __all__ = [
     "DistributedDataParallel", "DistributedError", "DistributedSampler", "ReduceOp", "Work",
     "ZeroRedundancyOptimizer", "all_gather", "all_reduce", "barrier", "broadcast",
     "broadcast_module", "destroy_process_group", "get_backend", "get_rank", "get_world_size",
-    "init_process_group", "is_initialized", "launched_by_mpi", "reduce_scatter",
+    "init_process_group", "is_initialized", "launched_by_mpi", "recv", "reduce_scatter", "send",
 ]  # fmt: skip

@@ -41,7 +41,9 @@ __all__ = [
     "init_process_group",
     "is_initialized",
     "launched_by_mpi",
+    "recv",
     "reduce_scatter",
+    "send",
 ]
 
 DEFAULT_TIMEOUT = 120.0
@@ -324,6 +326,32 @@ def reduce_scatter(
         _write(out, recv)
 
     return _run(Work("reduce_scatter", request, finish), async_op)
+
+
+def send(tensor: Any, dst: int, async_op: bool = False) -> Work | None:
+    """Send `tensor` to rank `dst` (which calls `recv` with a tensor of the same shape)."""
+    group = _require("send")
+    _check_peer(group, dst, "send", "dst")
+    buffer = _host(_data(tensor, "send")).copy()
+    return _run(Work("send", group.comm.Isend(buffer, dest=dst)), async_op)
+
+
+def recv(tensor: Any, src: int, async_op: bool = False) -> Work | None:
+    """Fill `tensor` with what rank `src` sends."""
+    group = _require("recv")
+    _check_peer(group, src, "recv", "src")
+    data = _data(tensor, "recv")
+    buffer = np.empty(data.shape, data.dtype)
+    request = group.comm.Irecv(buffer, source=src)
+    return _run(Work("recv", request, lambda: _write(data, buffer)), async_op)
+
+
+def _check_peer(group: _Group, peer: int, op: str, name: str) -> None:
+    if not 0 <= peer < group.world_size or peer == group.rank:
+        raise DistributedError(
+            f"{op}: {name} must be another rank in [0, {group.world_size}), got {peer} "
+            f"(this is rank {group.rank})"
+        )
 
 
 def barrier() -> None:
