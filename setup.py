@@ -23,6 +23,7 @@ setup(
         "tinyformer.bench",
         "tinyformer.course",
         "tinyformer.data",
+        "tinyformer.distributed",
         "tinyformer.models",
         "tinyformer.optim",
         "tinyformer.testing",
@@ -64,7 +65,12 @@ setup(
             "einops>=0.7",
             # NVRTC compiles every CUDA kernel to a cubin in the tests, with no GPU or driver
             'nvidia-cuda-nvrtc>=13; platform_system == "Linux" and platform_machine == "x86_64"',
+            # the distributed tests start 2 ranks with the MPI launcher of the mpich wheel
+            "mpi4py>=4",
+            'mpich>=4; platform_system != "Windows"',
         ],
+        # data parallel training over MPI: mpi4py and an MPI that installs as a wheel
+        "mpi": ["mpi4py>=4", 'mpich>=4; platform_system != "Windows"'],
         # einops.rearrange/repeat/reduce on tinyformer tensors, and nn.Rearrange / nn.Reduce
         # (0.7 has the per-rank recipes the layers use)
         "einops": ["einops>=0.7"],

@@ -30,7 +30,7 @@ module state that `apply` and the engine read on every call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,7 @@ __all__ = [
     "grad",
     "is_grad_enabled",
     "no_grad",
+    "queue_callback",
 ]
 
 
@@ -300,6 +301,8 @@ def _accumulate_leaf(leaf: Tensor, g: Any, captured: dict[int, Any] | None) -> N
         return
     # Copy on first arrival: `g` may be shared with another input or be a read-only broadcast view.
     leaf.grad = g.copy() if leaf.grad is None else leaf.grad + g
+    for hook in leaf._hooks or ():
+        hook(leaf)
 
 
 def _run_backward(
@@ -340,6 +343,19 @@ def _run_backward(
                 _accumulate_leaf(parent, g, captured)
         if not retain_graph:
             node._free()
+    callbacks, _callbacks[:] = list(_callbacks), []
+    for callback in callbacks:
+        callback()
+
+
+# Functions to call once the running backward has finished (`queue_callback`).
+_callbacks: list[Callable[[], None]] = []
+
+
+def queue_callback(callback: Callable[[], None]) -> None:
+    """Call `callback()` when the backward now running ends: how DistributedDataParallel waits
+    for its last gradient all-reduces before `backward()` returns."""
+    _callbacks.append(callback)
 
 
 def _root_grad(t: Tensor, g: Any) -> Any:
@@ -372,7 +388,11 @@ def backward(
     tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
     if grad_tensors is None or isinstance(grad_tensors, (Tensor, np.ndarray)):
         grad_tensors = [grad_tensors] * len(tensors) if grad_tensors is None else [grad_tensors]
-    _run_backward(tensors, [_root_grad(t, g) for t, g in zip(tensors, grad_tensors)], retain_graph)
+    try:
+        root_grads = [_root_grad(t, g) for t, g in zip(tensors, grad_tensors)]
+        _run_backward(tensors, root_grads, retain_graph)
+    finally:
+        _callbacks.clear()  # a backward that failed leaves none for the next one
 
 
 def grad(

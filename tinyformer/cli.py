@@ -17,6 +17,7 @@ tinyformer bughunt --op NAME      plant a bug in an op's backward for a student 
 tinyformer explain [NAME]         which kernel runs for each primitive (or one, or an op's), and why
 tinyformer assignment list|release   course assignments; release NAME --out DIR: a student version
 tinyformer grade NAME [DIR]       grade an assignment in a tree, offline (--json: Gradescope)
+tinyformer launch -n N -- ARGS    run `tinyformer ARGS` on N processes (data parallel, MPI)
 """
 
 from __future__ import annotations
@@ -281,16 +282,19 @@ def _run_training_command(args: argparse.Namespace) -> int:
     from tinyformer.backend import DeviceUnavailable
     from tinyformer.checkpoint import CheckpointError
     from tinyformer.data import DatasetUnavailable
+    from tinyformer.distributed import DistributedError
+    from tinyformer.distributed.training import init_from_launcher
     from tinyformer.nn.module import StateDictError
     from tinyformer.train.loop import NonFiniteLoss, RunStopped
 
     try:
+        init_from_launcher()  # under `mpiexec -n N`: N ranks train one model on shards
         return _run_command(args)
     # What bad input, a bad file or the machine causes; anything else is a bug in tinyformer
     # and keeps its traceback.
     except (
         CheckpointError, DatasetUnavailable, DeviceUnavailable, StateDictError, ValueError,
-        OSError, MemoryError,
+        OSError, MemoryError, DistributedError,
     ) as err:  # fmt: skip
         print(f"tinyformer {args.command}: error: {_error_line(err)}", file=sys.stderr)
         return 2
@@ -343,6 +347,20 @@ def _run_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _launch(ranks: int, rest: list[str]) -> int:
+    import subprocess
+
+    from tinyformer.distributed import DistributedError
+    from tinyformer.distributed.launch import launch_command
+
+    try:
+        cmd, env = launch_command(ranks, rest[1:] if rest[:1] == ["--"] else rest)
+    except DistributedError as err:
+        print(f"tinyformer launch: error: {err}", file=sys.stderr)
+        return 2
+    return subprocess.run(cmd, env=env).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tinyformer", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"tinyformer {__version__}")
@@ -373,6 +391,16 @@ def main(argv: list[str] | None = None) -> int:
         help="a primitive (softmax.forward) or an op (softmax); default: all",
     )  # fmt: skip
     _add_device_flag(explain)
+    launch = sub.add_parser(
+        "launch",
+        help="run a command on N processes (data parallel, over MPI)",
+        description="Starts N ranks of `tinyformer ARGS...` with the MPI launcher of the mpi "
+        'extra (pip install -e ".[mpi]"), e.g. `tinyformer launch -n 2 -- train gpt`. The '
+        "same as `mpiexec -n N tinyformer ARGS...`, with each rank's threads set to its share "
+        "of the cores.",
+    )
+    launch.add_argument("-n", "--nproc", type=_at_least_one, default=2, help="ranks (default 2)")
+    launch.add_argument("args", nargs=argparse.REMAINDER, help="-- then the command to run")
     _add_training_commands(sub)
     from tinyformer.course.cli import add_course_commands
 
@@ -394,6 +422,8 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
             # malloc) and what they are worth are in docs/cli.md.
             restart_with_runtime_env("tinyformer.cli")
         return _run_training_command(args)
+    if args.command == "launch":
+        return _launch(args.nproc, args.args)
     if args.command == "demo":
         from tinyformer.backend import DeviceUnavailable, device
 

@@ -50,7 +50,8 @@ class Tensor(InPlaceOps, TorchSpellings):
     """
 
     # _output: which output of `grad_fn` this tensor is (0 unless the op returned several)
-    __slots__ = ("data", "grad", "grad_fn", "_output", "_requires_grad", "__weakref__")
+    # _hooks: functions called after a gradient is accumulated into this leaf's .grad
+    __slots__ = ("data", "grad", "grad_fn", "_output", "_requires_grad", "_hooks", "__weakref__")
     # NumPy must not treat a Tensor as an array in `ndarray + Tensor`: defer to our __radd__.
     __array_ufunc__ = None
 
@@ -63,6 +64,7 @@ class Tensor(InPlaceOps, TorchSpellings):
         self.grad_fn = None
         self._output = 0
         self._requires_grad = False
+        self._hooks = None
         self.requires_grad = requires_grad
 
     @classmethod
@@ -74,6 +76,7 @@ class Tensor(InPlaceOps, TorchSpellings):
         t.grad_fn = grad_fn
         t._output = output
         t._requires_grad = grad_fn is not None
+        t._hooks = None
         return t
 
     # -- autograd -------------------------------------------------------------------------------
@@ -102,6 +105,13 @@ class Tensor(InPlaceOps, TorchSpellings):
         from tinyformer.autograd import backward  # autograd imports this module
 
         backward(self, grad, retain_graph=retain_graph)
+
+    def register_post_accumulate_grad_hook(self, hook: Any) -> None:
+        """Call `hook(self)` each time backward has added a gradient into this leaf's `.grad`
+        (how DistributedDataParallel starts averaging a gradient as soon as it is complete)."""
+        if self.grad_fn is not None:
+            raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors have .grad")
+        self._hooks = [*(self._hooks or ()), hook]
 
     def retain_grad(self) -> None:
         """Also fill `.grad` of this non-leaf tensor during backward (for inspection)."""

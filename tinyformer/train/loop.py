@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend
+from tinyformer.distributed.training import data_parallel
 from tinyformer.fileio import save_json
 from tinyformer.nn.module import Module
 from tinyformer.optim import clip_grad_norm_
@@ -210,11 +211,15 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
     from tqdm import tqdm
 
     cfg, log = run.config, run.log
+    parallel = data_parallel(run.model)  # None in one process
+    writer = parallel is None or parallel.rank == 0
     out = Path(cfg.out_dir)
     ckpt_path = out / "ckpt.npz"
     it = len(log["loss"])
 
     def checkpoint() -> None:
+        if not writer:
+            return
         meta = {**run.meta(), "train_config": dataclasses.asdict(cfg), "iteration": it, "log": log}
         save_run(ckpt_path, run.model, run.optimizer, run.scheduler, run.batch_rng, meta)
         log["peak_rss_mib"] = peak_rss_mib()
@@ -247,14 +252,25 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
             log["lr"].append(lr)
         pending.clear()
 
-    bar = tqdm(total=cfg.iters, initial=it, disable=not cfg.progress, unit="it", dynamic_ncols=True)
+    bar = tqdm(
+        total=cfg.iters,
+        initial=it,
+        disable=not (cfg.progress and writer),
+        unit="it",
+        dynamic_ncols=True,
+    )
     with StopFlag() as stop:
         while it < cfg.iters:
             if it % cfg.eval_interval == 0:
                 evaluate()
             start = time.perf_counter()
             inputs, targets = run.get_batch(run.batch_rng)
-            loss = run.model(inputs, targets)[1] if run.loss is None else run.loss(inputs, targets)
+            if parallel is not None:
+                loss = parallel.loss(run, inputs, targets)
+            elif run.loss is None:
+                loss = run.model(inputs, targets)[1]
+            else:
+                loss = run.loss(inputs, targets)
             lr = run.optimizer.param_groups[0]["lr"]
             run.optimizer.zero_grad()
             loss.backward()
@@ -263,7 +279,7 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
                 if cfg.grad_clip > 0
                 else None
             )
-            pending.append((loss, norm, lr))
+            pending.append((loss if parallel is None else parallel.mean(loss), norm, lr))
             on_device = backend.is_device_array(loss.data)
             if not on_device or len(pending) >= DEVICE_READ_EVERY:
                 read()  # before the step: a non-finite loss stops the run with finite weights

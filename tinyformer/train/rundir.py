@@ -23,6 +23,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tinyformer.distributed import process_group as pg
+from tinyformer.distributed.training import is_rank_zero
 from tinyformer.fileio import check_writable, stale_temporary_files
 
 __all__ = ["RunFolderBusy", "check_out_dir", "claim_out_dir"]
@@ -124,6 +126,10 @@ def claim_out_dir(
     """Hold `out_dir` for the body of the `with`: check that it can be written, lock it, refuse
     to replace a run's checkpoint unless resuming or overwriting, and clear the temporary files
     that killed writers left there (in the folder and its subfolders' run folders)."""
+    if not is_rank_zero():  # data parallel: rank 0 holds the folder, the others never write
+        pg.barrier()
+        yield Path(out_dir)
+        return
     check_out_dir(out_dir)
     folder = Path(out_dir)
     made = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
@@ -133,6 +139,8 @@ def claim_out_dir(
         _refuse_to_replace(folder, resume, overwrite)
         for stale in (*stale_temporary_files(folder), *stale_temporary_files(folder, "*/")):
             stale.unlink(missing_ok=True)
+        if pg.is_initialized():
+            pg.barrier()  # the other ranks start once the folder is claimed
         yield folder
     finally:
         # Remove the file before unlocking: a run that opens it in between retries (_acquire).

@@ -1,0 +1,126 @@
+"""Distributed training proven on 2 ranks: each case of tests/distributed_cases.py runs under
+`mpiexec -n 2` and checks, on every rank, that N ranks with batch B/N equal one process with
+batch B (float64, to rounding)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+CASES = Path(__file__).with_name("distributed_cases.py")
+
+
+def _mpiexec() -> str:
+    try:
+        from mpi4py import MPI  # noqa: F401
+    except (ImportError, RuntimeError) as err:
+        pytest.skip(f"no working mpi4py ({type(err).__name__}): pip install -e '.[mpi]'")
+    from tinyformer.distributed.launch import find_mpiexec
+    from tinyformer.distributed.process_group import DistributedError
+
+    try:
+        return find_mpiexec()
+    except DistributedError as err:
+        pytest.skip(str(err))
+
+
+def _run(*cases: str, timeout: float = 180, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [_mpiexec(), "-n", "2", sys.executable, str(CASES), *cases],
+        capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "NUMBA_NUM_THREADS": "1", **env},
+    )  # fmt: skip
+
+
+EQUIVALENCE = [
+    "collectives",
+    "ddp",
+    "ddp_no_sync",
+    "ddp_unused",
+    "zero",
+    "tensor_parallel",
+    "pipeline",
+]
+
+
+def test_two_ranks_equal_one_process():
+    result = _run(*EQUIVALENCE)  # one launch: starting the ranks costs more than the cases
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.split() == [w for case in EQUIVALENCE for w in (case, "ok")]
+
+
+def test_a_collective_no_rank_joins_times_out_with_a_clear_error():
+    result = _run("timeout", TINYFORMER_DIST_TIMEOUT="2")
+    assert result.returncode != 0
+    assert "all_reduce timed out after 2 s on rank 0 of 2" in result.stderr
+
+
+def test_a_killed_rank_ends_the_job():
+    result = _run("killed", timeout=60)
+    assert result.returncode != 0
+    assert "Killed" in result.stdout + result.stderr
+
+
+def test_sampler_shards_are_disjoint_and_cover_the_data():
+    from tinyformer.distributed import DistributedSampler
+
+    shards = [DistributedSampler(10, num_replicas=3, rank=r, seed=1) for r in range(3)]
+    got = [s.indices() for s in shards]
+    assert all(len(g) == 4 for g in got)
+    assert set(map(int, sum((list(g) for g in got), []))) == set(range(10))
+    again = DistributedSampler(10, num_replicas=3, rank=0, seed=1)
+    again.set_epoch(1)
+    assert list(again.indices()) != list(got[0])
+
+
+def test_collectives_need_a_process_group():
+    import tinyformer as tf
+    from tinyformer import distributed as dist
+
+    with pytest.raises(dist.DistributedError, match="init_process_group"):
+        dist.all_reduce(tf.ones(2))
+
+
+TINY_RUN = [
+    "train", "gpt", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16",
+    "--batch-size", "4", "--eval-interval", "3", "--eval-iters", "1", "--sample-tokens", "0",
+    "--no-progress",
+]  # fmt: skip
+
+
+def _log(out) -> dict:
+    import json
+
+    return json.loads((out / "log.json").read_text())
+
+
+def test_train_gpt_on_two_ranks_takes_the_one_process_steps_and_resumes_across_counts(tmp_path):
+    """`mpiexec -n 2 tinyformer train gpt` logs the losses one process logs (the whole batch's,
+    to float32 rounding: the sums run in another order) and writes one run folder; a run saved
+    by 2 ranks resumes in 1 process, and one saved by 1 process on 2 ranks, to the same end."""
+    mpiexec = _mpiexec()
+    cli = [sys.executable, "-m", "tinyformer.cli", *TINY_RUN]
+    env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
+    one, two = tmp_path / "one", tmp_path / "two"
+
+    def train(ranks: int, out, *flags: str) -> str:
+        cmd = [*([mpiexec, "-n", str(ranks)] if ranks > 1 else []), *cli, "--out-dir", str(out)]
+        done = subprocess.run([*cmd, *flags], capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    train(1, one, "--iters", "3")
+    assert train(2, two, "--iters", "3").count("iter     3:") == 1  # rank 0 alone prints
+    np.testing.assert_allclose(_log(two)["loss"], _log(one)["loss"], rtol=1e-5)
+    assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())
+    train(2, one, "--iters", "6", "--resume")
+    train(1, two, "--iters", "6", "--resume")
+    a, b = _log(one), _log(two)
+    assert len(a["loss"]) == len(b["loss"]) == 6
+    np.testing.assert_allclose(b["loss"], a["loss"], rtol=1e-5)
+    np.testing.assert_allclose(b["evals"][-1]["val"], a["evals"][-1]["val"], rtol=1e-5)

@@ -1,0 +1,188 @@
+"""DistributedDataParallel: every rank holds the whole model and a shard of the batch; after
+backward, every rank holds the gradient of the whole batch.
+
+Why averaging is right: with a batch of B split into N shards of B/N, the loss of the batch is
+the mean of the shards' mean losses, so its gradient is the mean of the shards' gradients. Each
+rank computes its shard's gradient; an all-reduce averages them.
+
+How (as PyTorch's DDP does it, in a page):
+1. At the start, rank 0's parameters and buffers are broadcast, so every rank starts equal.
+2. Parameters are put in buckets of about `bucket_cap_mb`, in reverse order of registration:
+   backward produces the last layers' gradients first.
+3. `forward` walks the graph of its output once, counting how many gradients each parameter
+   will receive (a tied weight receives two).
+4. A hook on each parameter counts the gradients as backward accumulates them. When every
+   parameter of a bucket is complete, the bucket's gradients are copied into one flat buffer
+   and a non-blocking all-reduce starts, while backward goes on with the earlier layers.
+5. When backward ends, a callback starts the buckets still waiting (parameters this rank did
+   not use), waits for every all-reduce, and writes the averages back into `.grad`. A flag per
+   parameter travels in the same buffer, so a parameter no rank used keeps `.grad = None`, as
+   it would in one process.
+
+`no_sync()` skips steps 4-5, for gradient accumulation: the gradients of several micro-batches
+add up locally and the next synchronised backward averages the sum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from tinyformer import autograd, backend, grad_mode
+from tinyformer.distributed import process_group as pg
+from tinyformer.nn.module import Module, Parameter
+from tinyformer.tensor import Tensor
+
+__all__ = ["DistributedDataParallel", "broadcast_module"]
+
+
+def broadcast_module(module: Module, src: int = 0) -> None:
+    """Make every rank's parameters and buffers equal to rank `src`'s."""
+    for p in module.parameters():
+        pg.broadcast(p.data, src)
+    for _, buf in module.named_buffers():
+        pg.broadcast(buf, src)
+
+
+class _Bucket:
+    def __init__(self, params: list[Parameter]) -> None:
+        self.params = params
+        self.work: pg.Work | None = None
+        self.flat: Any = None
+
+    def start(self) -> None:
+        """Copy the gradients (zeros where a parameter has none) and one used-flag per parameter
+        into one flat buffer, and start its all-reduce."""
+        first = self.params[0]
+        xp = backend.get_array_module(first.data)
+        parts = [
+            xp.zeros(p.size, p.dtype) if p.grad is None else p.grad.reshape(-1) for p in self.params
+        ]
+        flags = xp.asarray([p.grad is not None for p in self.params], dtype=first.dtype)
+        self.flat = xp.concatenate([*parts, flags])
+        self.work = pg.all_reduce(self.flat, pg.ReduceOp.SUM, async_op=True)
+
+    def finish(self, world_size: int) -> None:
+        self.work.wait()
+        n = len(self.params)
+        used, offset = self.flat[-n:], 0
+        for p, flag in zip(self.params, backend.to_host(used)):
+            g = self.flat[offset : offset + p.size].reshape(p.shape)
+            offset += p.size
+            p.grad = None if flag == 0 else g / g.dtype.type(world_size)
+        self.work = self.flat = None
+
+
+class DistributedDataParallel(Module):
+    """Wrap `module` so that backward averages its gradients over the ranks.
+
+    Args:
+        module: the model; every rank builds the same one (rank 0's weights are broadcast).
+        bucket_cap_mb: gradients per all-reduce, in MiB (smaller: more overlap, more calls).
+        broadcast_buffers: broadcast rank 0's buffers before every forward in training mode.
+    """
+
+    def __init__(
+        self, module: Module, bucket_cap_mb: float = 25.0, broadcast_buffers: bool = True
+    ) -> None:
+        super().__init__()
+        if not bucket_cap_mb > 0:
+            raise ValueError(
+                f"DistributedDataParallel: bucket_cap_mb must be > 0, got {bucket_cap_mb}"
+            )
+        self.module = module
+        self.broadcast_buffers = broadcast_buffers
+        self.world_size = pg.get_world_size()
+        broadcast_module(module)
+        params = [p for p in module.parameters() if p.requires_grad]
+        self._buckets = self._make_buckets(params, bucket_cap_mb * 2**20)
+        self._bucket_of = {id(p): b for b in self._buckets for p in b.params}
+        self._expected: dict[int, int] = {}
+        self._arrived: dict[int, int] = {}
+        self._counted = False  # whether _expected describes the graph being differentiated
+        self._sync = True
+        self._pending = False
+        for p in params:
+            p.register_post_accumulate_grad_hook(self._on_grad)
+
+    @staticmethod
+    def _make_buckets(params: list[Parameter], cap: float) -> list[_Bucket]:
+        buckets: list[list[Parameter]] = []
+        size, key = 0, None
+        for p in reversed(params):
+            p_key = (p.dtype, type(p.data))
+            if not buckets or size + p.data.nbytes > cap or p_key != key:
+                buckets.append([])
+                size, key = 0, p_key
+            buckets[-1].append(p)
+            size += p.data.nbytes
+        return [_Bucket(b) for b in buckets]
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Inside, backward only accumulates gradients locally (for gradient accumulation)."""
+        previous, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = previous
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self.broadcast_buffers and self.training:
+            for _, buf in self.module.named_buffers():
+                pg.broadcast(buf, 0)
+        out = self.module(*args, **kwargs)
+        if self._sync and grad_mode.is_grad_enabled():
+            self._expected, self._arrived, self._counted = self._count_uses(out), {}, True
+        return out
+
+    def _count_uses(self, out: Any) -> dict[int, int]:
+        """How many gradients each parameter will receive in a backward from `out`."""
+        roots = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
+        counts: dict[int, int] = {}
+        for node in autograd._toposort(roots):
+            for parent, needed in zip(node.parents, node.needs_input_grad):
+                if needed and id(parent) in self._bucket_of:
+                    counts[id(parent)] = counts.get(id(parent), 0) + 1
+        return counts
+
+    def _on_grad(self, p: Parameter) -> None:
+        if not self._sync:
+            return
+        if not self._pending:
+            self._pending = True
+            autograd.queue_callback(self._finish)
+        key = id(p)
+        self._arrived[key] = self._arrived.get(key, 0) + 1
+        bucket = self._bucket_of[key]
+        if (
+            self._counted
+            and bucket.work is None
+            and all(
+                self._arrived.get(id(q), 0) >= self._expected.get(id(q), 0) for q in bucket.params
+            )
+        ):
+            bucket.start()
+        for b in self._buckets:  # let MPI move the buckets already started
+            if b.work is not None:
+                b.work.is_completed()
+
+    def _finish(self) -> None:
+        self._pending = False
+        for bucket in self._buckets:
+            if bucket.work is None:
+                bucket.start()
+        for bucket in self._buckets:
+            bucket.finish(self.world_size)
+        self._expected, self._arrived, self._counted = {}, {}, False
+
+
+def _tensors(out: Any) -> list[Tensor]:
+    if isinstance(out, Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _tensors(o)]
+    if isinstance(out, dict):
+        return [t for o in out.values() for t in _tensors(o)]
+    return []
