@@ -1,0 +1,82 @@
+"""Numbers the generic checks compare too loosely, against independent oracles:
+
+- float32 exact GELU of every backend against `math.erfc` to about 1e-6 (the generic float32
+  check allows 1e-4), over a grid that reaches the tails;
+- norm with p = inf where |x| ties: the gradient is split evenly among the tied maxima, as the
+  docstring promises and PyTorch does.
+
+Each check takes the module it tests, so that tests/test_mutation_dedicated.py can run it on a
+copy with a planted bug.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+import tinyformer as tf
+from tinyformer import registry
+from tinyformer.fake_device import to_fake
+
+# the modules, not the functions of the same names that tinyformer.ops exports
+norm_op = importlib.import_module("tinyformer.ops.norm")
+
+# every float32 from -9 to 9 in steps of 1/1024, and a few around 1/2 and 0
+GRID = np.concatenate(
+    [np.arange(-9 * 1024, 9 * 1024 + 1) / 1024, [0.4999999, 0.5000001, 1e-30, -1e-20, 1e-6]]
+).astype(np.float32)
+
+
+def _gelu_exact(x: float) -> tuple[float, float]:
+    """GELU and its derivative, Phi(x) + x phi(x), in float64 from math.erfc."""
+    cdf = 0.5 * math.erfc(-x / math.sqrt(2))
+    return x * cdf, cdf + x * math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+
+
+def check_gelu(backend: str) -> None:
+    """float32 exact GELU and its gradient within 1e-6 of float64 math, times max(1, |value|)."""
+    x = GRID[::4].copy()
+    exact = np.array([_gelu_exact(v) for v in x.astype(np.float64)])  # (n, 2)
+    ones = np.ones_like(x)
+    args = [(x, "none"), (ones, x, "none")]
+    if backend == "cuda":  # on the fake device, through the CPU emulator
+        args = [tuple(to_fake(a) if isinstance(a, np.ndarray) else a for a in t) for t in args]
+    with registry.prefer(backend):
+        for i, name in enumerate(("gelu.forward", "gelu.backward")):
+            impl = registry.choose(name, *args[i])
+            assert impl.backend == backend, registry.explain(name, np.float32)
+            got = impl.fn(*args[i])
+            got = got.get() if hasattr(got, "get") else got
+            assert got.dtype == np.float32
+            error = np.abs(got - exact[:, i]) / np.maximum(1.0, np.abs(exact[:, i]))
+            where = x[error.argmax()]
+            assert error.max() < 1e-6, f"{name} [{backend}]: error {error.max():.3g} at {where}"
+
+
+def check_norm_ties(module: ModuleType = norm_op) -> None:
+    """The p = inf gradient against PyTorch's where maxima of |x| tie: within a vector, across
+    signs, along either axis, and for all axes at once."""
+    torch = pytest.importorskip("torch")
+    x = np.array([[3.0, -3.0, 1.0, 3.0], [-2.0, 0.5, -2.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    gy = {0: np.array([1.0, -2.0, 0.5, 3.0]), 1: np.array([1.5, -1.0, 2.0]), None: np.array(2.0)}
+    for axis, g in gy.items():
+        ours = tf.Tensor(x, requires_grad=True)
+        module.norm(ours, math.inf, axis).backward(g)
+        theirs = torch.tensor(x, requires_grad=True)
+        torch.linalg.vector_norm(theirs, ord=math.inf, dim=axis).backward(torch.tensor(g))
+        np.testing.assert_allclose(ours.grad, theirs.grad.numpy(), rtol=1e-15, atol=0,
+                                   err_msg=f"norm(x, inf, axis={axis})")  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", registry.backends("gelu.forward"))
+def test_float32_exact_gelu_is_accurate_into_the_tails(backend):
+    check_gelu(backend)
+
+
+@pytest.mark.torch
+def test_inf_norm_splits_the_gradient_among_ties_as_pytorch():
+    check_norm_ties()
