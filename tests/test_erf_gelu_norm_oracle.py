@@ -1,7 +1,8 @@
 """Numbers the generic checks compare too loosely, against independent oracles:
 
-- float32 exact GELU of every backend against `math.erfc` to about 1e-6 (the generic float32
-  check allows 1e-4), over a grid that reaches the tails;
+- float32 erf and erfc against `math.erf`/`math.erfc` to about 1e-6 (the generic float32 check
+  allows 1e-4), over a grid that reaches the tails, and the exact GELU of every backend the
+  same way;
 - norm with p = inf where |x| ties: the gradient is split evenly among the tied maxima, as the
   docstring promises and PyTorch does.
 
@@ -23,12 +24,35 @@ from tinyformer import registry
 from tinyformer.fake_device import to_fake
 
 # the modules, not the functions of the same names that tinyformer.ops exports
+erf_module = importlib.import_module("tinyformer.ops.erf")
 norm_op = importlib.import_module("tinyformer.ops.norm")
 
-# every float32 from -9 to 9 in steps of 1/1024, and a few around 1/2 and 0
+# every float32 from -9 to 9 in steps of 1/1024 (erfc(9) ~ 4e-37 is still a normal float32),
+# the switch between erf's series and 1 - erfc at |x| = 1/2, and tiny arguments
 GRID = np.concatenate(
     [np.arange(-9 * 1024, 9 * 1024 + 1) / 1024, [0.4999999, 0.5000001, 1e-30, -1e-20, 1e-6]]
 ).astype(np.float32)
+
+
+def _exact(fn, x: np.ndarray) -> np.ndarray:
+    return np.array([fn(v) for v in x.astype(np.float64)])
+
+
+def check_erf(module: ModuleType = erf_module) -> None:
+    """float32 erf within 1e-6 of the exact value relative to max(|erf|, 1e-30) (relative
+    near 0, where the series keeps it so), erfc within a relative 1e-6 everywhere."""
+    got = module.erf_array(GRID)
+    assert got.dtype == np.float32
+    want = _exact(math.erf, GRID)
+    error = np.abs(got - want) / np.maximum(np.abs(want), 1e-30)
+    assert error.max() < 1e-6, (
+        f"erf: relative error {error.max():.3g} at x = {GRID[error.argmax()]}"
+    )
+    got = module.erfc(GRID)
+    assert got.dtype == np.float32
+    want = _exact(math.erfc, GRID)
+    error = np.abs(got - want) / want
+    assert error.max() < 1e-6, f"erfc: relative error {error.max():.3g} at {GRID[error.argmax()]}"
 
 
 def _gelu_exact(x: float) -> tuple[float, float]:
@@ -70,6 +94,10 @@ def check_norm_ties(module: ModuleType = norm_op) -> None:
         torch.linalg.vector_norm(theirs, ord=math.inf, dim=axis).backward(torch.tensor(g))
         np.testing.assert_allclose(ours.grad, theirs.grad.numpy(), rtol=1e-15, atol=0,
                                    err_msg=f"norm(x, inf, axis={axis})")  # fmt: skip
+
+
+def test_float32_erf_and_erfc_are_accurate_into_the_tails():
+    check_erf()
 
 
 @pytest.mark.parametrize("backend", registry.backends("gelu.forward"))
