@@ -126,6 +126,9 @@ PYTHON = [  # id, module, changes, the check that must fail (handed the planted 
         "state = tuple(zeros if h is None else h[k] for h in hx)",
         "state = tuple(zeros if h is None or layer else h[k] for h in hx)")],
      rnn_oracle.check_recurrent),
+    ("rnn-state-runs-on-past-the-end", "tinyformer.nn.rnn", [(
+        "new = tuple(where(k, n, s) for n, s in zip(new, state, strict=True))\n", "\n")],
+     rnn_oracle.check_recurrent),
     ("lstm-c0-ignored", "tinyformer.nn.rnn", [(
         "(None, None) if hx is None else hx, lengths)",
         "(None, None) if hx is None else (hx[0], None), lengths)")],

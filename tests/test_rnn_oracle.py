@@ -1,7 +1,7 @@
 """GRU and LSTM against PyTorch with everything switched on at once: an initial state (h0, and
-c0 for the LSTM), two layers, both directions, and both layouts (`batch_first`). Outputs, the
-final states h_n (and c_n) and the gradients of all of them, with PyTorch's weights copied in
-by name.
+c0 for the LSTM), two layers, both directions, both layouts (`batch_first`), and sequences of
+their full length or of their own lengths (PyTorch's packed). Outputs, the final states h_n
+(and c_n) and the gradients of all of them, with PyTorch's weights copied in by name.
 
 `check_recurrent(module)` takes the module that defines GRU and LSTM, so that
 tests/test_mutation_dedicated.py can run it on a copy with a planted bug.
@@ -19,10 +19,12 @@ from tinyformer import autograd
 from tinyformer.nn import rnn
 
 T, B, I, H, LAYERS = 5, 3, 4, 6, 2  # time, batch, input size, hidden size, layers
+LENGTHS = (3, 5, 1)  # unsorted, one full, one of a single step
 
 
-def check_one(module: ModuleType, name: str, batch_first: bool) -> None:
-    """`module.<name>` (GRU or LSTM) equals torch.nn.<name> with the same weights."""
+def check_one(module: ModuleType, name: str, batch_first: bool, packed: bool = False) -> None:
+    """`module.<name>` (GRU or LSTM) equals torch.nn.<name> with the same weights; `packed`:
+    sequences of LENGTHS, ours through `lengths=`, PyTorch's packed."""
     torch = pytest.importorskip("torch")
     kw = dict(num_layers=LAYERS, batch_first=batch_first, bidirectional=True)
     tf.manual_seed(0)
@@ -37,14 +39,22 @@ def check_one(module: ModuleType, name: str, batch_first: bool) -> None:
     s_ours = [tf.Tensor(s, requires_grad=True) for s in states]
     x_theirs = torch.tensor(x, requires_grad=True)
     s_theirs = [torch.tensor(s, requires_grad=True) for s in states]
+    lengths = np.array(LENGTHS) if packed else None
+    x_in = x_theirs
+    if packed:
+        pack = torch.nn.utils.rnn.pack_padded_sequence
+        x_in = pack(x_theirs, torch.tensor(LENGTHS), batch_first=batch_first, enforce_sorted=False)
     if name == "LSTM":
-        y, (h_n, c_n) = ours(x_ours, tuple(s_ours))
-        y_t, (h_t, c_t) = theirs(x_theirs, tuple(s_theirs))
+        y, (h_n, c_n) = ours(x_ours, tuple(s_ours), lengths=lengths)
+        y_t, (h_t, c_t) = theirs(x_in, tuple(s_theirs))
         outs, outs_t = [y, h_n, c_n], [y_t, h_t, c_t]
     else:
-        y, h_n = ours(x_ours, s_ours[0])
-        y_t, h_t = theirs(x_theirs, s_theirs[0])
+        y, h_n = ours(x_ours, s_ours[0], lengths=lengths)
+        y_t, h_t = theirs(x_in, s_theirs[0])
         outs, outs_t = [y, h_n], [y_t, h_t]
+    if packed:  # back to a padded tensor, zeros past each sequence's end as ours
+        unpack = torch.nn.utils.rnn.pad_packed_sequence
+        outs_t[0] = unpack(y_t, batch_first=batch_first, total_length=T)[0]
     for what, a, b in zip(["output", "h_n", "c_n"], outs, outs_t):
         np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=1e-10, atol=1e-12,
                                    err_msg=f"{name} {what}")  # fmt: skip
@@ -60,11 +70,13 @@ def check_one(module: ModuleType, name: str, batch_first: bool) -> None:
 def check_recurrent(module: ModuleType = rnn) -> None:
     for name in ("GRU", "LSTM"):
         for batch_first in (False, True):
-            check_one(module, name, batch_first)
+            for packed in (False, True):
+                check_one(module, name, batch_first, packed)
 
 
 @pytest.mark.torch
+@pytest.mark.parametrize("packed", [False, True], ids=["full", "lengths"])
 @pytest.mark.parametrize("batch_first", [False, True], ids=["time-first", "batch-first"])
 @pytest.mark.parametrize("name", ["GRU", "LSTM"])
-def test_recurrent_layer_matches_pytorch_with_initial_state(name, batch_first):
-    check_one(rnn, name, batch_first)
+def test_recurrent_layer_matches_pytorch_with_initial_state(name, batch_first, packed):
+    check_one(rnn, name, batch_first, packed)
