@@ -95,6 +95,17 @@ def _dropout(rng, dtype) -> Iterator[Case]:
     yield "dropout.backward", (gy, keep, 0.25)
 
 
+def _embedding(rng, dtype) -> Iterator[Case]:
+    # rows of 40 and 300 columns (threads across the columns), 70 looked-up rows: three chunks
+    # of 32 sorted positions, with runs of index 2 and 5 crossing chunk boundaries
+    indices = np.concatenate([np.full(30, 2), rng.integers(0, 9, 30), np.full(10, 5)])
+    rng.shuffle(indices)
+    for cols in COLUMNS:
+        gy = rng.standard_normal((indices.size, cols)).astype(dtype)
+        for padding in (None, 5):
+            yield "embedding.backward", (gy, indices, 9, padding)
+
+
 def _attention(rng, dtype) -> Iterator[Case]:
     # 40 queries and keys: three float32 query tiles of 16 and two key tiles of 32 (float64:
     # five query tiles of 8, three key tiles of 16); a head of 40 gives each lane two features.
@@ -117,6 +128,7 @@ CASES: dict[str, Callable[..., Iterator[Case]]] = {
     "layer_norm": _layer_norm,
     "gelu": _gelu,
     "dropout": _dropout,
+    "embedding": _embedding,
     "attention": _attention,
 }
 

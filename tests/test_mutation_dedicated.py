@@ -55,6 +55,8 @@ CUDA = [  # op (its .cu file), the kernel check that must fail, the change
     ("layer_norm", "layer_norm", (
         "for (int p = warp; p < parts; p += warps) {",
         "for (int p = warp; p < parts; p += parts) {")),
+    ("embedding", "embedding", (
+        "for (long long c = c0 + 1; c <= c1; ++c)", "for (long long c = c0 + 1; c < c1; ++c)")),
     ("attention", "attention", (
         "for (int c = 0; c < COLS; ++c) acc[r][c] *= rescale;", "")),
     ("attention", "attention", ("T vj = vs[j][lane + 32 * c];", "T vj = vs[j][lane];")),

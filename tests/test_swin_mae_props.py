@@ -64,14 +64,22 @@ def check_shifted_block(module: ModuleType = swin) -> None:
 
 
 def check_batch_of_two(module: ModuleType = swin) -> None:
-    """A shifted block on a batch of two images equals the block on each image alone (the
-    one mask per window must meet every image's windows, not a mix of images)."""
+    """A shifted block, and the model, on a batch of two images equal the block (the model)
+    on each image alone: the one mask per window must meet every image's windows, not a mix
+    of images."""
     block = _block(module, 2, 1)
     mask = module.shifted_window_mask(4, 4, 2, 1)
     x = np.random.default_rng(2).normal(size=(2, 4, 4, 8))
     with tf.no_grad():
         both = block(tf.Tensor(x), mask).data
         alone = [block(tf.Tensor(x[i : i + 1]), mask).data[0] for i in range(2)]
+    np.testing.assert_allclose(both, np.stack(alone), rtol=1e-12, atol=1e-12)
+    tf.manual_seed(0)
+    model = module.SwinTransformer(module.SwinConfig()).to(np.float64)  # the whole model too
+    images = np.random.default_rng(3).random((2, 1, 8, 8))
+    with tf.no_grad():
+        both = model(images)[0].data
+        alone = [model(images[i : i + 1])[0].data[0] for i in range(2)]
     np.testing.assert_allclose(both, np.stack(alone), rtol=1e-12, atol=1e-12)
 
 
