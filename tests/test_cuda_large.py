@@ -164,6 +164,22 @@ def check_kernel(kernel: str, dtype) -> None:
             np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale, err_msg=what)
 
 
+# CUDA kernel files checked at large sizes elsewhere
+ELSEWHERE = {"adamw": "tests/test_adamw_many.py (shapes around a warp, a chunk, several chunks)"}
+
+
+def test_every_cuda_kernel_file_has_a_large_case():
+    """A new kernel file gets a case here (or a reason it is checked elsewhere)."""
+    files = set()
+    for name in registry.primitives():
+        impl = registry._table[name].get("cuda")
+        if impl is not None:
+            files.add(impl.fn.__module__.rsplit(".", 1)[-1])
+    assert "softmax" in files  # the kernels were found at all
+    missing = files - set(CASES) - set(ELSEWHERE)
+    assert not missing, f"CUDA kernel files with no case past one warp and one tile: {missing}"
+
+
 @pytest.fixture
 def grid_strides(monkeypatch):
     """Grids of two blocks for the elementwise kernels, so each thread strides over many
