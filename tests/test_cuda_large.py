@@ -6,10 +6,12 @@ online log-sum-exp rescale past 256 columns, and layer norm's column sum over ma
 blocks would otherwise run only on a GPU. Each case here sits just past those thresholds:
 rows of 40 columns (two warps) and 300 columns (256 threads, some with two columns), 40 rows
 for layer norm (ten partial blocks, more than the eight warps that sum them), 40 queries and
-keys for attention (two or three tiles each way), in float32 and float64.
+keys for attention (two or three tiles each way), 70 looked-up rows for the embedding
+(three chunks), grids of two blocks for the elementwise kernels (each thread strides), in
+float32 and float64.
 
-`check_kernel(name, dtype)` is the check; tests/test_mutation.py plants bugs in the `.cu`
-sources and requires it to fail.
+`check_kernel(name, dtype)` is the check; tests/test_mutation_dedicated.py plants bugs in the
+`.cu` sources and requires it to fail.
 """
 
 from __future__ import annotations
