@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import warnings
 from types import ModuleType
 
 import numpy as np
@@ -53,6 +54,21 @@ def check_erf(module: ModuleType = erf_module) -> None:
     want = _exact(math.erfc, GRID)
     error = np.abs(got - want) / want
     assert error.max() < 1e-6, f"erfc: relative error {error.max():.3g} at {GRID[error.argmax()]}"
+
+
+def check_erf_extremes(module: ModuleType = erf_module) -> None:
+    """erf of infinities, NaN and numbers whose square overflows, and its gradient there,
+    without a floating-point warning (the series must not run on them)."""
+    for dtype in (np.float32, np.float64):
+        x = np.array([np.inf, -np.inf, np.nan, 1e30, -3e19, 0.25], dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            t = tf.Tensor(x, requires_grad=True)
+            y = module.Erf.apply(t)
+            y.backward(np.ones_like(x))
+        np.testing.assert_array_equal(y.data[:5], [1, -1, np.nan, 1, -1])
+        assert abs(y.data[5] - math.erf(0.25)) < 1e-7
+        np.testing.assert_array_equal(t.grad[:5], [0, 0, np.nan, 0, 0])
 
 
 def _gelu_exact(x: float) -> tuple[float, float]:
@@ -98,6 +114,10 @@ def check_norm_ties(module: ModuleType = norm_op) -> None:
 
 def test_float32_erf_and_erfc_are_accurate_into_the_tails():
     check_erf()
+
+
+def test_erf_of_infinities_and_huge_numbers_without_warnings():
+    check_erf_extremes()
 
 
 @pytest.mark.parametrize("backend", registry.backends("gelu.forward"))

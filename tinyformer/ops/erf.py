@@ -89,13 +89,15 @@ def erfc(z: np.ndarray) -> np.ndarray:
 def erf_array(x: np.ndarray) -> np.ndarray:
     """Error function, elementwise, on any array module: float64 accuracy (relative near 0)."""
     xp = backend.get_array_module(x)
-    x2 = x * x
+    near_0 = xp.abs(x) < _SERIES_BELOW
+    xs = xp.where(near_0, x, 0.0)  # the series only where it is used: x^2 of 1e30 overflows
+    x2 = xs * xs
     inner = xp.zeros_like(x)
     for c in _SERIES[::-1]:  # Horner's rule in x^2
         inner *= x2
         inner += c
-    small = _TWO_OVER_SQRT_PI * x * inner
-    y = xp.where(xp.abs(x) < _SERIES_BELOW, small, 1.0 - erfc(x))
+    small = _TWO_OVER_SQRT_PI * xs * inner
+    y = xp.where(near_0, small, 1.0 - erfc(x))
     return y.astype(x.dtype, copy=False)
 
 
@@ -109,7 +111,8 @@ class Erf(Function):
     def backward(ctx, gy):
         (x,) = ctx.saved_tensors
         xp = backend.get_array_module(x)
-        return gy * (_TWO_OVER_SQRT_PI * xp.exp(-(x * x)))
+        a = xp.minimum(xp.abs(x), 30.0)  # exp(-900) is 0 already; x^2 of 1e30 would overflow
+        return gy * (_TWO_OVER_SQRT_PI * xp.exp(-(a * a)))
 
 
 def erf(x: Tensor) -> Tensor:
