@@ -27,20 +27,25 @@ def corpus(tmp_path):
     return str(path)
 
 
+# What the planted-bug summary calls each kind of mutant, by the end of its key in mutation_log
+MUTANT_KINDS = {":drift": "drifting kernels", ":dedicated": "bugs for dedicated tests"}
+
+
+def _mutant_kind(key: str) -> str:
+    return next((v for k, v in MUTANT_KINDS.items() if key.endswith(k)), "backward bugs")
+
+
 def pytest_terminal_summary(terminalreporter):
     from tests import mutation_log
 
     if mutation_log.RESULTS:
-        kinds = {"backward bugs": False, "drifting kernels": True}
         parts = []
-        for label, is_drift in kinds.items():
-            outcomes = [
-                v for k, v in mutation_log.RESULTS.items() if k.endswith(":drift") == is_drift
-            ]
+        for label in ("backward bugs", *MUTANT_KINDS.values()):
+            outcomes = [v for k, v in mutation_log.RESULTS.items() if _mutant_kind(k) == label]
             if outcomes:
                 parts.append(f"{sum(outcomes)} of {len(outcomes)} {label}")
         caught, planted = sum(mutation_log.RESULTS.values()), len(mutation_log.RESULTS)
+        listed = " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 2 else parts)
         terminalreporter.write_line(
-            f"planted-bug check: caught {' and '.join(parts)} "
-            f"({100.0 * caught / planted:.1f}% kill rate)"
+            f"planted-bug check: caught {listed} ({100.0 * caught / planted:.1f}% kill rate)"
         )

@@ -3,7 +3,8 @@ every kernel has its source, its reference and its checks, and the CPU emulator 
 in CI behaves as CUDA does (shuffles, barriers, block reductions, exited threads, atomics).
 
 The kernels' values are checked against their references by the generic suite
-(tests/test_ops_generic.py, `backend[cuda]`): on the emulator here, on the GPU where one exists.
+(tests/test_ops_generic.py, `backend[cuda]`): on the emulator here, on the GPU where one exists;
+past one warp and one tile by tests/test_cuda_large.py.
 """
 
 from __future__ import annotations
