@@ -13,15 +13,26 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "atomic_write", "check_writable", "save_figure", "save_json", "save_text",
+    "atomic_write", "check_writable", "enable_writes", "save_figure", "save_json", "save_text",
     "stale_temporary_files",
 ]  # fmt: skip
 
 TEMPORARY_SUFFIX = ".tmp"
+# False on ranks 1..N-1 of a data parallel `tinyformer train` (set by
+# tinyformer.distributed.training): rank 0 writes the run's files for every rank.
+_writes_enabled = True
+
+
+def enable_writes(enabled: bool) -> None:
+    """Let this process write files through this module, or make every write a no-op."""
+    global _writes_enabled
+    _writes_enabled = enabled
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: str = "w") -> None:
     """Call `write(file)` on a temporary file opened in `mode`, then rename it to `path`."""
+    if not _writes_enabled:
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # The writer's pid in the name tells a later run which leftovers are a killed writer's.

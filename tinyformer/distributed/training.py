@@ -41,6 +41,9 @@ def init_from_launcher() -> None:
     except ImportError:
         pass
     if pg.get_rank() != 0:
+        from tinyformer.fileio import enable_writes
+
+        enable_writes(False)  # rank 0 writes the checkpoint, logs, plots and results
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the life of the process)
 
 
