@@ -147,7 +147,7 @@ def softmax_online(x):
         row, out = x[i], y[i]
         # Exercise 3.1: pass 1, one loop: the running max `top` and the running sum `total` of
         # exp(row[j] - top), rescaled whenever `top` grows.
-        ### BEGIN SOLUTION
+        ### BEGIN SOLUTION A5.1 the online softmax, in the tutorial
         top = row.dtype.type(-np.inf)
         total = row.dtype.type(0)
         for j in range(row.size):
