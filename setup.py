@@ -65,6 +65,8 @@ setup(
             # NVRTC compiles every CUDA kernel to a cubin in the tests, with no GPU or driver
             'nvidia-cuda-nvrtc>=13; platform_system == "Linux" and platform_machine == "x86_64"',
         ],
+        # a student's release: its notebooks are jupytext sources, opened in JupyterLab
+        "course": ["jupytext>=1.16", "jupyterlab>=4", "ipykernel>=6"],
         # einops.rearrange/repeat/reduce on tinyformer tensors, and nn.Rearrange / nn.Reduce
         # (0.7 has the per-rank recipes the layers use)
         "einops": ["einops>=0.7"],
