@@ -35,17 +35,17 @@ def start_here(a: Assignment, carry_solutions: bool, where: Mapping[str, set[str
         carried = "This is the first assignment: nothing to carry over."
     elif carry_solutions:
         carried = (
-            f"The solutions of {', '.join(earlier)} are already in this folder (your instructor "
-            "released it with the instructor's solutions of the assignments already due)."
+            f"The solutions of {', '.join(earlier)} are already in this folder: your instructor\n"
+            "released it with the solutions of the assignments already due."
         )
     else:
         carried = (
-            f"The code of {', '.join(earlier)} is stubbed here too: bring your own over from "
+            f"The code of {', '.join(earlier)} is stubbed here too. Bring your own over from\n"
             "your previous release, so that the library runs on your work:\n\n"
             f"```bash\ntinyformer assignment sync --from ../{earlier[-1]} --to .\n```\n\n"
-            "(`--from` is the folder of your previous release, with your code in it.) It copies "
-            "your code between the `### BEGIN YOUR CODE` / `### END YOUR CODE` lines of the "
-            "assignments already due, and nothing of this one."
+            "`--from` is the folder of your previous release, with your code in it. Sync copies\n"
+            "your code between the `### BEGIN YOUR CODE` / `### END YOUR CODE` lines of the\n"
+            "assignments already due (and your tutorial exercises), and nothing of this one."
         )
     return f"""# {a.name}: {a.title}
 
