@@ -60,7 +60,7 @@ def _trivial(lines: list[str]) -> bool:
 
 def _region_answers() -> list[tuple[str, str | None, bool, list[str]]]:
     """(where, owning assignment or None, library region?, normalised body) of every solution
-    region in the instructor's tree."""
+    region in the instructor's tree (not in tests/, whose markers are sample strings)."""
     owners = {nb: a.name for a in COURSE.values() for nb in a.notebooks}
     answers = []
     for rel in tree_files(INSTRUCTOR):

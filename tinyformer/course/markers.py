@@ -7,7 +7,8 @@ instructor-only tests (removed from every release). The word after the marker is
 tag: a task ("A2.3") or an assignment ("A2"); nbgrader ignores anything after the marker, so the
 tagged files still work with nbgrader. What follows the tag is a note for the stub's message
 ("backward"). An untagged solution region belongs to the assignment whose notebook holds it;
-elsewhere (e.g. a tutorial's exercise) it belongs to no assignment and is never stubbed.
+elsewhere (e.g. a tutorial's exercise) it belongs to no assignment (a release stubs it all
+the same: see `strip_source`'s `stub`).
 
 Stripping for assignment NAME replaces each of NAME's solution regions, markers included, with
 one line at the BEGIN marker's indentation,
@@ -166,7 +167,7 @@ def strip_source(
         message: the NotImplementedError message for a stubbed region.
         where: the file's name, for errors.
         owner: the assignment this file is a notebook of: its untagged regions belong to it
-            (in other files they belong to no assignment, and stay).
+            (in other files they belong to no assignment: their owner is None).
         syntax: how the file writes markers and stubs (`syntax_of(where)` for a path).
         stub: (region, its owner) -> whether the region becomes a stub; by default, exactly
             the regions owned by `assignment`.
