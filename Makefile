@@ -4,7 +4,8 @@ PIP := $(PYTHON) -m pip
 NOTEBOOKS := $(patsubst tutorials/%.py,tutorials/%.ipynb,$(wildcard tutorials/[0-9]*.py))
 PYTEST_FLAGS ?= -q -rs
 
-.PHONY: help install dev test unit notebooks lint format docs docs-tutorials bench clean
+.PHONY: help install dev test unit notebooks lint format docs docs-instructor docs-tutorials bench \
+	clean
 
 help:
 	@echo "install    pip install -e . (the library and its command line)"
@@ -12,8 +13,11 @@ help:
 	@echo "           check and, if torch is installed, the PyTorch oracle), notebooks, docs"
 	@echo "lint       ruff check + ruff format --check"
 	@echo "format     ruff format + ruff check --fix"
-	@echo "docs       build the MkDocs site into site/ (strict, offline); tutorials without outputs"
-	@echo "           unless docs-tutorials ran since their sources last changed"
+	@echo "docs       build the students' MkDocs site into site/ (strict, offline): no instructor"
+	@echo "           pages, tutorial solutions stubbed; tutorials without outputs unless"
+	@echo "           docs-tutorials ran since their sources last changed"
+	@echo "docs-instructor  the full site, with docs/instructors.md, docs/course/ and the"
+	@echo "           tutorials' solutions, into site-instructor/ (instructor's tree only)"
 	@echo "docs-tutorials  run the tutorials, keeping their outputs, then build the site with them"
 	@echo "bench      benchmark tables -> bench-results/ (JSON + PNG)"
 	@echo "clean      remove build outputs and caches"
@@ -54,6 +58,10 @@ format:
 docs:
 	$(PYTHON) -m mkdocs build --strict --site-dir site
 
+# Never publish this one where students can read it: it describes the hidden tests.
+docs-instructor:
+	$(PYTHON) -m mkdocs build --strict --config-file mkdocs-instructor.yml --site-dir site-instructor
+
 # The site shows each tutorial with the outputs of its notebook tutorials/NN_name.ipynb when
 # that notebook holds outputs and the same cells as its source (docs/hooks/tutorials.py).
 # This runs them to write those outputs: at the test sizes (DOCS_TUTORIALS_SMALL= for full
@@ -70,6 +78,6 @@ bench:
 	$(PYTHON) -m tinyformer.bench --out bench-results
 
 clean:
-	rm -rf build dist site bench-results .pytest_cache .hypothesis .ruff_cache *.egg-info \
+	rm -rf build dist site site-instructor bench-results .pytest_cache .hypothesis .ruff_cache *.egg-info \
 		tutorials/*.ipynb
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

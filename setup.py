@@ -71,6 +71,8 @@ setup(
         ],
         # data parallel training over MPI: mpi4py and an MPI that installs as a wheel
         "mpi": ["mpi4py>=4", 'mpich>=4; platform_system != "Windows"'],
+        # a student's release: its notebooks are jupytext sources, opened in JupyterLab
+        "course": ["jupytext>=1.16", "jupyterlab>=4", "ipykernel>=6"],
         # einops.rearrange/repeat/reduce on tinyformer tensors, and nn.Rearrange / nn.Reduce
         # (0.7 has the per-rank recipes the layers use)
         "einops": ["einops>=0.7"],

@@ -44,6 +44,11 @@ import numpy as np
 import tinyformer as tf
 import tinyformer.nn.functional as F
 from tinyformer import registry
+from tinyformer.course import workspace
+
+# Stops here, loudly, if `import tinyformer` loads another folder than the one this notebook
+# is in (say, another release that you installed later).
+workspace.check()
 
 reference = registry.prefer(registry.REFERENCE)
 reference.__enter__()  # every primitive runs its NumPy reference from here on
@@ -73,8 +78,9 @@ y0 = F.softmax(tf.tensor(x0, dtype="float64"), axis=-1).data
 jacobian = np.diag(y0) - np.outer(y0, y0)
 xt = tf.tensor(x0, dtype="float64", requires_grad=True)
 rows = [tf.grad(F.softmax(xt, axis=-1)[i], [xt])[0] for i in range(4)]
-np.testing.assert_allclose(np.stack(rows), jacobian, atol=1e-12)
 ### END SOLUTION
+np.testing.assert_allclose(np.stack(rows), jacobian, atol=1e-12)
+np.testing.assert_allclose(jacobian.sum(axis=0), 0, atol=1e-12)  # softmax's outputs sum to 1
 print("the softmax Jacobian matches diag(y) - y y^T")
 
 # %% [markdown]
@@ -101,8 +107,9 @@ target = rng.integers(0, 4, 6)
 ### BEGIN SOLUTION
 F.cross_entropy(logits, target).backward()
 p = F.softmax(logits, axis=1).data
-np.testing.assert_allclose(logits.grad, (p - np.eye(4)[target]) / 6, atol=1e-12)
+expected = (p - np.eye(4)[target]) / 6
 ### END SOLUTION
+np.testing.assert_allclose(logits.grad, expected, atol=1e-12)
 print(tf.gradcheck(lambda z: F.cross_entropy(z, target, label_smoothing=0.1), [logits]))
 
 # %% [markdown]
@@ -119,8 +126,9 @@ print(tf.gradcheck(lambda z: F.cross_entropy(z, target, label_smoothing=0.1), [l
 xs = tf.tensor(rng.normal(size=(2, 3, 4)), dtype="float64", requires_grad=True)
 w = tf.tensor(rng.uniform(0.5, 1.5, (3, 4)), dtype="float64", requires_grad=True)
 b = tf.tensor(rng.normal(size=(3, 4)), dtype="float64", requires_grad=True)
-assert tf.gradcheck(lambda x, w, b: F.layer_norm(x, (3, 4), w, b), [xs, w, b], upstream="random")
+passed = tf.gradcheck(lambda x, w, b: F.layer_norm(x, (3, 4), w, b), [xs, w, b], upstream="random")
 ### END SOLUTION
+assert passed and xs.shape == (2, 3, 4) and w.shape == b.shape == (3, 4)
 print("layer_norm passes gradcheck with a weight and a bias")
 
 # %%

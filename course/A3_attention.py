@@ -40,8 +40,13 @@ import numpy as np
 import tinyformer as tf
 import tinyformer.nn.functional as F
 from tinyformer import registry
+from tinyformer.course import workspace
 from tinyformer.models import GPT, GPTConfig
 from tinyformer.optim import AdamW
+
+# Stops here, loudly, if `import tinyformer` loads another folder than the one this notebook
+# is in (say, another release that you installed later).
+workspace.check()
 
 reference = registry.prefer(registry.REFERENCE)
 reference.__enter__()  # every primitive runs its NumPy reference from here on
@@ -70,12 +75,12 @@ print(tf.gradcheck(F.scaled_dot_product_attention, [q, k, v], upstream="random")
 ### BEGIN SOLUTION
 scores = (q @ tf.ops.transpose(k, -2, -1)) * (1 / np.sqrt(3))
 composed = F.softmax(scores, axis=-1) @ v
-np.testing.assert_allclose(composed.data, y.data, atol=1e-12)
 upstream = rng.normal(size=y.shape)
 (g1,) = tf.grad(composed, [q], upstream)
 (g2,) = tf.grad(F.scaled_dot_product_attention(q, k, v), [q], upstream)
-np.testing.assert_allclose(g1, g2, atol=1e-12)
 ### END SOLUTION
+np.testing.assert_allclose(composed.data, y.data, atol=1e-12)
+np.testing.assert_allclose(g1, g2, atol=1e-12)
 print("the fused attention equals softmax(q k^T / sqrt(d)) v, and so do their gradients")
 
 # %% [markdown]
@@ -93,9 +98,9 @@ y0 = F.scaled_dot_product_attention(q, k, v, is_causal=True).data
 k2, v2 = k.data.copy(), v.data.copy()
 k2[:, -1], v2[:, -1] = 5.0, -5.0
 y1 = F.scaled_dot_product_attention(q, tf.tensor(k2), tf.tensor(v2), is_causal=True).data
+### END SOLUTION
 np.testing.assert_allclose(y1[:, :-1], y0[:, :-1], atol=1e-12)
 assert not np.allclose(y1[:, -1], y0[:, -1])
-### END SOLUTION
 print("earlier outputs ignore a later token")
 
 # %% [markdown]

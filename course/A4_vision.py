@@ -38,8 +38,13 @@ import numpy as np
 import tinyformer as tf
 import tinyformer.nn.functional as F
 from tinyformer import registry
+from tinyformer.course import workspace
 from tinyformer.models import SegConfig, UNet
 from tinyformer.optim import Adam
+
+# Stops here, loudly, if `import tinyformer` loads another folder than the one this notebook
+# is in (say, another release that you installed later).
+workspace.check()
 
 reference = registry.prefer(registry.REFERENCE)
 reference.__enter__()  # every primitive runs its NumPy reference from here on
@@ -74,8 +79,8 @@ print(tf.gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), [x, w
 y = leaf(2, 4, 3, 3)
 lhs = (F.conv2d(x, w, stride=2, padding=1).data * y.data).sum()
 rhs = (x.data * F.conv_transpose2d(y, w, stride=2, padding=1, output_padding=(1, 0)).data).sum()
-np.testing.assert_allclose(lhs, rhs, rtol=1e-12)
 ### END SOLUTION
+np.testing.assert_allclose(lhs, rhs, rtol=1e-12)
 print("conv_transpose2d is conv2d's adjoint")
 
 # %% [markdown]
@@ -92,11 +97,11 @@ print("conv_transpose2d is conv2d's adjoint")
 xp = tf.tensor(rng.permutation(2 * 3 * 6 * 6).reshape(2, 3, 6, 6) + 1.0, dtype="float64")
 pooled, indices = F.max_pool2d(xp, 2, return_indices=True)
 restored = F.max_unpool2d(pooled, indices, 2).data
+windows = xp.data.reshape(2, 3, 3, 2, 3, 2).max(axis=(3, 5))
+### END SOLUTION
 kept = restored != 0
 np.testing.assert_array_equal(restored[kept], xp.data[kept])
-windows = xp.data.reshape(2, 3, 3, 2, 3, 2).max(axis=(3, 5))
 np.testing.assert_array_equal(np.sort(restored[kept]), np.sort(windows.ravel()))
-### END SOLUTION
 print("unpooling keeps exactly the maxima")
 
 # %% [markdown]

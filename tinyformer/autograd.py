@@ -214,6 +214,7 @@ def _as_output(y: Any, op: str) -> np.ndarray:
 
 def _toposort(roots: Sequence[Context]) -> list[Context]:
     """Nodes reachable from `roots`, each after all of its inputs' nodes (iterative DFS)."""
+    ### BEGIN SOLUTION A1.2 library: withheld from releases until A1 is due
     order: list[Context] = []
     visited: set[int] = set()
     stack = [(root, False) for root in roots]
@@ -230,6 +231,7 @@ def _toposort(roots: Sequence[Context]) -> list[Context]:
             if type(parent) is Context and id(parent) not in visited:
                 stack.append((parent, False))
     return order
+    ### END SOLUTION
 
 
 def _check_gradients(node: Context, grads: Any) -> tuple:

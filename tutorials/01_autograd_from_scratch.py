@@ -89,19 +89,22 @@ class Value:
         )
 
     def __add__(self, other):
+        ### BEGIN SOLUTION A1.1 add, in the tutorial
         return Value(self.data + other.data, (self, other), lambda g: (g, g))
+        ### END SOLUTION
 
     def square(self):
         return Value(self.data**2, (self,), lambda g: (g * 2 * self.data,))
 
     def tanh(self):
         # Exercise 1.1: forward t = tanh(self.data); backward sends g * (1 - t^2) to self.
-        ### BEGIN SOLUTION
+        ### BEGIN SOLUTION A1.1 tanh, in the tutorial
         t = math.tanh(self.data)
         return Value(t, (self,), lambda g: (g * (1 - t**2),))
         ### END SOLUTION
 
     def backward(self):
+        ### BEGIN SOLUTION A1.2 backward, in the tutorial
         order, seen, stack = [], set(), [(self, False)]
         while stack:  # iterative depth-first search: parents before children
             node, done = stack.pop()
@@ -115,6 +118,7 @@ class Value:
         for node in reversed(order):
             for parent, g in zip(node.parents, node._backward(node.grad)):
                 parent.grad += g  # += : a value used twice receives both gradients
+        ### END SOLUTION
 
 
 va, vb, vc = Value(2.0), Value(-3.0), Value(10.0)

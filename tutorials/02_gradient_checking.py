@@ -188,7 +188,7 @@ print(tf.gradcheck(BrokenLayerNorm.apply, [xl], raise_exception=False).report)
 # %%
 # Exercise 2.1: the layer-norm backward. gy, xhat (rows, D), rstd (rows, 1) -> gx (rows, D).
 def layer_norm_backward(gy, xhat, rstd):
-    ### BEGIN SOLUTION
+    ### BEGIN SOLUTION A2.4 layer_norm backward, in the tutorial
     gy_mean = gy.mean(axis=-1, keepdims=True)  # (rows, 1)
     gy_xhat_mean = (gy * xhat).mean(axis=-1, keepdims=True)  # (rows, 1)
     return rstd * (gy - gy_mean - xhat * gy_xhat_mean)

@@ -146,7 +146,7 @@ print("max difference from the step-by-step version:", np.abs(y.numpy() - causal
 # %%
 gy = np.random.default_rng(1).standard_normal((T, d_k))  # dL/d causal_out, from above
 # Exercise 4.1: gQ, gK, gV (T, d_k) from gy, causal_weights, Q, K and V.
-### BEGIN SOLUTION
+### BEGIN SOLUTION A3.1 attention backward, in the tutorial
 gV = causal_weights.T @ gy  # (T, d_k)
 gP = gy @ V.T  # (T, T)
 gS = causal_weights * (gP - (gP * causal_weights).sum(axis=-1, keepdims=True))  # (T, T)

@@ -399,7 +399,7 @@ print("columns 0-127 sum to", y[:, :128].sum(-1).round(4)[:3], "...")
 
 # %%
 # Exercise 17.2: SOFTMAX_STRIDED = REDUCTIONS + the source of `softmax_strided`.
-### BEGIN SOLUTION
+### BEGIN SOLUTION A5.3 the block softmax, in the tutorial
 SOFTMAX_STRIDED = (
     REDUCTIONS
     + r"""

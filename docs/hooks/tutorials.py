@@ -6,8 +6,13 @@ hook like any page's), code cells as Python blocks, and, where an executed copy
 `tutorials/NN_name.ipynb` with the same cells exists, its outputs: text as text blocks, figures
 as PNG files beside the page. `make docs-tutorials` runs the tutorials and writes those copies;
 without one a page shows the code alone and says how to get the outputs, so `make docs` stays
-quick and offline. The nav entry `Tutorials: tutorials/index.md` in mkdocs.yml becomes a section:
-an overview page, then every tutorial in order.
+quick and offline. The nav entry `Tutorials: tutorials/index.md` in mkdocs.yml (at any depth)
+becomes a section: an overview page, then every tutorial in order.
+
+The tutorials' exercises are for students: in the student edition of the site (`extra:
+edition: student`, mkdocs.yml) each solution region is a stub, as in a release, and the outputs
+of the cells that held one are left out; the instructor's edition (mkdocs-instructor.yml) shows
+the solutions between their `### BEGIN SOLUTION` / `### END SOLUTION` markers.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import jupytext
 import nbformat
 from mkdocs.structure.files import File
 
-__all__ = ["Tutorial", "find_tutorials", "render"]
+from tinyformer.course.markers import strip_source
+
+__all__ = ["Tutorial", "find_tutorials", "render", "without_solutions"]
 
 INDEX = "tutorials/index.md"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -139,11 +146,29 @@ def _note(tutorial: Tutorial) -> str:
     return f'!!! note "How this page was made"\n    {body}'
 
 
-def render(tutorial: Tutorial) -> tuple[str, dict[str, bytes]]:
-    """The page's markdown, and its figures by site path."""
+def _stub(region) -> str:
+    tag = f"{region.tag}: " if region.tag else ""
+    return f"{tag}exercise — replace this line with your code"
+
+
+def without_solutions(source: str, where: str) -> str:
+    """A code cell's source with every solution region a stub, as a release has it."""
+    if "### BEGIN SOLUTION" not in source:
+        return source
+    text, _ = strip_source(source, "", _stub, where=where, stub=lambda region, owner: True)
+    return text
+
+
+def render(tutorial: Tutorial, solutions: bool = True) -> tuple[str, dict[str, bytes]]:
+    """The page's markdown, and its figures by site path; without the exercises' solutions
+    (or the outputs of their cells) unless `solutions`."""
     images: dict[str, bytes] = {}
     blocks, noted = [], False
     for index, cell in enumerate(tutorial.notebook.cells):
+        if cell.cell_type == "code" and not solutions and "### BEGIN SOLUTION" in cell.source:
+            where = f"tutorials/{tutorial.stem}.py cell {index}"
+            blocks.append(_fenced(without_solutions(cell.source, where), "python"))
+            continue
         if cell.cell_type == "markdown":
             source = _markdown(cell.source)
             if not noted and source.lstrip().startswith("# "):
@@ -180,20 +205,31 @@ that step `make docs` renders the code alone.
 
 # The hook proper.
 _TUTORIALS: list[Tutorial] = []
+_SOLUTIONS = [True]  # the edition shows the tutorials' solutions
+
+
+def _expand(nav: list, section: list) -> bool:
+    """Replace the entry `... : tutorials/index.md` in `nav` (or a section in it) by `section`."""
+    for i, item in enumerate(nav):
+        if not isinstance(item, dict):
+            continue
+        (title, value), *_ = item.items()
+        if value == INDEX:
+            nav[i] = {title: section}
+            return True
+        if isinstance(value, list) and _expand(value, section):
+            return True
+    return False
 
 
 def on_config(config):
     _TUTORIALS[:] = find_tutorials(Path(config.config_file_path).parent)
+    _SOLUTIONS[0] = (config.extra or {}).get("edition", "instructor") != "student"
     if config.nav is None:  # no nav in mkdocs.yml: MkDocs lists every page itself
         return config
     section = [{"Overview": INDEX}] + [{t.title: t.page} for t in _TUTORIALS]
-    nav = config.nav
-    for i, item in enumerate(nav):
-        if isinstance(item, dict) and list(item.values()) == [INDEX]:
-            nav[i] = {next(iter(item)): section}
-            break
-    else:
-        nav.append({"Tutorials": section})
+    if not _expand(config.nav, section):
+        config.nav.append({"Tutorials": section})
     return config
 
 
@@ -218,7 +254,7 @@ def _prefix_ids(items) -> None:
 def on_files(files, config):
     files.append(File.generated(config, INDEX, content=_index(_TUTORIALS)))
     for tutorial in _TUTORIALS:
-        markdown, images = render(tutorial)
+        markdown, images = render(tutorial, solutions=_SOLUTIONS[0])
         files.append(File.generated(config, tutorial.page, content=markdown))
         for path, png in images.items():
             files.append(File.generated(config, path, content=png))

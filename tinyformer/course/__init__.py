@@ -2,7 +2,12 @@
 
 - `tinyformer.course.definition`: the assignments, their tasks and points (`COURSE`).
 - `tinyformer.course.markers`: nbgrader-style solution and hidden-test regions, and stripping.
-- `tinyformer.course.release`: `tinyformer assignment release NAME --out DIR`.
+- `tinyformer.course.release`: `tinyformer assignment release NAME --out DIR`, a student
+  version that ships no answer (`handout` writes its START_HERE.md and README head).
+- `tinyformer.course.sync`: `tinyformer assignment sync --from OLD --to NEW`, a student's own
+  code of the assignments already due, carried into the next release.
+- `tinyformer.course.workspace`: `check()`, whether `import tinyformer` loads the folder being
+  edited (the first cell of every course notebook).
 - `tinyformer.course.grade`: `tinyformer grade NAME [DIR]`, Gradescope's results.json.
 - `a1_autograd`, `a5_kernels`, `a5_cuda` (+ `a5_softmax.cu`): the code of assignments that
   are not library ops (a scalar autograd engine; softmax kernels in Numba and in CUDA, which

@@ -7,7 +7,7 @@ grader's own; these tests add what a comparison on standard-normal inputs does n
 
 Each test calls the student's wrapper in `tinyformer/course/a5_kernels.py` (A5.1, A5.2) or
 `a5_cuda.py` (A5.3) directly (not through the registry), and only its own task's kernel: the
-backward tests take y from the reference softmax, so a wrong forward kernel costs A5.2 nothing.
+backward tests take y from SciPy's softmax, so a wrong forward kernel costs A5.2 nothing.
 All inputs are float32 or float64 and go through the wrappers' read-only rows, so the tests add
 no compile to the kernel check's. A5.3's tests run the CUDA kernel on the fake device (the CPU
 emulator, on every machine) and on the GPU where CuPy sees one.
@@ -55,9 +55,11 @@ def _cuda_softmax(tf: ModuleType, x: np.ndarray, device: str) -> np.ndarray:
 
 
 def _reference_softmax(x: np.ndarray) -> np.ndarray:
-    from tinyformer.ops.softmax import softmax_forward
+    # SciPy's, not the tree's: in a release, the tree's softmax is the student's A2.1 (a stub
+    # until they carry it over with `sync`), and A5 must grade on its own.
+    from scipy.special import softmax
 
-    return softmax_forward(x)
+    return softmax(x, axis=-1).astype(x.dtype, copy=False)
 
 
 def forward_rows_sum_to_one_in_the_input_dtype(tf: ModuleType) -> None:

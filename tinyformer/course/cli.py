@@ -11,7 +11,7 @@ __all__ = ["add_course_commands", "run_course_command"]
 
 
 def add_course_commands(sub: argparse._SubParsersAction) -> None:
-    """Add `assignment list|release` and `grade` to the top-level subcommands."""
+    """Add `assignment list|release|sync` and `grade` to the top-level subcommands."""
     course = sub.add_parser("assignment", help="list or release course assignments")
     actions = course.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="the assignments, their tasks and points")
@@ -24,6 +24,21 @@ def add_course_commands(sub: argparse._SubParsersAction) -> None:
     release.add_argument("name", metavar="NAME", help="the assignment, e.g. A2")
     release.add_argument("--out", required=True, metavar="DIR", help="folder to write")
     release.add_argument("--force", action="store_true", help="replace a non-empty DIR")
+    release.add_argument(
+        "--carry-solutions",
+        action="store_true",
+        help="keep the instructor's solutions of the assignments already due (a policy choice; "
+        "by default they are stubs that the student fills with `assignment sync`)",
+    )
+    sync = actions.add_parser(
+        "sync",
+        help="carry your code of earlier assignments into a new release",
+        description="Copy the code between the YOUR CODE markers of the assignments already "
+        "due (and your tutorial exercises) from your previous release into the new one; the new "
+        "assignment's stubs are left alone.",
+    )
+    sync.add_argument("--from", dest="source", required=True, metavar="OLD", help="previous")
+    sync.add_argument("--to", dest="target", default=".", metavar="NEW", help="new (default .)")
     grade = sub.add_parser(
         "grade",
         help="grade an assignment in a tinyformer tree, offline",
@@ -61,17 +76,34 @@ def run_course_command(args: argparse.Namespace) -> int:
             return _grade(args)
         if args.action == "list":
             return _list()
+        if args.action == "sync":
+            return _sync(args)
         from tinyformer.course.release import release
 
-        report = release(args.name, args.out, force=args.force, progress=sys.stderr.isatty())
+        report = release(
+            args.name, args.out, force=args.force, progress=sys.stderr.isatty(),
+            carry_solutions=args.carry_solutions,
+        )  # fmt: skip
     except (MarkerError, ValueError, OSError) as err:
         print(f"tinyformer {args.command}: error: {err}", file=sys.stderr)
         return 2
     stubbed = ", ".join(f"{tag} x{n}" for tag, n in sorted(report.stubbed.items()))
     print(f"released {args.name} to {report.out}: {report.files} files; stubs: {stubbed}; "
           f"hidden-test regions removed: {report.hidden_removed}")  # fmt: skip
+    if report.withheld:
+        print(f"kernels left out (answers until due): {', '.join(report.withheld)}")
     print(f"grading data: {report.data}")
+    print(f"the student starts with: {report.out / 'START_HERE.md'}")
     print(f"grade it: tinyformer grade {args.name} {report.out}")
+    return 0
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from tinyformer.course.sync import sync
+
+    report = sync(args.source, args.target)
+    for line in report.lines():
+        print(line)
     return 0
 
 

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 
 from tinyformer.testing.specs import Sample
 
-__all__ = ["CHECK_KINDS", "COURSE", "Assignment", "KernelCheck", "Task", "assignment", "task"]
+__all__ = [
+    "CHECK_KINDS", "COURSE", "Assignment", "KernelCheck", "Task", "assignment", "due", "task",
+]  # fmt: skip
 
 CHECK_KINDS = ("forward", "gradcheck", "properties", "hidden", "kernel")
 
@@ -116,6 +118,8 @@ class Assignment:
         notebooks: jupytext sources (paths from the repository root) released with it.
         readme: the instructor's page about it.
         checks: the module in `tinyformer/course/` with its PROPERTIES and HIDDEN tests, or None.
+        primitives: the registry primitives whose code it asks for: the library's kernels of
+            any of them are an answer too, and stay out of releases until it is due.
     """
 
     name: str
@@ -124,11 +128,16 @@ class Assignment:
     notebooks: tuple[str, ...] = ()
     readme: str = ""
     checks: str | None = None
+    primitives: tuple[str, ...] = ()
     lecture: str = field(default="", compare=False)
 
     @property
     def total(self) -> int:
         return sum(t.total for t in self.tasks)
+
+
+def _primitives(*ops: str) -> tuple[str, ...]:
+    return tuple(f"{op}.{step}" for op in ops for step in ("forward", "backward"))
 
 
 def _unweighted(sample: Sample) -> bool:
@@ -164,6 +173,7 @@ A2 = Assignment(
     notebooks=("course/A2_softmax_layernorm.py",),
     readme="docs/course/A2.md",
     checks="a2_checks.py",
+    primitives=_primitives("softmax", "log_softmax", "cross_entropy", "layer_norm"),
     tasks=(
         Task(
             "A2.1", "softmax", ("softmax",), _LOSSES,
@@ -202,6 +212,7 @@ A3 = Assignment(
     notebooks=("course/A3_attention.py",),
     readme="docs/course/A3.md",
     checks="a3_checks.py",
+    primitives=_primitives("attention"),
     tasks=(
         Task(
             "A3.1", "scaled_dot_product_attention", ("scaled_dot_product_attention",),
@@ -222,6 +233,7 @@ A4 = Assignment(
     notebooks=("course/A4_vision.py",),
     readme="docs/course/A4.md",
     checks="a4_checks.py",
+    primitives=_primitives("conv2d", "conv_transpose2d", "max_pool2d", "max_unpool2d"),
     tasks=(
         Task(
             "A4.1", "conv2d", ("conv2d",), _CONV,
@@ -255,6 +267,7 @@ A5 = Assignment(
     notebooks=("course/A5_kernels.py",),
     readme="docs/course/A5.md",
     checks="a5_checks.py",
+    primitives=_primitives("softmax"),
     tasks=(
         Task(
             "A5.1", "softmax forward kernel", (), _KERNELS,
@@ -294,3 +307,9 @@ def task(tag: str) -> Task | None:
     """The task with id `tag` ("A2.3"), or None if the tag names no task."""
     found = COURSE.get(tag.split(".")[0])
     return next((t for t in found.tasks if t.id == tag), None) if found else None
+
+
+def due(name: str) -> tuple[str, ...]:
+    """The assignments already due when `name` is released: those before it in `COURSE`."""
+    names = list(COURSE)
+    return tuple(names[: names.index(assignment(name).name)])

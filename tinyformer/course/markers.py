@@ -7,13 +7,18 @@ instructor-only tests (removed from every release). The word after the marker is
 tag: a task ("A2.3") or an assignment ("A2"); nbgrader ignores anything after the marker, so the
 tagged files still work with nbgrader. What follows the tag is a note for the stub's message
 ("backward"). An untagged solution region belongs to the assignment whose notebook holds it;
-elsewhere (e.g. a tutorial's exercise) it belongs to no assignment and is never stubbed.
+elsewhere (e.g. a tutorial's exercise) it belongs to no assignment (a release stubs it all
+the same: see `strip_source`'s `stub`).
 
 Stripping for assignment NAME replaces each of NAME's solution regions, markers included, with
 one line at the BEGIN marker's indentation,
 `raise NotImplementedError("A2.3: layer_norm backward — see docs/ops/layers.md")`,
 removes every hidden-test region, and leaves other assignments' regions (and their markers) as
-they are. Regions do not nest.
+they are. Regions do not nest. A release asks for more (`tinyformer.course.release`): it says
+which regions to stub (every one that is not yet due), and keeps each stub between
+`### BEGIN YOUR CODE TAG` and `### END YOUR CODE` lines, so that `sync` can carry the student's
+code into the next release. A region whose note starts with `library` is the library's own copy
+of an answer (the engine's topological sort is A1.2's): see `Region.library`.
 
 CUDA sources (`.cu`, `.cuh`) hold the same markers behind C's comment, `// ### BEGIN SOLUTION
 A5.3` ... `// ### END SOLUTION`, and a stubbed region becomes a comment, which compiles:
@@ -45,7 +50,7 @@ __all__ = [
 ]
 
 _MARKER = (
-    r"### (?P<edge>BEGIN|END) (?P<kind>SOLUTION|HIDDEN TESTS)"
+    r"### (?P<edge>BEGIN|END) (?P<kind>SOLUTION|HIDDEN TESTS|YOUR CODE)"
     r"(?:[ \t]+(?P<tag>[A-Z]+[0-9]+(?:\.[0-9]+)?)\b)?(?P<note>[^\n]*)$"
 )
 _TODO = "// TODO "  # a CUDA stub: the comment, then the message
@@ -63,6 +68,7 @@ class Syntax:
 
     marker: re.Pattern[str]
     stub: Callable[[str], str]
+    lead: str = ""  # what a marker line writes before `### `
 
 
 def _marker(lead: str) -> re.Pattern[str]:
@@ -74,7 +80,7 @@ def _raise(message: str) -> str:
 
 
 PYTHON = Syntax(_marker(""), _raise)
-CUDA = Syntax(_marker(r"//[ \t]*"), lambda message: f"{_TODO}{message}")
+CUDA = Syntax(_marker(r"//[ \t]*"), lambda message: f"{_TODO}{message}", "// ")
 _SUFFIXES = {".py": PYTHON, ".ipynb": PYTHON, ".cu": CUDA, ".cuh": CUDA}
 
 
@@ -98,7 +104,7 @@ class MarkerError(ValueError):
 class Region:
     """One marked region: lines `begin` to `end` (0-based, both marker lines included)."""
 
-    kind: str  # "SOLUTION" or "HIDDEN TESTS"
+    kind: str  # "SOLUTION", "HIDDEN TESTS" or "YOUR CODE" (a released stub, see strip_source)
     tag: str | None  # "A2.3", "A2" or None
     note: str  # text after the tag, e.g. "backward"
     begin: int
@@ -108,6 +114,12 @@ class Region:
     @property
     def assignment(self) -> str | None:
         return None if self.tag is None else self.tag.split(".")[0]
+
+    @property
+    def library(self) -> bool:
+        """A library region: the library's own copy of an answer (its note starts with the word
+        `library`), which the rest of the library runs on."""
+        return self.note.split(" ", 1)[0].rstrip(":") == "library"
 
 
 def find_regions(lines: list[str], where: str, syntax: Syntax = PYTHON) -> list[Region]:
@@ -143,6 +155,8 @@ def strip_source(
     where: str,
     owner: str | None = None,
     syntax: Syntax = PYTHON,
+    stub: Callable[[Region, str | None], bool] | None = None,
+    keep_markers: bool = False,
 ) -> tuple[str, list[Region]]:
     """`text` as released for `assignment`, and the solution regions that became stubs.
 
@@ -153,8 +167,12 @@ def strip_source(
         message: the NotImplementedError message for a stubbed region.
         where: the file's name, for errors.
         owner: the assignment this file is a notebook of: its untagged regions belong to it
-            (in other files they belong to no assignment, and stay).
+            (in other files they belong to no assignment: their owner is None).
         syntax: how the file writes markers and stubs (`syntax_of(where)` for a path).
+        stub: (region, its owner) -> whether the region becomes a stub; by default, exactly
+            the regions owned by `assignment`.
+        keep_markers: write each stub between `### BEGIN YOUR CODE TAG` and `### END YOUR
+            CODE` lines, so that the student's code can be found again (`sync`).
     """
     lines = text.splitlines(keepends=True)
     regions = find_regions(lines, where, syntax)
@@ -165,11 +183,20 @@ def strip_source(
         last = region.end + 1
         if region.kind == "HIDDEN TESTS":
             continue
-        if region_owner != assignment:
+        if region.kind == "YOUR CODE" or not (
+            stub(region, region_owner) if stub is not None else region_owner == assignment
+        ):
             out += lines[region.begin : last]
             continue
         newline = "\r\n" if lines[region.begin].endswith("\r\n") else "\n"
-        out.append(f"{region.indent}{syntax.stub(message(region))}{newline}")
+        body = [f"{region.indent}{syntax.stub(message(region))}{newline}"]
+        if keep_markers:
+            body = [
+                lines[region.begin].replace("BEGIN SOLUTION", "BEGIN YOUR CODE", 1),
+                *body,
+                f"{region.indent}{syntax.lead}### END YOUR CODE{newline}",
+            ]
+        out += body
         stubbed.append(region)
     out += lines[last:]
     return "".join(out), stubbed
@@ -182,6 +209,8 @@ def strip_notebook(
     *,
     where: str,
     owner: str | None = None,
+    stub: Callable[[Region, str | None], bool] | None = None,
+    keep_markers: bool = False,
 ) -> tuple[str, list[Region]]:
     """An .ipynb notebook's JSON as released: each code cell stripped as by `strip_source`."""
     notebook = json.loads(text)
@@ -192,8 +221,9 @@ def strip_notebook(
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else source
         new, regions = strip_source(
-            source, assignment, message, where=f"{where} cell {n}", owner=owner
-        )
+            source, assignment, message, where=f"{where} cell {n}", owner=owner, stub=stub,
+            keep_markers=keep_markers,
+        )  # fmt: skip
         if new != source:
             cell["source"] = new.splitlines(keepends=True)
             cell["outputs"], cell["execution_count"] = [], None  # outputs would show answers

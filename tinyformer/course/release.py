@@ -1,14 +1,28 @@
 """`tinyformer assignment release NAME --out DIR`: the student's version of the library.
 
-The release is a working copy of the instructor's tree in which NAME's solution regions are
-stubs and every hidden-test region is gone; other assignments' solutions stay, so everything
-outside NAME still runs. The files are the repository's (`git ls-files`, plus untracked files
-that git does not ignore: tracked files may already import them), or, outside a git checkout,
-the source tree minus build outputs, caches and virtualenvs. `out/`, `site/` and `.git` are
-never copied, nor `docs/course/` (the instructor's notes), nor other assignments' notebooks.
-The grading data (the instructor's forward values, see `tinyformer.course.data`) goes to
-`course/NAME.grading.npz`. Python sources, notebooks and CUDA sources (`.cu`, `.cuh`) are
-stripped, each with its own comment syntax (`tinyformer.course.markers`); other files are copied.
+A release ships no answer, in any form. Every solution region of every assignment that is not
+yet due (NAME's and every later one's, in the order of `COURSE`) is a stub, and so is every
+tutorial exercise; the solutions of the assignments already due are stubs too, to be carried
+forward from the student's own previous release (`tinyformer assignment sync`), unless the
+instructor releases with `carry_solutions` (then those are the instructor's). Library regions
+(the library's own copy of an answer, e.g. the engine's topological sort for A1.2) are stubs
+until their assignment is due and the instructor's code from then on, since the rest of the
+library runs on them. Every stub sits between `### BEGIN YOUR CODE` and `### END YOUR CODE`
+lines, which `sync` finds. Hidden-test regions are removed from every release. The library's
+kernels of a primitive that a not-yet-due assignment asks for (`Assignment.primitives`: the
+Numba and CUDA softmax while A5 is not due) are left out, with the helper modules only they
+import; the registry then runs the reference.
+
+The files are the repository's (`git ls-files`, plus untracked files that git does not ignore:
+tracked files may already import them), or, outside a git checkout, the source tree minus build
+outputs, caches and virtualenvs. `out/`, `site/` and `.git` are never copied, nor the
+instructor's pages (`docs/instructors.md`, `docs/course/`, `mkdocs-instructor.yml`), the course's
+tests (`tests/test_course.py`, which quotes answers to plant bugs), nor other
+assignments' notebooks. The grading data (the instructor's forward values, see
+`tinyformer.course.data`) goes to `course/NAME.grading.npz`, what was released to
+`course/RELEASE.json`, and a guide for the student to `START_HERE.md`. Python sources,
+notebooks and CUDA sources (`.cu`, `.cuh`) are stripped, each with its own comment syntax
+(`tinyformer.course.markers`); other files are copied.
 
 The release is built in a temporary folder beside DIR and renamed into place at the end, so an
 interrupted release leaves no half-written DIR.
@@ -16,8 +30,9 @@ interrupted release leaves no half-written DIR.
 
 from __future__ import annotations
 
-import functools
+import json
 import os
+import re
 import shutil
 import subprocess
 from collections import Counter
@@ -25,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyformer.course import data as grading_data
-from tinyformer.course.definition import COURSE, Assignment, assignment, task
+from tinyformer.course.definition import COURSE, Assignment, assignment, due, task
+from tinyformer.course.handout import readme_head, start_here
 from tinyformer.course.markers import (
     MarkerError,
     Region,
@@ -35,10 +51,17 @@ from tinyformer.course.markers import (
     syntax_of,
 )
 
-__all__ = ["Release", "data_path", "release", "source_root", "tree_files"]
+__all__ = [
+    "MANIFEST", "Release", "data_path", "release", "source_root", "tree_files", "withheld_kernels",
+]  # fmt: skip
 
-NEVER_COPIED = {".git", "out", "site"}
-INSTRUCTOR_ONLY = ("docs/course/",)  # the assignments' notes say what the hidden tests probe
+MANIFEST = "course/RELEASE.json"
+NEVER_COPIED = {".git", "out", "site", "site-instructor"}
+# The assignments' notes and the instructor's page say what the hidden tests probe; the
+# course's own tests plant bugs by quoting lines of the answers.
+INSTRUCTOR_ONLY = (
+    "docs/course/", "docs/instructors.md", "mkdocs-instructor.yml", "tests/test_course.py",
+)  # fmt: skip
 # Outside git: folders of build outputs and caches, skipped wherever they are.
 SKIPPED_DIRS = {
     "__pycache__", "build", "dist", "bench-results", "node_modules", ".pytest_cache",
@@ -56,6 +79,8 @@ class Release:
     stubbed: Counter = field(default_factory=Counter)  # task or assignment tag -> regions
     hidden_removed: int = 0
     data: Path | None = None
+    withheld: list[str] = field(default_factory=list)  # kernel files left out
+    where: dict[str, set[str]] = field(default_factory=dict)  # task id -> files of its stubs
 
 
 def data_path(tree: str | os.PathLike, name: str) -> Path:
@@ -107,17 +132,37 @@ def tree_files(root: Path) -> list[Path]:
     return files
 
 
-def _message(a: Assignment, region: Region) -> str:
+def _message(region: Region, owner: str | None) -> str:
     note = f" {region.note}" if region.note else ""
-    if region.tag is None or region.tag == a.name:
-        return f"{a.name}: exercise{note} — replace this line with your code"
+    if region.tag is None or region.tag == region.assignment:
+        who = region.tag or owner
+        return f"{who + ': ' if who else ''}exercise{note} — replace this line with your code"
     found = task(region.tag)
     if found is None:
-        raise MarkerError(f"tag {region.tag} names no task of {a.name}")
+        raise MarkerError(f"tag {region.tag} names no task of the course")
+    if region.library:
+        return (
+            f"{found.id}: {found.title} (the library's own copy, released once "
+            f"{region.assignment} is due) — see {found.docs}"
+        )
     return f"{found.id}: {found.title}{note} — see {found.docs}"
 
 
-def _copy(src: Path, dst: Path, rel: Path, a: Assignment, owner: str | None, report: Release):
+def _policy(a: Assignment, carry_solutions: bool):
+    """(region, its owner) -> whether a release of `a` stubs it."""
+    earlier = set(due(a.name))
+
+    def stub(region: Region, owner: str | None) -> bool:
+        if owner is None:  # a tutorial's exercise
+            return True
+        if owner not in earlier:  # not yet due (or unknown: the message reports it)
+            return True
+        return not (region.library or carry_solutions)
+
+    return stub
+
+
+def _copy(src: Path, dst: Path, rel: Path, policy, owner: str | None, report: Release):
     dst.parent.mkdir(parents=True, exist_ok=True)
     syntax = syntax_of(rel)  # None: a file that holds no markers
     if syntax is None:
@@ -128,14 +173,16 @@ def _copy(src: Path, dst: Path, rel: Path, a: Assignment, owner: str | None, rep
         shutil.copy2(src, dst)
         return
     where = rel.as_posix()
-    message = functools.partial(_message, a)
+    options = dict(where=where, owner=owner, stub=policy, keep_markers=True)
+
+    def message(region: Region) -> str:
+        return _message(region, owner)
+
     try:
         if rel.suffix == ".ipynb":
-            new, stubbed = strip_notebook(text, a.name, message, where=where, owner=owner)
+            new, stubbed = strip_notebook(text, "", message, **options)
         else:
-            new, stubbed = strip_source(
-                text, a.name, message, where=where, owner=owner, syntax=syntax
-            )
+            new, stubbed = strip_source(text, "", message, syntax=syntax, **options)
     except MarkerError as err:
         if str(err).startswith(where):
             raise
@@ -145,9 +192,40 @@ def _copy(src: Path, dst: Path, rel: Path, a: Assignment, owner: str | None, rep
     if rel.suffix != ".ipynb":
         regions = find_regions(text.splitlines(keepends=True), where, syntax)
         report.hidden_removed += sum(r.kind == "HIDDEN TESTS" for r in regions)
-    report.stubbed.update(r.tag or a.name for r in stubbed)
+    report.stubbed.update(r.tag or owner or "tutorial" for r in stubbed)
+    for r in stubbed:
+        report.where.setdefault(r.tag or owner or "tutorial", set()).add(where)
     dst.write_text(new, encoding="utf-8", newline="")
     shutil.copymode(src, dst)
+
+
+_REGISTERS = re.compile(r"""\bkernel\(\s*["']([\w.]+)["']""")
+_IMPORTS = re.compile(r"tinyformer\.kernels\.(\w+)\.(_\w+)")
+
+
+def withheld_kernels(root: Path, files: list[Path], name: str) -> set[Path]:
+    """The kernel files a release of `name` leaves out: those registering a primitive of an
+    assignment not yet due, their `.cu` sources, and the private helpers only they import."""
+    names = list(COURSE)
+    later = names[names.index(assignment(name).name) :]
+    answers = {p for n in later for p in COURSE[n].primitives}
+    sources = {f: (root / f).read_text(encoding="utf-8") for f in files if _is_kernel(f)}
+    out = {f for f, text in sources.items() if answers & set(_REGISTERS.findall(text))}
+    out |= {f.with_suffix(".cu") for f in out if f.with_suffix(".cu") in sources}
+    users: dict[Path, set[Path]] = {}
+    for f, text in sources.items():
+        for backend, module in _IMPORTS.findall(text):
+            users.setdefault(Path("kernels", backend, f"{module}.py"), set()).add(f)
+    changed = True
+    while changed:  # a helper whose every importer is left out goes too
+        extra = {h for h, who in users.items() if h in sources and h not in out and who <= out}
+        out |= extra
+        changed = bool(extra)
+    return out
+
+
+def _is_kernel(f: Path) -> bool:
+    return f.parts[0] == "kernels" and f.suffix in (".py", ".cu") and f.name != "__init__.py"
 
 
 def _check_out(out: Path, root: Path, force: bool) -> None:
@@ -159,8 +237,19 @@ def _check_out(out: Path, root: Path, force: bool) -> None:
         raise ValueError(f"{out} is inside the source tree {root}; release outside it, or in out/")
 
 
-def release(name: str, out: str | os.PathLike, *, force: bool = False, progress: bool = False):
+def release(
+    name: str,
+    out: str | os.PathLike,
+    *,
+    force: bool = False,
+    progress: bool = False,
+    carry_solutions: bool = False,
+) -> Release:
     """Write assignment `name`'s student version to `out`; return a `Release`.
+
+    Args:
+        carry_solutions: keep the instructor's solutions of the assignments already due, instead
+            of stubs for the student to fill from their own previous release with `sync`.
 
     Raises:
         ValueError: unknown assignment, a non-empty `out` without `force`, markers that do not
@@ -177,13 +266,16 @@ def release(name: str, out: str | os.PathLike, *, force: bool = False, progress:
     missing = [nb for nb in a.notebooks if Path(nb) not in files]
     if missing:
         raise ValueError(f"{a.name}'s notebooks are not in {root}: {', '.join(missing)}")
+    withheld = withheld_kernels(root, files, a.name)
+    files = [f for f in files if f not in withheld]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.release-{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    report = Release(out)
+    report = Release(out, withheld=sorted(f.as_posix() for f in withheld))
+    policy = _policy(a, carry_solutions)
     try:
         for rel in tqdm(files, desc=f"release {a.name}", unit="file", disable=not progress):
-            _copy(root / rel, tmp / rel, rel, a, owners.get(rel.as_posix()), report)
+            _copy(root / rel, tmp / rel, rel, policy, owners.get(rel.as_posix()), report)
         report.files = len(files)
         unmarked = [t.id for t in a.tasks if not report.stubbed[t.id]]
         if unmarked:
@@ -192,6 +284,19 @@ def release(name: str, out: str | os.PathLike, *, force: bool = False, progress:
                 "task's code, or release from the instructor's tree"
             )
         grading_data.save(data_path(tmp, a.name), grading_data.compute(a, progress))
+        manifest = {
+            "assignment": a.name,
+            "due": list(due(a.name)),
+            "carry_solutions": carry_solutions,
+            "withheld": report.withheld,
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+        (tmp / "START_HERE.md").write_text(
+            start_here(a, carry_solutions, report.where), encoding="utf-8"
+        )
+        readme = tmp / "README.md"
+        if readme.is_file():
+            readme.write_text(readme_head(a) + readme.read_text("utf-8"), encoding="utf-8")
         _swap(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -18,6 +18,7 @@ def unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     Broadcasting copies an input along the leading axes it lacks and along its size-1 axes, so each
     of its elements fed several outputs; its gradient is the sum of theirs.
     """
+    ### BEGIN SOLUTION A1.3 library: withheld from releases until A1 is due
     if g.shape == shape:
         return g
     lead = g.ndim - len(shape)
@@ -25,6 +26,7 @@ def unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
     )
     return g.sum(axis=axes, keepdims=True).reshape(shape)
+    ### END SOLUTION
 
 
 def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:

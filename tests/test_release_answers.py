@@ -1,0 +1,218 @@
+"""No release ships an answer, in any form: every release (every assignment) against every answer.
+
+An answer is the body of a solution region of the instructor's tree (assignment tasks,
+library regions, tutorial and notebook exercises alike), and every function of a library kernel
+that implements a primitive an assignment asks for (`Assignment.primitives`) while that
+assignment is not yet due. The exceptions are the ones the policy makes: a library region
+(the library's own copy of an answer, which the rest of the library runs on) and the kernels of
+an assignment ship once it is due.
+
+Bodies are compared normalised, line by line: comments dropped (`#` and `//` comments, and
+Python docstrings' lines are kept as code), blank lines dropped, each line's whitespace runs
+collapsed to one space and its ends stripped, so re-indenting or re-commenting a copy does not
+hide it. An answer is found in a release if its lines appear as consecutive lines of any
+released file (code, notebooks, docs, kernels: every file that reads as UTF-8). Bodies of one
+line under `MIN_CHARS` characters (`pass`, `return x`, `y = a @ b`) are ignored: they occur
+in correct code everywhere and give away nothing.
+
+Releases are made in-process, once for the module; the search indexes each release's lines
+in a dict, so checking a few hundred answers against a release takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import tinyformer
+from tinyformer.course import COURSE
+from tinyformer.course.definition import due
+from tinyformer.course.markers import find_regions, syntax_of
+from tinyformer.course.release import release, tree_files
+
+INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
+MIN_CHARS = 40
+_PY_COMMENT = re.compile(r"(^|\s)#(?!#).*$")  # a comment; `###` markers are dropped too
+_C_COMMENT = re.compile(r"(^|\s)//.*$")
+_REGISTERS = re.compile(r"""\bkernel\(\s*["']([\w.]+)["']""")
+
+
+def normalise(text: str, c_comments: bool = False) -> list[str]:
+    """The lines of `text` that carry code, each stripped and with one space between words."""
+    out = []
+    for line in text.splitlines():
+        line = _PY_COMMENT.sub("", line)
+        if c_comments:
+            line = _C_COMMENT.sub("", line)
+        line = " ".join(line.split())
+        if line and not line.startswith("#"):
+            out.append(line)
+    return out
+
+
+def _trivial(lines: list[str]) -> bool:
+    return not lines or (len(lines) == 1 and len(lines[0]) < MIN_CHARS)
+
+
+def _region_answers() -> list[tuple[str, str | None, bool, list[str]]]:
+    """(where, owning assignment or None, library region?, normalised body) of every solution
+    region in the instructor's tree (not in tests/, whose markers are sample strings)."""
+    owners = {nb: a.name for a in COURSE.values() for nb in a.notebooks}
+    answers = []
+    for rel in tree_files(INSTRUCTOR):
+        syntax = syntax_of(rel)
+        if syntax is None or rel.suffix == ".ipynb" or rel.parts[0] == "tests":
+            continue
+        lines = (INSTRUCTOR / rel).read_text(encoding="utf-8").splitlines()
+        for r in find_regions(lines, rel.as_posix(), syntax):
+            if r.kind != "SOLUTION":
+                continue
+            body = normalise("\n".join(lines[r.begin + 1 : r.end]), rel.suffix in (".cu", ".cuh"))
+            owner = r.assignment or owners.get(rel.as_posix())
+            if not _trivial(body):
+                answers.append((f"{rel}:{r.begin + 1}", owner, r.library, body))
+    return answers
+
+
+def _kernel_answers() -> list[tuple[str, set[str], list[str]]]:
+    """(where, the assignments whose primitives the file registers, normalised body) of every
+    function in the library's kernel files that register an assignment's primitive."""
+    asked = defaultdict(set)
+    for a in COURSE.values():
+        for primitive in a.primitives:
+            asked[primitive].add(a.name)
+    answers = []
+    for path in sorted((INSTRUCTOR / "kernels").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        names = set().union(*(asked[p] for p in _REGISTERS.findall(text) if p in asked))
+        if not names:
+            continue
+        sources = [path.with_suffix(".cu")] if path.with_suffix(".cu").exists() else []
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.FunctionDef):
+                body = normalise(ast.get_source_segment(text, node) or "")
+                if not _trivial(body):
+                    answers.append((f"{path.relative_to(INSTRUCTOR)}:{node.lineno}", names, body))
+        for cu in sources:  # a CUDA source: each block between blank lines
+            for block in re.split(r"\n[ \t]*\n", cu.read_text(encoding="utf-8")):
+                body = normalise(block, c_comments=True)
+                if len(body) >= 3:
+                    answers.append((str(cu.relative_to(INSTRUCTOR)), names, body))
+    return answers
+
+
+class Index:
+    """Every normalised line of a release, and where it is."""
+
+    def __init__(self, root: Path):
+        self.files: dict[str, list[str]] = {}
+        self.at: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue  # a binary file (the grading data, figures)
+            rel = str(path.relative_to(root))
+            lines = normalise(text, c_comments=path.suffix in (".cu", ".cuh"))
+            self.files[rel] = lines
+            for i, line in enumerate(lines):
+                self.at[line].append((rel, i))
+
+    def find(self, body: list[str]) -> str | None:
+        """Where `body` appears as consecutive lines, or None."""
+        for rel, i in self.at.get(body[0], ()):
+            if self.files[rel][i : i + len(body)] == body:
+                return f"{rel}:{i + 1} (normalised line)"
+        return None
+
+
+REGIONS = _region_answers()
+KERNELS = _kernel_answers()
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("releases")
+    return {name: release(name, root / name).out for name in COURSE}
+
+
+@pytest.fixture(scope="module")
+def releases(trees) -> dict[str, Index]:
+    return {name: Index(tree) for name, tree in trees.items()}
+
+
+def test_the_instructors_tree_has_answers_to_look_for():
+    # The search below must have something to find: every assignment's tasks and the
+    # tutorials' exercises, and the library's kernels of A2's and A5's softmax.
+    owners = {owner for _, owner, _, _ in REGIONS}
+    assert set(COURSE) <= owners and None in owners
+    assert any(where.startswith("tutorials/") for where, *_ in REGIONS)
+    assert any("kernels/numba/softmax.py" in where for where, *_ in KERNELS)
+    assert any(where.endswith("attention.cu") for where, *_ in KERNELS)
+
+
+def test_the_search_finds_an_answer_copied_into_a_release(tmp_path):
+    # A student's tree where the answer of A2.4 was pasted back, re-indented and re-commented.
+    where, _, _, body = next(a for a in REGIONS if a[0].startswith("tinyformer/ops/layer_norm"))
+    (tmp_path / "copy.py").write_text(
+        "def f():\n" + "\n".join(f"        {line}  # mine" for line in body) + "\n"
+    )
+    assert Index(tmp_path).find(body) == "copy.py:2 (normalised line)", where
+
+
+@pytest.mark.parametrize("name", list(COURSE))
+def test_a_release_ships_no_answer(name, releases):
+    index, earlier = releases[name], set(due(name))
+    found = [
+        f"{where} ({owner or 'tutorial'}) is in {at}"
+        for where, owner, library, body in REGIONS
+        if not (library and owner in earlier) and (at := index.find(body))
+    ]
+    found += [
+        f"kernel {where} ({', '.join(sorted(names))}) is in {at}"
+        for where, names, body in KERNELS
+        if not names <= earlier and (at := index.find(body))
+    ]
+    assert not found, f"{name}'s release ships {len(found)} answers:\n" + "\n".join(found)
+
+
+def test_library_regions_are_stubs_until_their_assignment_is_due(trees):
+    # The engine's graph walk is A1.2's answer: A1's release cannot backpropagate through
+    # tinyformer's own Tensor, A2's can (and does not need the student's A1 to).
+    stub = "A1.2: backward (the library's own copy, released once A1 is due)"
+    assert stub in (trees["A1"] / "tinyformer/autograd.py").read_text("utf-8")
+    for name in ("A2", "A5"):
+        text = (trees[name] / "tinyformer/autograd.py").read_text("utf-8")
+        assert "(the library's own copy" not in text and "stack.append((node, True))" in text
+
+
+def test_kernels_of_an_assignment_stay_out_until_it_is_due(trees):
+    def has(name: str, kernel: str) -> bool:
+        return (trees[name] / "kernels" / kernel).is_file()
+
+    assert not has("A3", "numba/attention.py") and not has("A3", "cuda/attention.cu")
+    assert not has("A3", "numba/_attention_short.py")  # a helper only attention imports
+    assert has("A4", "numba/attention.py") and has("A4", "cuda/attention.cu")
+    assert not has("A4", "numba/conv2d.py") and has("A5", "numba/conv2d.py")
+    assert not any(has(n, "numba/softmax.py") or has(n, "cuda/softmax.cu") for n in COURSE)
+    assert all(has(n, "numba/gelu.py") and has(n, "numba/_rows.py") for n in COURSE)
+
+
+def test_every_tutorial_exercise_is_a_stub_between_your_code_markers(trees):
+    text = (trees["A2"] / "tutorials/04_attention_step_by_step.py").read_text("utf-8")
+    assert "### BEGIN YOUR CODE A3.1 attention backward, in the tutorial\n" in text
+    assert 'raise NotImplementedError("A3.1: scaled_dot_product_attention' in text
+    assert "### BEGIN SOLUTION" not in text
+
+
+def test_carry_solutions_keeps_only_the_assignments_already_due(tmp_path):
+    tree = release("A3", tmp_path / "A3", carry_solutions=True).out
+    softmax = (tree / "tinyformer/ops/softmax.py").read_text("utf-8")
+    assert softmax == (INSTRUCTOR / "tinyformer/ops/softmax.py").read_text("utf-8")
+    attention = (tree / "tinyformer/ops/attention.py").read_text("utf-8")
+    assert "### BEGIN SOLUTION" not in attention and "A3.1: scaled_dot" in attention
+    assert "A4.1: conv2d" in (tree / "tinyformer/ops/conv2d.py").read_text("utf-8")
