@@ -124,3 +124,44 @@ def test_train_gpt_on_two_ranks_takes_the_one_process_steps_and_resumes_across_c
     assert len(a["loss"]) == len(b["loss"]) == 6
     np.testing.assert_allclose(b["loss"], a["loss"], rtol=1e-5)
     np.testing.assert_allclose(b["evals"][-1]["val"], a["evals"][-1]["val"], rtol=1e-5)
+
+
+def test_ring_all_reduce_sums_and_sends_2_n_minus_1_over_n():
+    from tinyformer.distributed.schedules import ring_all_reduce
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 5):
+        xs = [rng.standard_normal(10 * n) for _ in range(n)]
+        outs, sent = ring_all_reduce(xs)
+        for out in outs:
+            np.testing.assert_allclose(out, np.sum(xs, axis=0))
+        assert sent == 2 * (n - 1) * xs[0].nbytes // n
+
+
+def test_buckets_fill_from_the_last_parameter_up_to_the_cap():
+    from tinyformer.distributed.schedules import assign_buckets
+
+    assert assign_buckets([4, 4, 8, 2], cap=8) == [[3], [2], [1, 0]]
+    assert assign_buckets([4, 4, 8, 2], cap=100) == [[3, 2, 1, 0]]
+    assert assign_buckets([16, 1], cap=8) == [[1], [0]]  # too big for any bucket: its own
+    assert assign_buckets([], cap=8) == []
+
+
+def test_gpipe_schedule_orders_every_piece_and_has_its_bubble():
+    from tinyformer.distributed.schedules import bubble_fraction, gpipe_schedule, stage_order
+
+    for stages, micro in ((1, 1), (2, 4), (3, 2), (4, 8)):
+        table = gpipe_schedule(stages, micro)
+        when = {(cell, s): t for t, row in enumerate(table) for s, cell in enumerate(row) if cell}
+        for s in range(stages):
+            order = stage_order(table, s)
+            assert sorted(order) == sorted(
+                [("forward", m) for m in range(micro)] + [("backward", m) for m in range(micro)]
+            )
+            assert order.index(("backward", 0)) > order.index(("forward", micro - 1))
+            for m in range(micro):
+                if s:  # a stage needs the previous stage's activation, one tick earlier or more
+                    assert when[(("forward", m), s)] > when[(("forward", m), s - 1)]
+                if s < stages - 1:  # and the next stage's gradient
+                    assert when[(("backward", m), s)] > when[(("backward", m), s + 1)]
+        assert bubble_fraction(table) == pytest.approx((stages - 1) / (micro + stages - 1))

@@ -31,6 +31,7 @@ from typing import Any
 
 from tinyformer import autograd, backend, grad_mode
 from tinyformer.distributed import process_group as pg
+from tinyformer.distributed.schedules import assign_buckets
 from tinyformer.nn.module import Module, Parameter
 from tinyformer.tensor import Tensor
 
@@ -108,16 +109,13 @@ class DistributedDataParallel(Module):
 
     @staticmethod
     def _make_buckets(params: list[Parameter], cap: float) -> list[_Bucket]:
-        buckets: list[list[Parameter]] = []
-        size, key = 0, None
-        for p in reversed(params):
-            p_key = (p.dtype, type(p.data))
-            if not buckets or size + p.data.nbytes > cap or p_key != key:
-                buckets.append([])
-                size, key = 0, p_key
-            buckets[-1].append(p)
-            size += p.data.nbytes
-        return [_Bucket(b) for b in buckets]
+        """One flat buffer per bucket needs one dtype and one device: bucket each kind apart."""
+        buckets = []
+        for key in dict.fromkeys((p.dtype, type(p.data)) for p in params):  # in order, once
+            kind = [p for p in params if (p.dtype, type(p.data)) == key]
+            for indices in assign_buckets([p.data.nbytes for p in kind], int(cap)):
+                buckets.append(_Bucket([kind[i] for i in indices]))
+        return buckets
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:

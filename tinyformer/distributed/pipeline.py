@@ -29,6 +29,7 @@ import numpy as np
 import tinyformer.nn.functional as F
 from tinyformer import nn
 from tinyformer.distributed import process_group as pg
+from tinyformer.distributed.schedules import gpipe_schedule, stage_order
 from tinyformer.models.gpt import GPT, GPTConfig
 from tinyformer.ops import reshape
 from tinyformer.tensor import Tensor
@@ -100,39 +101,43 @@ class Stage(nn.Module):
         shape = (m, t, self.config.n_embd)
         dtype = next(iter(self.parameters())).dtype
         self.timeline = []
-        inputs, outputs, losses = [], [], []
-        for i in range(micro_batches):  # all forward
-            start = time.perf_counter()
-            if self.first:
-                x_in = xs[i]
+        inputs, outputs, losses = {}, {}, []
+        for phase, i in stage_order(gpipe_schedule(self.world, micro_batches), self.rank):
+            if phase == "forward":
+                inputs[i], outputs[i] = self._forward_one(xs[i], ys[i], i, shape, dtype)
+                if self.last:
+                    outputs[i] = outputs[i] / micro_batches  # the batch's mean of the means
+                    losses.append(outputs[i].item())
             else:
-                x_in = Tensor(np.empty(shape, dtype))
-                pg.recv(x_in, self.rank - 1)
-                x_in.requires_grad_()
-                start = time.perf_counter()  # waiting is the bubble, not work
-            out = self._forward(x_in, ys[i])
-            if self.last:
-                out = out / micro_batches  # the batch's mean of the micro-batches' means
-                losses.append(out.item())
-            else:
-                pg.send(out, self.rank + 1)
-            self.timeline.append(("forward", i, start, time.perf_counter()))
-            inputs.append(x_in)
-            outputs.append(out)
-        for i in reversed(range(micro_batches)):  # all backward, last micro-batch first
-            if self.last:
-                start = time.perf_counter()
-                outputs[i].backward()
-            else:
-                g = np.empty(shape, dtype)
-                pg.recv(g, self.rank + 1)
-                start = time.perf_counter()
-                outputs[i].backward(g)
-            if not self.first:
-                pg.send(inputs[i].grad, self.rank - 1)
-            self.timeline.append(("backward", i, start, time.perf_counter()))
+                self._backward_one(inputs.pop(i), outputs.pop(i), i, shape, dtype)
         self._sum_tied_gradients()
         return float(sum(losses)) if self.last else None
+
+    def _forward_one(self, x: Any, y: Any, i: int, shape: tuple, dtype: Any) -> tuple:
+        start = time.perf_counter()
+        if not self.first:
+            x = Tensor(np.empty(shape, dtype))
+            pg.recv(x, self.rank - 1)
+            x.requires_grad_()
+            start = time.perf_counter()  # waiting is the bubble, not work
+        out = self._forward(x, y)
+        if not self.last:
+            pg.send(out, self.rank + 1)
+        self.timeline.append(("forward", i, start, time.perf_counter()))
+        return x, out
+
+    def _backward_one(self, x: Any, out: Tensor, i: int, shape: tuple, dtype: Any) -> None:
+        start = time.perf_counter()
+        if self.last:
+            out.backward()
+        else:
+            g = np.empty(shape, dtype)
+            pg.recv(g, self.rank + 1)
+            start = time.perf_counter()
+            out.backward(g)
+        if not self.first:
+            pg.send(x.grad, self.rank - 1)
+        self.timeline.append(("backward", i, start, time.perf_counter()))
 
     def _sum_tied_gradients(self) -> None:
         """wte on the first stage and lm_head on the last are one weight: add their gradients
