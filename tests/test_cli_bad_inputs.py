@@ -11,7 +11,9 @@ import os
 import subprocess
 import sys
 
-from tinyformer import cli
+import pytest
+
+from tinyformer import cli, fileio
 
 
 def _tinyformer(*argv: str, close: int) -> subprocess.CompletedProcess:
@@ -45,3 +47,70 @@ def test_an_error_into_a_broken_pipe_still_exits_2(monkeypatch):
     # `tinyformer params gpt --config nope 2>&1 | head -0`: the error met a closed pipe
     monkeypatch.setattr(sys, "stderr", _BrokenPipe())
     assert cli.main(["params", "gpt", "--config", "nope"]) == 2
+
+
+def test_bughunt_refuses_an_out_that_cannot_hold_its_file(tmp_path, capsys, monkeypatch):
+    (tmp_path / "a_file").write_text("")
+    assert cli.main(["bughunt", "--op", "softmax", "--out", str(tmp_path / "a_file")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {tmp_path / 'a_file'}: cannot write there (Not a directory" in err
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path))
+
+    with monkeypatch.context() as patch:  # root writes anywhere: a read-only folder, mocked
+        patch.setattr(fileio.tempfile, "TemporaryFile", read_only)
+        assert cli.main(["bughunt", "--op", "softmax", "--out", str(tmp_path)]) == 2
+    assert "cannot write there (Permission denied" in capsys.readouterr().err
+    (tmp_path / "bughunt_softmax.py").mkdir()  # a folder where the file goes
+    assert cli.main(["bughunt", "--op", "softmax", "--out", str(tmp_path)]) == 2
+    assert "bughunt_softmax.py: [Errno 21] Is a directory" in capsys.readouterr().err
+
+
+def test_a_failed_write_names_the_target_not_the_temporary_file(tmp_path, monkeypatch):
+    # `grade --json DIR` and a read-only folder named the hidden .NAME.<pid>.<random>.tmp
+    with pytest.raises(IsADirectoryError, match=f"Is a directory: '{tmp_path}'$"):
+        fileio.save_json(tmp_path, {})
+
+    def read_only(dir, prefix, suffix):  # noqa: A002 (mkstemp's names)
+        raise PermissionError(errno.EACCES, "Permission denied", f"{dir}/{prefix}x{suffix}")
+
+    monkeypatch.setattr(fileio.tempfile, "mkstemp", read_only)
+    with pytest.raises(PermissionError, match=f"Permission denied: '{tmp_path / 'r.json'}'$"):
+        fileio.save_json(tmp_path / "r.json", {})
+
+
+class _FullDisk(io.BufferedIOBase):
+    """A file on a full disk: every write fails, as the OS says it, naming no file."""
+
+    def __init__(self, file: io.BufferedIOBase) -> None:
+        self.file = file
+
+    def write(self, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.file.tell()
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+def test_a_full_disk_during_training_names_the_file(corpus, tmp_path, capsys, monkeypatch):
+    fdopen = os.fdopen
+    monkeypatch.setattr(fileio.os, "fdopen", lambda *args, **kw: _FullDisk(fdopen(*args, **kw)))
+    out = tmp_path / "run"
+    argv = ["train", "gpt", "--data", corpus, "--n-layer", "1", "--n-head", "1", "--n-embd", "8",
+            "--block-size", "8", "--iters", "1", "--eval-iters", "1", "--no-progress",
+            "--out-dir", str(out)]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"No space left on device: '{out / 'ckpt.npz'}'" in err
+    assert not list(tmp_path.rglob("*.tmp"))
