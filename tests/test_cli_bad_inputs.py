@@ -5,15 +5,21 @@ other, missing data, weights that are NaN, a full disk."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import io
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from tests.test_pretrained import _hf_tensors, _write_checkpoint
 from tinyformer import cli, fileio
+from tinyformer.checkpoint import save_checkpoint
+from tinyformer.data import CharTokenizer
+from tinyformer.models.gpt import GPT, GPTConfig
 
 
 def _tinyformer(*argv: str, close: int) -> subprocess.CompletedProcess:
@@ -114,3 +120,24 @@ def test_a_full_disk_during_training_names_the_file(corpus, tmp_path, capsys, mo
     err = capsys.readouterr().err
     assert f"No space left on device: '{out / 'ckpt.npz'}'" in err
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_sample_refuses_nan_weights(tmp_path, capsys):
+    config = GPTConfig(block_size=8, vocab_size=3, n_layer=1, n_head=1, n_embd=8)
+    weights = {f"model/{k}": v.data for k, v in GPT(config).state_dict().items()}
+    weights["model/ln_f.weight"][0] = np.nan
+    meta = {"model_config": dataclasses.asdict(config), "tokenizer": CharTokenizer("abc").to_dict()}
+    save_checkpoint(tmp_path / "ckpt.npz", weights, meta)
+    # it printed garbage and exited 0
+    assert cli.main(["sample", "--ckpt", str(tmp_path), "--tokens", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "ckpt.npz: the weights ln_f.weight hold NaN or infinite values" in err
+
+
+def test_embed_refuses_nan_weights(tmp_path, capsys):
+    tensors = _hf_tensors(np.random.default_rng(0))
+    tensors["pooler.dense.bias"][3] = np.inf
+    path = _write_checkpoint(tmp_path / "bert", tensors)
+    assert cli.main(["embed", "--model", str(path), "a cat"]) == 2
+    err = capsys.readouterr().err
+    assert "model.safetensors: the weights pooler.dense.bias hold NaN or infinite" in err
