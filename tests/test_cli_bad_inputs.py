@@ -20,6 +20,19 @@ from tinyformer import cli, fileio
 from tinyformer.checkpoint import save_checkpoint
 from tinyformer.data import CharTokenizer
 from tinyformer.models.gpt import GPT, GPTConfig
+from tinyformer.train import memory
+from tinyformer.train.bahdanau import TrainBahdanauConfig
+from tinyformer.train.bert import TrainBertConfig
+from tinyformer.train.gpt import TrainGPTConfig
+from tinyformer.train.mae import TrainMAEConfig
+from tinyformer.train.seq2seq import TrainSeq2SeqConfig
+from tinyformer.train.siren import TrainSirenConfig
+from tinyformer.train.vision import TrainVisionConfig
+
+TRAIN_CONFIGS = (
+    TrainGPTConfig, TrainBertConfig, TrainSeq2SeqConfig, TrainBahdanauConfig, TrainVisionConfig,
+    TrainMAEConfig, TrainSirenConfig,
+)  # fmt: skip
 
 
 def _tinyformer(*argv: str, close: int) -> subprocess.CompletedProcess:
@@ -122,6 +135,68 @@ def test_a_full_disk_during_training_names_the_file(corpus, tmp_path, capsys, mo
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+@pytest.mark.parametrize("config", TRAIN_CONFIGS, ids=lambda c: c.__name__)
+def test_contradicting_and_nonsense_settings_are_refused_by_name(config):
+    fields = {f.name for f in config.__dataclass_fields__.values()}
+    if "weight_decay" in fields:  # a negative decay grows the weights
+        with pytest.raises(ValueError, match=r"^--weight-decay must be at least 0, got -1.0$"):
+            config(weight_decay=-1.0)
+    with pytest.raises(ValueError, match="^--resume and --overwrite conflict"):
+        config(resume=True, overwrite=True)
+    with pytest.raises(ValueError, match="^--out-dir must name a folder, got ''$"):
+        config(out_dir="")
+
+
+def test_bpe_vocabulary_and_data_dir_are_checked_with_the_other_flags(tmp_path):
+    with pytest.raises(ValueError, match="^--bpe-vocab-size must be at least 256, got 10$"):
+        TrainGPTConfig(bpe_vocab_size=10)
+    # --data-dir with the default data trained on the embedded digits, silently
+    with pytest.raises(ValueError, match="--data-dir .* needs --data mnist .*not the default"):
+        TrainVisionConfig(model="vit", data_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="needs --data mnist or fashion-mnist, not digits"):
+        TrainMAEConfig(data_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=f"^--data-dir {tmp_path / 'nope'}: no such folder$"):
+        TrainVisionConfig(model="vit", data="mnist", data_dir=str(tmp_path / "nope"))
+
+
+def test_a_batch_floor_above_memory_is_refused(monkeypatch):
+    monkeypatch.setattr(memory, "physical_memory", lambda: 1000)
+    memory.check_batch_fits(10, 100, "x")  # exactly the machine's memory: allowed
+    with pytest.raises(ValueError, match=r"^--batch-size 11: .* at most 10 could fit"):
+        memory.check_batch_fits(11, 100, "x")
+    memory.check_batch_fits(11, 100, "x", device="cuda")  # a GPU's memory is not read
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gpt", "--n-layer", "1", "--n-head", "1", "--n-embd", "8", "--block-size", "8"],
+        ["bert", "--held-out", "10", "--n-layer", "1", "--d-model", "8", "--n-head", "1"],
+        ["seq2seq"], ["bahdanau"], ["vit"], ["swin"], ["cnn"], ["unet", "--shapes", "8"],
+        ["mae"],
+    ],
+    ids=lambda argv: argv[0],
+)  # fmt: skip
+def test_every_trainer_refuses_a_batch_that_cannot_fit(argv, corpus, tmp_path, capsys, monkeypatch):
+    # --batch-size 100000000 spent minutes allocating: here the machine has 1 MiB
+    monkeypatch.setattr(memory, "physical_memory", lambda: 2**20)
+    data = ["--data", corpus] if argv[0] in ("gpt", "bert") else []
+    iters = ["--pretrain-iters" if argv[0] in ("bert", "mae") else "--iters", "1"]
+    run = ["train", *argv, *data, *iters, "--batch-size", "4096", "--no-progress"]
+    assert cli.main([*run, "--out-dir", str(tmp_path / "run")]) == 2
+    assert "--batch-size 4096: one training step would keep at least" in capsys.readouterr().err
+
+
+def test_bert_refuses_a_batch_larger_than_its_fine_tuning_sentences(tmp_path, capsys):
+    # fine-tuning draws a batch without repeats: numpy's error came after all of pretraining
+    text = tmp_path / "sentences.txt"
+    text.write_text("".join(f"The cat number {i} sat quietly on the old mat. " for i in range(60)))
+    argv = ["train", "bert", "--data", str(text), "--held-out", "10", "--batch-size", "51",
+            "--vocab-size", "200", "--out-dir", str(tmp_path / "run")]  # fmt: skip
+    assert cli.main(argv) == 2
+    assert "--batch-size 51 is more than the 50 sentences" in capsys.readouterr().err
+
+
 def test_sample_refuses_nan_weights(tmp_path, capsys):
     config = GPTConfig(block_size=8, vocab_size=3, n_layer=1, n_head=1, n_embd=8)
     weights = {f"model/{k}": v.data for k, v in GPT(config).state_dict().items()}
@@ -141,3 +216,48 @@ def test_embed_refuses_nan_weights(tmp_path, capsys):
     assert cli.main(["embed", "--model", str(path), "a cat"]) == 2
     err = capsys.readouterr().err
     assert "model.safetensors: the weights pooler.dense.bias hold NaN or infinite" in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["sample", "--ckpt", "x", "--tokens", "-1"], "argument --tokens: must be at least 0"),
+        (["sample", "--ckpt", "x", "--temperature", "0"], "--temperature: must be above 0, got"),
+        (["sample", "--ckpt", "x", "--top-k", "-1"], "argument --top-k: must be at least 0"),
+        (["sample", "--ckpt", "x", "--top-p", "nan"], "argument --top-p: must be in (0, 1]"),
+        (["gradcheck", "--samples", "1.5"], "--samples: expected a whole number, got '1.5'"),
+    ],
+)
+def test_sampling_and_gradcheck_numbers_are_checked_when_parsed(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_run_started_with_overwrite_resumes(tmp_path, capsys):
+    # the saved settings hold overwrite=True, which with --resume is refused as a conflict
+    text = tmp_path / "corpus.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
+    tiny = ["--n-layer", "1", "--n-head", "1", "--n-embd", "8", "--block-size", "8",
+            "--eval-iters", "1", "--no-progress", "--sample-tokens", "0",
+            "--out-dir", str(tmp_path / "run")]  # fmt: skip
+    assert (
+        cli.main(["train", "gpt", "--data", str(text), "--iters", "1", "--overwrite", *tiny]) == 0
+    )
+    assert cli.main(["train", "gpt", "--resume", "--iters", "2", *tiny]) == 0, capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [  # the first failed at the first step, naming no flag; the others trained on blank images
+        (["unet", "--image-size", "6"], "--image-size must be a multiple of 4 for --model unet"),
+        (["vit", "--augment-shift", "8"], "--augment-shift must be below the images' side of 8"),
+        (["mae", "--augment-shift", "100"], "--augment-shift must be below the images' side"),
+    ],
+    ids=lambda v: v[0] if isinstance(v, list) else "",
+)
+def test_image_sizes_and_shifts_that_leave_no_image_are_refused(argv, message, tmp_path, capsys):
+    iters = "--pretrain-iters" if argv[0] == "mae" else "--iters"
+    run = ["train", *argv, iters, "1", "--no-progress", "--out-dir", str(tmp_path / "run")]
+    assert cli.main(run) == 2
+    assert message in capsys.readouterr().err

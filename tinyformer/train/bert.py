@@ -44,6 +44,7 @@ from tinyformer.models.bert import (
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 
@@ -67,7 +68,7 @@ class TrainBertConfig:
     lr: float = flag(1e-3, "peak learning rate of pretraining", valid=POSITIVE)
     finetune_lr: float = flag(3e-4, "peak learning rate of fine-tuning (both runs)", valid=POSITIVE)
     warmup: int = flag(100, "linear warm-up steps (fine-tuning: a tenth of its steps)")
-    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices")
+    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     held_out: int = flag(
         400, "sentences kept out of pretraining and fine-tuning, for testing", valid=COUNT
     )
@@ -370,7 +371,14 @@ def train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
 
 
 def _train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
+    floor = transformer_floor(cfg.seq_len, cfg.n_layer, cfg.d_model, cfg.d_ff)
+    check_batch_fits(cfg.batch_size, floor, f"this BERT on {cfg.seq_len} tokens", cfg.device)
     corpus = prepare(cfg)
+    if cfg.batch_size > len(corpus.train_sentences):  # fine-tuning draws them without repeats
+        raise ValueError(
+            f"--batch-size {cfg.batch_size} is more than the {len(corpus.train_sentences)} "
+            f"sentences fine-tuning draws each batch from"
+        )
     print(f"corpus {cfg.data}: {len(corpus.pretrain_ids):,} pretraining tokens, vocabulary "
           f"{corpus.tokenizer.vocab_size}; task: {len(corpus.train_sentences)} training and "
           f"{len(corpus.test_sentences)} test sentences")  # fmt: skip

@@ -20,8 +20,9 @@ from tinyformer.data import BPETokenizer, CharTokenizer, LMData, load_text, toke
 from tinyformer.data.tokenizers import Tokenizer
 from tinyformer.models.gpt import CONFIGS, GPT, GPTConfig
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
+from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
 
@@ -32,7 +33,9 @@ __all__ = ["TrainGPTConfig", "load_model", "sample", "train_gpt"]
 class TrainGPTConfig:
     data: str = flag("pydoc", "corpus: pydoc (embedded), tinyshakespeare, or a text file path")
     tokenizer: str = flag("char", "tokenizer trained on the corpus", ["char", "bpe"])
-    bpe_vocab_size: int = flag(512, "vocabulary size of the BPE tokenizer")
+    bpe_vocab_size: int = flag(
+        512, "vocabulary size of the BPE tokenizer (256 bytes and the merges)", valid=Range(256)
+    )
     config: str = flag("baby", "named model configuration", sorted(CONFIGS))
     n_layer: int | None = flag(None, "override the config's number of blocks")
     n_head: int | None = flag(None, "override the config's number of heads")
@@ -46,7 +49,7 @@ class TrainGPTConfig:
     lr: float = flag(1e-3, "peak learning rate", valid=POSITIVE)
     min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr", valid=FRACTION)
     warmup: int = flag(100, "linear warm-up iterations (at most --iters)")
-    weight_decay: float = flag(0.1, "AdamW weight decay on weight matrices")
+    weight_decay: float = flag(0.1, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     beta1: float = flag(0.9, "AdamW beta1")
     beta2: float = flag(0.99, "AdamW beta2")
     grad_clip: float = flag(
@@ -126,6 +129,10 @@ def _train_gpt(cfg: TrainGPTConfig, on_step: Any) -> dict[str, Any]:
     else:
         tokenizer = _tokenizer(cfg, text)
         mconf = cfg.model_config(tokenizer.vocab_size)
+    floor = transformer_floor(
+        mconf.block_size, mconf.n_layer, mconf.n_embd, 4 * mconf.n_embd, mconf.vocab_size
+    )
+    check_batch_fits(cfg.batch_size, floor, f"this GPT on {mconf.block_size} tokens", cfg.device)
     data = LMData(np.array(tokenizer.encode(text)), mconf.block_size)
 
     tf.manual_seed(cfg.seed)

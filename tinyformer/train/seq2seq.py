@@ -23,6 +23,7 @@ from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
 
@@ -46,7 +47,7 @@ class TrainSeq2SeqConfig:
     batch_size: int = flag(64, "sentence pairs per batch", valid=COUNT)
     lr: float = flag(1e-3, "peak learning rate", valid=POSITIVE)
     warmup: int = flag(200, "linear warm-up steps")
-    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices")
+    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     grad_clip: float = flag(
         1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
     )
@@ -134,6 +135,9 @@ def _train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
         mconf = config_from_checkpoint(saved["_path"], Seq2SeqConfig, saved["model_config"], state)
     else:
         mconf = cfg.model_config()
+    # the decoder alone, on the ten characters of an ISO date
+    floor = transformer_floor(10, mconf.n_decoder_layers, mconf.d_model, mconf.d_ff)
+    check_batch_fits(cfg.batch_size, floor, "this decoder on 10 tokens", cfg.device)
     tf.manual_seed(cfg.seed)
     model = Transformer(mconf).to(cfg.device)
     run = date_run(model, mconf, cfg, task, "seq2seq", "encoder-decoder: dates -> ISO 8601")
