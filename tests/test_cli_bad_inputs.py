@@ -261,3 +261,17 @@ def test_image_sizes_and_shifts_that_leave_no_image_are_refused(argv, message, t
     run = ["train", *argv, iters, "1", "--no-progress", "--out-dir", str(tmp_path / "run")]
     assert cli.main(run) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_corpus_without_line_breaks_trains_and_samples(tmp_path, capsys):
+    # the closing sample and `sample`'s default prompt were a newline, which a character
+    # vocabulary of such a corpus lacks: a finished run exited 2 with the tokenizer's error
+    text = tmp_path / "one_line.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
+    out = tmp_path / "run"
+    argv = ["train", "gpt", "--data", str(text), "--n-layer", "1", "--n-head", "1", "--n-embd",
+            "8", "--block-size", "8", "--iters", "1", "--eval-iters", "1", "--sample-tokens",
+            "5", "--no-progress", "--out-dir", str(out)]  # fmt: skip
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    assert "--- sample ---" in capsys.readouterr().out
+    assert cli.main(["sample", "--ckpt", str(out), "--tokens", "5"]) == 0

@@ -182,7 +182,7 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     _add_device_flag(evaluate)
     sample = sub.add_parser("sample", help="sample text from a trained GPT")
     sample.add_argument("--ckpt", required=True, help="run folder (with ckpt.npz) or .npz file")
-    sample.add_argument("--prompt", default="\n", help="text to continue (default: newline)")
+    sample.add_argument("--prompt", default=None, help="text to continue (default: a newline)")
     sample.add_argument(
         "--tokens", type=ranged(int, NONNEGATIVE), default=300,
         help="tokens to generate (default: 300)",

@@ -153,7 +153,7 @@ def _train_gpt(cfg: TrainGPTConfig, on_step: Any) -> dict[str, Any]:
     log = train_loop(run, on_step)
     if len(log["loss"]) == cfg.iters and cfg.sample_tokens:
         print("\n--- sample ---")
-        print(_generate(model, tokenizer, "\n", cfg.sample_tokens, 0.8, 40, None))
+        print(_generate(model, tokenizer, _start(tokenizer), cfg.sample_tokens, 0.8, 40, None))
     return log
 
 
@@ -173,6 +173,16 @@ def load_model(path: Any) -> tuple[GPT, Tokenizer, dict[str, Any]]:
     return model.eval(), tokenizer, meta
 
 
+def _start(tokenizer: Tokenizer) -> str:
+    """The prompt when none is given: a newline, where the vocabulary has one (a corpus with no
+    line breaks trained a character vocabulary without it); else "", the first token."""
+    try:
+        tokenizer.encode("\n")
+    except ValueError:
+        return ""
+    return "\n"
+
+
 def _generate(
     model: GPT,
     tokenizer: Tokenizer,
@@ -189,7 +199,7 @@ def _generate(
 
 def sample(
     ckpt: str,
-    prompt: str = "\n",
+    prompt: str | None = None,
     tokens: int = 300,
     temperature: float = 0.8,
     top_k: int | None = 40,
@@ -197,9 +207,11 @@ def sample(
     seed: int = 0,
     device: str = "cpu",
 ) -> str:
-    """Text sampled from a checkpoint, starting with `prompt`, by the model on `device`."""
+    """Text sampled from a checkpoint, starting with `prompt` (None: a newline, where the
+    vocabulary has one), by the model on `device`."""
     tf.device(device)  # a missing GPU is said before the checkpoint is read
     model, tokenizer, _ = load_model(ckpt)
     model.to(device)
     tf.manual_seed(seed)
+    prompt = _start(tokenizer) if prompt is None else prompt
     return _generate(model, tokenizer, prompt, tokens, temperature, top_k, top_p)
