@@ -141,6 +141,12 @@ def test_contradicting_and_nonsense_settings_are_refused_by_name(config):
     if "weight_decay" in fields:  # a negative decay grows the weights
         with pytest.raises(ValueError, match=r"^--weight-decay must be at least 0, got -1.0$"):
             config(weight_decay=-1.0)
+    if "warmup" in fields:  # the schedule refused it, naming its own arguments
+        with pytest.raises(ValueError, match=r"^--warmup must be at least 0, got -1$"):
+            config(warmup=-1)
+    if "dropout" in fields:  # the model's configuration refused it, naming its field
+        with pytest.raises(ValueError, match=r"^--dropout must be in \[0, 1\), got 1.0$"):
+            config(dropout=1.0)
     with pytest.raises(ValueError, match="^--resume and --overwrite conflict"):
         config(resume=True, overwrite=True)
     with pytest.raises(ValueError, match="^--out-dir must name a folder, got ''$"):
@@ -150,6 +156,8 @@ def test_contradicting_and_nonsense_settings_are_refused_by_name(config):
 def test_bpe_vocabulary_and_data_dir_are_checked_with_the_other_flags(tmp_path):
     with pytest.raises(ValueError, match="^--bpe-vocab-size must be at least 256, got 10$"):
         TrainGPTConfig(bpe_vocab_size=10)
+    with pytest.raises(ValueError, match=r"^--beta2 must be in \[0, 1\), got 1.0$"):
+        TrainGPTConfig(beta2=1.0)
     # --data-dir with the default data trained on the embedded digits, silently
     with pytest.raises(ValueError, match="--data-dir .* needs --data mnist .*not the default"):
         TrainVisionConfig(model="vit", data_dir=str(tmp_path))

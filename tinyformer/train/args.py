@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
-    "COUNT", "FRACTION", "NONNEGATIVE", "POSITIVE", "PROPER_FRACTION", "Range",
+    "BELOW_ONE", "COUNT", "FRACTION", "NONNEGATIVE", "POSITIVE", "PROPER_FRACTION", "Range",
     "add_dataclass_flags", "check_ranges", "dataclass_from_args", "flag", "ranged",
 ]  # fmt: skip
 
@@ -49,6 +49,7 @@ NONNEGATIVE = Range(0)  # 0 allowed (often "off")
 POSITIVE = Range(0, open_low=True)  # learning rates
 FRACTION = Range(0, 1)  # [0, 1]
 PROPER_FRACTION = Range(0, 1, open_low=True, open_high=True)  # (0, 1): a split with both sides
+BELOW_ONE = Range(0, 1, open_high=True)  # [0, 1): dropout probabilities, Adam's betas
 
 
 def flag(

@@ -46,7 +46,7 @@ class TrainBahdanauConfig:
     )
     batch_size: int = flag(64, "sentence pairs per batch", valid=COUNT)
     lr: float = flag(3e-3, "peak learning rate", valid=POSITIVE)
-    warmup: int = flag(100, "linear warm-up steps")
+    warmup: int = flag(100, "linear warm-up steps", valid=NONNEGATIVE)
     weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     grad_clip: float = flag(
         1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE

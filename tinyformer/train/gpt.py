@@ -20,7 +20,16 @@ from tinyformer.data import BPETokenizer, CharTokenizer, LMData, load_text, toke
 from tinyformer.data.tokenizers import Tokenizer
 from tinyformer.models.gpt import CONFIGS, GPT, GPTConfig
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
+from tinyformer.train.args import (
+    BELOW_ONE,
+    COUNT,
+    FRACTION,
+    NONNEGATIVE,
+    POSITIVE,
+    Range,
+    check_ranges,
+    flag,
+)
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
 from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
@@ -41,17 +50,17 @@ class TrainGPTConfig:
     n_head: int | None = flag(None, "override the config's number of heads")
     n_embd: int | None = flag(None, "override the config's width")
     block_size: int | None = flag(None, "override the config's context length")
-    dropout: float | None = flag(None, "override the config's dropout")
+    dropout: float | None = flag(None, "override the config's dropout", valid=BELOW_ONE)
     iters: int | None = flag(
         None, "training iterations: 2000, or on --resume the saved run's", valid=COUNT
     )
     batch_size: int = flag(12, "sequences per batch", valid=COUNT)
     lr: float = flag(1e-3, "peak learning rate", valid=POSITIVE)
     min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr", valid=FRACTION)
-    warmup: int = flag(100, "linear warm-up iterations (at most --iters)")
+    warmup: int = flag(100, "linear warm-up iterations (at most --iters)", valid=NONNEGATIVE)
     weight_decay: float = flag(0.1, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
-    beta1: float = flag(0.9, "AdamW beta1")
-    beta2: float = flag(0.99, "AdamW beta2")
+    beta1: float = flag(0.9, "AdamW beta1", valid=BELOW_ONE)
+    beta2: float = flag(0.99, "AdamW beta2", valid=BELOW_ONE)
     grad_clip: float = flag(
         1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
     )

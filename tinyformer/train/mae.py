@@ -61,7 +61,9 @@ class TrainMAEConfig:
     batch_size: int = flag(64, "images per batch", valid=COUNT)
     lr: float = flag(1.5e-3, "peak learning rate of pretraining", valid=POSITIVE)
     finetune_lr: float = flag(1e-3, "peak learning rate of the classifiers", valid=POSITIVE)
-    warmup: int = flag(100, "linear warm-up steps (classifiers: a tenth of theirs)")
+    warmup: int = flag(
+        100, "linear warm-up steps (classifiers: a tenth of theirs)", valid=NONNEGATIVE
+    )
     weight_decay: float = flag(0.05, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     augment_shift: int = flag(
         1, "shift training images by up to this many pixels", valid=NONNEGATIVE

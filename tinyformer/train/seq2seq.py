@@ -21,7 +21,15 @@ from tinyformer.data.dates import DateTask
 from tinyformer.fileio import save_json
 from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
+from tinyformer.train.args import (
+    BELOW_ONE,
+    COUNT,
+    FRACTION,
+    NONNEGATIVE,
+    POSITIVE,
+    check_ranges,
+    flag,
+)
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
 from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
@@ -37,7 +45,7 @@ class TrainSeq2SeqConfig:
     n_head: int = flag(4, "attention heads")
     d_model: int = flag(128, "width")
     d_ff: int = flag(512, "MLP hidden width")
-    dropout: float = flag(0.1, "dropout")
+    dropout: float = flag(0.1, "dropout", valid=BELOW_ONE)
     positions: str = flag("sinusoidal", "position encoding", ["sinusoidal", "learned"])
     norm: str = flag("post", "LayerNorm placement: post (the paper's) or pre", ["post", "pre"])
     label_smoothing: float = flag(0.1, "label smoothing of the cross-entropy", valid=FRACTION)
@@ -46,7 +54,7 @@ class TrainSeq2SeqConfig:
     )
     batch_size: int = flag(64, "sentence pairs per batch", valid=COUNT)
     lr: float = flag(1e-3, "peak learning rate", valid=POSITIVE)
-    warmup: int = flag(200, "linear warm-up steps")
+    warmup: int = flag(200, "linear warm-up steps", valid=NONNEGATIVE)
     weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     grad_clip: float = flag(
         1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE

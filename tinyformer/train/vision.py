@@ -88,7 +88,7 @@ class TrainVisionConfig:
         None, "peak learning rate (default: 1e-3; 2e-3 for segmentation)", valid=POSITIVE
     )
     min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr", valid=FRACTION)
-    warmup: int = flag(100, "linear warm-up iterations (at most --iters)")
+    warmup: int = flag(100, "linear warm-up iterations (at most --iters)", valid=NONNEGATIVE)
     weight_decay: float = flag(0.05, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     grad_clip: float = flag(
         1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
