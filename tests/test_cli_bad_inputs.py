@@ -158,6 +158,10 @@ def test_bpe_vocabulary_and_data_dir_are_checked_with_the_other_flags(tmp_path):
         TrainGPTConfig(bpe_vocab_size=10)
     with pytest.raises(ValueError, match=r"^--beta2 must be in \[0, 1\), got 1.0$"):
         TrainGPTConfig(beta2=1.0)
+    # every date held out left none to train on: numpy's "high <= 0" at the first batch
+    for config in (TrainSeq2SeqConfig, TrainBahdanauConfig):
+        with pytest.raises(ValueError, match=r"^--test-dates must be in \[1, 73048\], got 73049"):
+            config(test_dates=73049)
     # --data-dir with the default data trained on the embedded digits, silently
     with pytest.raises(ValueError, match="--data-dir .* needs --data mnist .*not the default"):
         TrainVisionConfig(model="vit", data_dir=str(tmp_path))

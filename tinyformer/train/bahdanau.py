@@ -21,7 +21,7 @@ import tinyformer as tf
 from tinyformer.data.dates import DateTask
 from tinyformer.fileio import save_json
 from tinyformer.models.bahdanau import BahdanauConfig, RNNSearch
-from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
+from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
 from tinyformer.train.loop import resume_from, resume_into, train_loop
 from tinyformer.train.memory import check_batch_fits, sequence_floor
 from tinyformer.train.rundir import claim_out_dir
@@ -52,8 +52,9 @@ class TrainBahdanauConfig:
         1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
     )
     test_dates: int = flag(
-        1000, "held-out dates (never seen in training, in any format)", valid=COUNT
-    )
+        1000, "held-out dates (never seen in training, in any format)",
+        valid=Range(1, DateTask.DATES - 1),
+    )  # fmt: skip
     eval_interval: int = flag(100, "evaluate and checkpoint every this many steps", valid=COUNT)
     seed: int = flag(1337, "seed for initialisation and data", valid=NONNEGATIVE)
     out_dir: str = flag("out/bahdanau", "folder for ckpt.npz, log.json, loss.png, alignment.png")

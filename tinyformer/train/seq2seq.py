@@ -27,6 +27,7 @@ from tinyformer.train.args import (
     FRACTION,
     NONNEGATIVE,
     POSITIVE,
+    Range,
     check_ranges,
     flag,
 )
@@ -61,8 +62,9 @@ class TrainSeq2SeqConfig:
     )
     beam: int = flag(4, "beam width for the final evaluation", valid=COUNT)
     test_dates: int = flag(
-        1000, "held-out dates (never seen in training, in any format)", valid=COUNT
-    )
+        1000, "held-out dates (never seen in training, in any format)",
+        valid=Range(1, DateTask.DATES - 1),
+    )  # fmt: skip
     eval_interval: int = flag(250, "evaluate and checkpoint every this many steps", valid=COUNT)
     seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/seq2seq", "folder for ckpt.npz, log.json, loss.png, alignment.png")
