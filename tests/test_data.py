@@ -87,8 +87,10 @@ def test_local_files_and_bad_names(tmp_path):
     path = tmp_path / "t.txt"
     path.write_text("hello world", encoding="utf-8")
     assert load_text(str(path)) == "hello world"
-    with pytest.raises(DatasetUnavailable, match="unknown corpus"):
+    with pytest.raises(DatasetUnavailable, match=r"no text file no-such-corpus \(nor a corpus"):
         load_text("no-such-corpus")
+    with pytest.raises(DatasetUnavailable, match="is a folder: give a text file, or a corpus"):
+        load_text(str(tmp_path))
 
 
 class _Response(io.BytesIO):

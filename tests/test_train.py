@@ -139,4 +139,4 @@ def test_cli_train_sample_params(corpus, tmp_path, capsys):
     # its own out-dir: the README's first command leaves a run in ./out/gpt, which is refused
     nope = ["--data", str(tmp_path / "nope.txt"), "--out-dir", str(tmp_path / "nope")]
     assert cli.main(["train", "gpt", *nope]) == 2
-    assert "unknown corpus" in capsys.readouterr().err
+    assert f"no text file {tmp_path / 'nope.txt'} (nor a corpus" in capsys.readouterr().err

@@ -245,25 +245,37 @@ def run_command(
     op: str, seed: int, kind: str | None, out: str, reveal: bool, force: bool = False
 ) -> int:
     """`tinyformer bughunt`: write the planted file (or, with `reveal`, print the change)."""
-    from tinyformer.fileio import atomic_write
+    from tinyformer.fileio import atomic_write, check_writable
 
+    path = Path(out) / f"bughunt_{op}.py"
+    if not reveal:
+        try:  # before planting, which takes seconds
+            check_writable(out)
+        except OSError as err:
+            where = f"{err.strerror}: {err.filename}" if err.filename else str(err)
+            print(f"tinyformer bughunt: error: --out {out}: cannot write there ({where})",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     try:
         planted = plant(op, seed, kind)
     except ValueError as err:
         print(f"tinyformer {err}", file=sys.stderr)
         return 2
-    path = Path(out) / f"bughunt_{op}.py"
     if reveal:
         print(f"The planted change in {path.name} (seed {seed}): {planted.kind}, line "
               f"{planted.line}. The fix:\n")  # fmt: skip
         print(planted.diff())
         return 0
-    if path.exists() and not force and path.read_text(encoding="utf-8") != planted.buggy:
-        print(f"tinyformer bughunt: error: {path} exists and differs from the planted file "
-              "(a fix in progress?); move it away, or pass --force", file=sys.stderr)  # fmt: skip
+    try:
+        if path.exists() and not force and path.read_text(encoding="utf-8") != planted.buggy:
+            print(f"tinyformer bughunt: error: {path} exists and differs from the planted "
+                  "file (a fix in progress?); move it away, or pass --force",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        atomic_write(path, lambda f: f.write(planted.buggy))
+    except (OSError, UnicodeDecodeError) as err:  # a folder of that name, a file not text
+        print(f"tinyformer bughunt: error: cannot write {path}: {err}", file=sys.stderr)
         return 2
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda f: f.write(planted.buggy))
     print(
         f"{path}: {op} with one bug planted in its backward. Find it with the checks:\n"
         f"  pytest --tinyformer-ops {path}\n"

@@ -28,7 +28,9 @@ from tinyformer import backend
 from tinyformer.fileio import atomic_write
 from tinyformer.tensor import Tensor
 
-__all__ = ["CheckpointError", "checkpoint_path", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "CheckpointError", "checkpoint_path", "load_checkpoint", "non_finite", "save_checkpoint",
+]  # fmt: skip
 
 FORMAT = "tinyformer-checkpoint"
 VERSION = 1
@@ -161,3 +163,19 @@ def _check_manifest(path: Path, arrays: dict[str, np.ndarray], manifest: Any) ->
                     f"{path} is damaged: array {name!r} has {what} {found[what]}, "
                     f"saved with {saved[what]}"
                 )
+
+
+def non_finite(arrays: dict[str, Any]) -> str | None:
+    """None if every float array in `arrays` is finite; else which ones are not, in words. A
+    model with a NaN or infinite weight computes NaN everywhere and says nothing: text sampled
+    from it is garbage, embeddings are NaN. (A training run stops before a step that would
+    make a weight non-finite, so a file holding one was damaged, edited, or written elsewhere.)"""
+    bad = [
+        name
+        for name, array in arrays.items()
+        if np.asarray(array).dtype.kind in "fc" and not np.isfinite(array).all()
+    ]
+    if not bad:
+        return None
+    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return f"the weights {', '.join(bad[:3])}{more} hold NaN or infinite values"

@@ -72,19 +72,6 @@ def _attention_demo(device: str = "cpu") -> None:
     print()
 
 
-def _at_least_one(text: str) -> int:
-    """argparse type: a whole number >= 1 (0 samples would check nothing and still pass)."""
-    from tinyformer.train.args import COUNT  # here: the package would load the GPT trainer
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value not in COUNT:
-        raise argparse.ArgumentTypeError(f"must be {COUNT}, got {value}")
-    return value
-
-
 def _gradcheck_all(samples: int, only: str | None) -> int:
     from tqdm import tqdm
 
@@ -94,7 +81,8 @@ def _gradcheck_all(samples: int, only: str | None) -> int:
     specs = [s for s in all_specs() if only is None or s.name == only]
     if not specs:
         names = ", ".join(s.name for s in all_specs())
-        print(f"no op named {only!r}; ops: {names}", file=sys.stderr)
+        print(f"tinyformer gradcheck: error: --op: no op named {only!r}; ops: {names}",
+              file=sys.stderr)  # fmt: skip
         return 2
     rows, failures = [], 0
     for spec in tqdm(specs, desc="gradcheck", unit="op", leave=False):
@@ -159,7 +147,7 @@ TRAINERS = {
 
 
 def _add_training_commands(sub: argparse._SubParsersAction) -> None:
-    from tinyformer.train.args import add_dataclass_flags
+    from tinyformer.train.args import NONNEGATIVE, POSITIVE, Range, add_dataclass_flags, ranged
     from tinyformer.train.gpt import TrainGPTConfig
 
     train = sub.add_parser("train", help="train a model").add_subparsers(
@@ -195,19 +183,21 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     _add_device_flag(evaluate)
     sample = sub.add_parser("sample", help="sample text from a trained GPT")
     sample.add_argument("--ckpt", required=True, help="run folder (with ckpt.npz) or .npz file")
-    sample.add_argument("--prompt", default="\n", help="text to continue (default: newline)")
-    sample.add_argument("--tokens", type=int, default=300, help="tokens to generate (default: 300)")
+    sample.add_argument("--prompt", default=None, help="text to continue (default: a newline)")
     sample.add_argument(
-        "--temperature",
-        type=float,
-        default=0.8,
+        "--tokens", type=ranged(int, NONNEGATIVE), default=300,
+        help="tokens to generate (default: 300)",
+    )  # fmt: skip
+    sample.add_argument(
+        "--temperature", type=ranged(float, POSITIVE), default=0.8,
         help="below 1: surer, above 1: more varied (default: 0.8)",
-    )
+    )  # fmt: skip
     sample.add_argument(
-        "--top-k", type=int, default=40, help="keep the k likeliest tokens (default: 40; 0: all)"
-    )
+        "--top-k", type=ranged(int, NONNEGATIVE), default=40,
+        help="keep the k likeliest tokens (default: 40; 0: all)",
+    )  # fmt: skip
     sample.add_argument(
-        "--top-p", type=float, default=None,
+        "--top-p", type=ranged(float, Range(0, 1, open_low=True)), default=None,
         help="nucleus sampling: keep the likeliest tokens up to this mass (default: off)",
     )  # fmt: skip
     sample.add_argument("--seed", type=int, default=0, help="seed of the sampling (default: 0)")
@@ -367,9 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="autograd on an attention layer, then gradcheck every op")
     _add_device_flag(demo)
+    from tinyformer.train.args import COUNT, ranged  # (the training commands load it anyway)
+
     check = sub.add_parser("gradcheck", help="gradcheck every op against finite differences")
     check.add_argument(
-        "--samples", type=_at_least_one, default=5, help="random inputs per op (default 5)"
+        "--samples", type=ranged(int, COUNT), default=5, help="random inputs per op (default 5)"
     )
     check.add_argument("--op", default=None, help="check only this op")
     hunt = sub.add_parser(
@@ -451,9 +443,8 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
         names = [n for n in names if args.primitive in (n, n.split(".")[0])]
         if not names:
             known = ", ".join(registry.primitives())
-            print(
-                f"no primitive or op named {args.primitive!r}; primitives: {known}", file=sys.stderr
-            )
+            print(f"tinyformer explain: error: no primitive or op named {args.primitive!r}; "
+                  f"primitives: {known}", file=sys.stderr)  # fmt: skip
             return 2
     from tinyformer.backend import DeviceUnavailable
 

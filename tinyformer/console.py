@@ -1,5 +1,7 @@
 """Output that outlives its reader: `tinyformer train gpt | head -1` must still finish the run
-and save it, although every print after the first line meets a closed pipe."""
+and save it, although every print after the first line meets a closed pipe; and a command run
+with a closed stdout or stderr (`tinyformer train gpt >&-`, as cron and some launchers do) must
+run as if it wrote to /dev/null."""
 
 from __future__ import annotations
 
@@ -53,8 +55,31 @@ class QuietWhenClosed:
         return getattr(self.stream, name)
 
 
+def _open_in_place_of_closed(fd: int) -> None:
+    """Put /dev/null on descriptor `fd` if it is closed: otherwise the next file this process
+    opens (a checkpoint) takes its number, and a child process's output would go into it."""
+    try:
+        os.fstat(fd)
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+
+
 @contextlib.contextmanager
 def quiet_when_closed() -> Iterator[None]:
-    """Within the `with`, sys.stdout goes quiet instead of raising once its reader is gone."""
-    with contextlib.redirect_stdout(QuietWhenClosed(sys.stdout)):
+    """Within the `with`, sys.stdout and sys.stderr go quiet instead of raising once their
+    reader is gone, and one that was closed when the program started (Python then sets it to
+    None, which print() and progress bars fail on) writes to /dev/null."""
+    with contextlib.ExitStack() as stack:
+        for name, fd, redirect in (
+            ("stdout", 1, contextlib.redirect_stdout),
+            ("stderr", 2, contextlib.redirect_stderr),
+        ):
+            stream = getattr(sys, name)
+            if stream is None:
+                _open_in_place_of_closed(fd)
+                stream = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+            stack.enter_context(redirect(QuietWhenClosed(stream)))
         yield

@@ -5,6 +5,7 @@ the target, so a reader never sees half a file and a crash never destroys the pr
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -30,14 +31,21 @@ def enable_writes(enabled: bool) -> None:
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: str = "w") -> None:
-    """Call `write(file)` on a temporary file opened in `mode`, then rename it to `path`."""
+    """Call `write(file)` on a temporary file opened in `mode`, then rename it to `path`. An
+    OSError names `path`, never the temporary file (which is gone by then)."""
     if not _writes_enabled:
         return
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as err:  # a file where a folder on the way should be
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path)) from err
     # The writer's pid in the name tells a later run which leftovers are a killed writer's.
     prefix = f".{path.name}.{os.getpid()}."
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TEMPORARY_SUFFIX)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TEMPORARY_SUFFIX)
+    except OSError as err:  # a read-only folder or disk: it names the temporary file
+        raise _naming(err, path) from err
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
@@ -49,14 +57,16 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: st
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.filename is None:
+        if isinstance(err, OSError) and err.filename in (None, tmp):
             raise _naming(err, path) from err
         raise
 
 
 def _naming(err: OSError, path: Path) -> OSError:
     """`err` with `path` as its file: a write or fsync that fails ("No space left on device")
-    names no file, which leaves a user with several outputs guessing which one failed."""
+    names no file, and one that fails on the temporary file (a rename over a folder, a
+    read-only folder) names a hidden file the user never asked for; both leave a user with
+    several outputs guessing which one failed."""
     if err.errno is None:
         return OSError(f"cannot write {path}: {err}")
     return OSError(err.errno, err.strerror, str(path))  # OSError picks the errno's subclass
@@ -71,6 +81,8 @@ def check_writable(folder: str | os.PathLike) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=path).close()
+    except FileExistsError as err:  # `path` is a file: "File exists" would not say what is wrong
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path)) from err
     finally:
         for made in missing:
             with contextlib.suppress(OSError):

@@ -87,6 +87,8 @@ class DateTask:
     SOURCE = CharVocab(string.ascii_lowercase + string.digits + " ,./")
     TARGET = CharVocab(string.digits + "-")
     MAX_SOURCE, MAX_TARGET = 32, 12  # the longest rendering is 29 characters; ISO is 10 + EOS
+    # the dates of the default years, 1900-2099: a held-out set must leave some to train on
+    DATES = dt.date(2099, 12, 31).toordinal() - dt.date(1900, 1, 1).toordinal() + 1
 
     def __init__(self, seed: int = 0, test_dates: int = 1000, first_year: int = 1900,
                  last_year: int = 2099) -> None:  # fmt: skip

@@ -113,10 +113,12 @@ def load_text(source: str = "pydoc") -> str:
     if source in CORPORA:
         return CORPORA[source]()
     path = Path(source).expanduser()
+    if path.is_dir():
+        raise DatasetUnavailable(f"{source} is a folder: give a text file, or a corpus name "
+                                 f"({', '.join(sorted(CORPORA))})")  # fmt: skip
     if not path.is_file():
-        raise DatasetUnavailable(
-            f"unknown corpus {source!r}: give one of {sorted(CORPORA)} or the path of a text file"
-        )
+        raise DatasetUnavailable(f"no text file {source} (nor a corpus of that name: "
+                                 f"{', '.join(sorted(CORPORA))})")  # fmt: skip
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer.backend import host_copy
+from tinyformer.checkpoint import non_finite
 from tinyformer.data.wordpiece import WordPieceTokenizer
 from tinyformer.models.bert import (
     Bert,
@@ -273,6 +274,9 @@ def load_bert(
     the checkpoint to have `cls.predictions.*`. The model is in eval mode."""
     root, hf = _read_dir(path)
     tensors = load_file(root / "model.safetensors")
+    bad = non_finite(tensors)
+    if bad:
+        raise PretrainedError(f"{root / 'model.safetensors'}: {bad}")
     config = _config(root, hf, tensors)
     try:
         state = convert_hf_bert(tensors)

@@ -8,11 +8,13 @@ import argparse
 import dataclasses
 import math
 import typing
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
-    "COUNT", "FRACTION", "NONNEGATIVE", "POSITIVE", "PROPER_FRACTION", "Range",
-    "add_dataclass_flags", "check_ranges", "dataclass_from_args", "flag",
+    "BELOW_ONE", "COUNT", "FRACTION", "NONNEGATIVE", "POSITIVE", "PROPER_FRACTION", "Range",
+    "add_dataclass_flags", "check_ranges", "dataclass_from_args", "flag", "ranged",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -47,6 +49,7 @@ NONNEGATIVE = Range(0)  # 0 allowed (often "off")
 POSITIVE = Range(0, open_low=True)  # learning rates
 FRACTION = Range(0, 1)  # [0, 1]
 PROPER_FRACTION = Range(0, 1, open_low=True, open_high=True)  # (0, 1): a split with both sides
+BELOW_ONE = Range(0, 1, open_high=True)  # [0, 1): dropout probabilities, Adam's betas
 
 
 def flag(
@@ -66,8 +69,10 @@ def check_ranges(config: Any) -> None:
     """ValueError for the first field of the dataclass `config` outside its flag's range, or
     any number field that is NaN or infinite (with or without a range: the checks further on
     compare, and NaN passes every comparison), naming the flag, the range and the value. None
-    means "the default", and is not checked. Call it from the dataclass's __post_init__, so
-    that the CLI and the Python API both check."""
+    means "the default", and is not checked. Also refuses flags that contradict each other
+    (--resume with --overwrite; --data-dir with a dataset that is not read from one) and an
+    empty --out-dir. Call it from the dataclass's __post_init__, so that the CLI and the
+    Python API both check."""
     if getattr(config, "device", None) is not None:  # a GPU asked for and missing: say so now
         from tinyformer import backend
 
@@ -79,6 +84,42 @@ def check_ranges(config: Any) -> None:
             raise ValueError(f"{name} must be a finite number, got {value}")
         if valid is not None and value is not None and value not in valid:
             raise ValueError(f"{name} must be {valid}, got {value}")
+    if getattr(config, "resume", False) and getattr(config, "overwrite", False):
+        raise ValueError(
+            "--resume and --overwrite conflict: --resume continues the run in --out-dir, "
+            "--overwrite replaces it with a new one; pass one of them"
+        )
+    if getattr(config, "out_dir", None) == "":
+        raise ValueError("--out-dir must name a folder, got ''")
+    data_dir = getattr(config, "data_dir", None)
+    if data_dir is not None:
+        data = getattr(config, "data", None)
+        if data not in ("mnist", "fashion-mnist"):  # it would be ignored, silently
+            raise ValueError(
+                f"--data-dir {data_dir} is where MNIST's files are read from; it needs --data "
+                f"mnist or fashion-mnist, not {'the default' if data is None else data}"
+            )
+        if not Path(data_dir).expanduser().is_dir():
+            raise ValueError(f"--data-dir {data_dir}: no such folder")
+
+
+def ranged(kind: type, valid: Range) -> Callable[[str], Any]:
+    """An argparse `type=` for flags that are not dataclass fields: `kind(text)`, or argparse's
+    one-line error naming the flag (exit status 2) when that fails or falls outside `valid`
+    (NaN and infinities are outside every range)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value not in valid:
+            raise argparse.ArgumentTypeError(f"must be {valid}, got {value}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in some messages
+    return parse
 
 
 def _base_type(annotation: Any) -> Any:

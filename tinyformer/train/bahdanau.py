@@ -21,8 +21,9 @@ import tinyformer as tf
 from tinyformer.data.dates import DateTask
 from tinyformer.fileio import save_json
 from tinyformer.models.bahdanau import BahdanauConfig, RNNSearch
-from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
+from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
 from tinyformer.train.loop import resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_batch_fits, sequence_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.seq2seq import date_run, exact_match
 from tinyformer.train.seq2seq_plots import heldout_sources, plot_alignment_grid
@@ -45,14 +46,15 @@ class TrainBahdanauConfig:
     )
     batch_size: int = flag(64, "sentence pairs per batch", valid=COUNT)
     lr: float = flag(3e-3, "peak learning rate", valid=POSITIVE)
-    warmup: int = flag(100, "linear warm-up steps")
-    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices")
+    warmup: int = flag(100, "linear warm-up steps", valid=NONNEGATIVE)
+    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     grad_clip: float = flag(
         1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
     )
     test_dates: int = flag(
-        1000, "held-out dates (never seen in training, in any format)", valid=COUNT
-    )
+        1000, "held-out dates (never seen in training, in any format)",
+        valid=Range(1, DateTask.DATES - 1),
+    )  # fmt: skip
     eval_interval: int = flag(100, "evaluate and checkpoint every this many steps", valid=COUNT)
     seed: int = flag(1337, "seed for initialisation and data", valid=NONNEGATIVE)
     out_dir: str = flag("out/bahdanau", "folder for ckpt.npz, log.json, loss.png, alignment.png")
@@ -89,6 +91,9 @@ def _train_bahdanau(cfg: TrainBahdanauConfig) -> dict[str, Any]:
         mconf = config_from_checkpoint(saved["_path"], BahdanauConfig, saved["model_config"], state)
     else:
         mconf = cfg.model_config()
+    # the decoder alone, on the ten characters of an ISO date: an embedding and a state each
+    floor = sequence_floor(10, mconf.emb + mconf.dec_hidden)
+    check_batch_fits(cfg.batch_size, floor, "this decoder on 10 tokens", cfg.device)
     tf.manual_seed(cfg.seed)
     model = RNNSearch(mconf).to(cfg.device)
     title = "RNN + additive attention: dates -> ISO 8601"

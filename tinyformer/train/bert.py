@@ -42,8 +42,9 @@ from tinyformer.models.bert import (
     BertForSequenceClassification,
 )
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
+from tinyformer.train.args import BELOW_ONE, COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 
@@ -60,14 +61,16 @@ class TrainBertConfig:
     d_model: int = flag(128, "width")
     d_ff: int = flag(512, "MLP hidden width")
     norm: str = flag("post", "LayerNorm placement: post (BERT) or pre", ["post", "pre"])
-    dropout: float = flag(0.1, "dropout in the encoder")
+    dropout: float = flag(0.1, "dropout in the encoder", valid=BELOW_ONE)
     pretrain_iters: int = flag(2000, "masked-LM steps", valid=COUNT)
     finetune_iters: int = flag(300, "fine-tuning steps (each of the two runs)", valid=COUNT)
     batch_size: int = flag(32, "sequences per batch", valid=COUNT)
     lr: float = flag(1e-3, "peak learning rate of pretraining", valid=POSITIVE)
     finetune_lr: float = flag(3e-4, "peak learning rate of fine-tuning (both runs)", valid=POSITIVE)
-    warmup: int = flag(100, "linear warm-up steps (fine-tuning: a tenth of its steps)")
-    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices")
+    warmup: int = flag(
+        100, "linear warm-up steps (fine-tuning: a tenth of its steps)", valid=NONNEGATIVE
+    )
+    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     held_out: int = flag(
         400, "sentences kept out of pretraining and fine-tuning, for testing", valid=COUNT
     )
@@ -370,7 +373,14 @@ def train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
 
 
 def _train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
+    floor = transformer_floor(cfg.seq_len, cfg.n_layer, cfg.d_model, cfg.d_ff)
+    check_batch_fits(cfg.batch_size, floor, f"this BERT on {cfg.seq_len} tokens", cfg.device)
     corpus = prepare(cfg)
+    if cfg.batch_size > len(corpus.train_sentences):  # fine-tuning draws them without repeats
+        raise ValueError(
+            f"--batch-size {cfg.batch_size} is more than the {len(corpus.train_sentences)} "
+            f"sentences fine-tuning draws each batch from"
+        )
     print(f"corpus {cfg.data}: {len(corpus.pretrain_ids):,} pretraining tokens, vocabulary "
           f"{corpus.tokenizer.vocab_size}; task: {len(corpus.train_sentences)} training and "
           f"{len(corpus.test_sentences)} test sentences")  # fmt: skip

@@ -20,8 +20,18 @@ from tinyformer.data import BPETokenizer, CharTokenizer, LMData, load_text, toke
 from tinyformer.data.tokenizers import Tokenizer
 from tinyformer.models.gpt import CONFIGS, GPT, GPTConfig
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
+from tinyformer.train.args import (
+    BELOW_ONE,
+    COUNT,
+    FRACTION,
+    NONNEGATIVE,
+    POSITIVE,
+    Range,
+    check_ranges,
+    flag,
+)
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
 
@@ -32,23 +42,25 @@ __all__ = ["TrainGPTConfig", "load_model", "sample", "train_gpt"]
 class TrainGPTConfig:
     data: str = flag("pydoc", "corpus: pydoc (embedded), tinyshakespeare, or a text file path")
     tokenizer: str = flag("char", "tokenizer trained on the corpus", ["char", "bpe"])
-    bpe_vocab_size: int = flag(512, "vocabulary size of the BPE tokenizer")
+    bpe_vocab_size: int = flag(
+        512, "vocabulary size of the BPE tokenizer (256 bytes and the merges)", valid=Range(256)
+    )
     config: str = flag("baby", "named model configuration", sorted(CONFIGS))
     n_layer: int | None = flag(None, "override the config's number of blocks")
     n_head: int | None = flag(None, "override the config's number of heads")
     n_embd: int | None = flag(None, "override the config's width")
     block_size: int | None = flag(None, "override the config's context length")
-    dropout: float | None = flag(None, "override the config's dropout")
+    dropout: float | None = flag(None, "override the config's dropout", valid=BELOW_ONE)
     iters: int | None = flag(
         None, "training iterations: 2000, or on --resume the saved run's", valid=COUNT
     )
     batch_size: int = flag(12, "sequences per batch", valid=COUNT)
     lr: float = flag(1e-3, "peak learning rate", valid=POSITIVE)
     min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr", valid=FRACTION)
-    warmup: int = flag(100, "linear warm-up iterations (at most --iters)")
-    weight_decay: float = flag(0.1, "AdamW weight decay on weight matrices")
-    beta1: float = flag(0.9, "AdamW beta1")
-    beta2: float = flag(0.99, "AdamW beta2")
+    warmup: int = flag(100, "linear warm-up iterations (at most --iters)", valid=NONNEGATIVE)
+    weight_decay: float = flag(0.1, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
+    beta1: float = flag(0.9, "AdamW beta1", valid=BELOW_ONE)
+    beta2: float = flag(0.99, "AdamW beta2", valid=BELOW_ONE)
     grad_clip: float = flag(
         1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
     )
@@ -126,6 +138,10 @@ def _train_gpt(cfg: TrainGPTConfig, on_step: Any) -> dict[str, Any]:
     else:
         tokenizer = _tokenizer(cfg, text)
         mconf = cfg.model_config(tokenizer.vocab_size)
+    floor = transformer_floor(
+        mconf.block_size, mconf.n_layer, mconf.n_embd, 4 * mconf.n_embd, mconf.vocab_size
+    )
+    check_batch_fits(cfg.batch_size, floor, f"this GPT on {mconf.block_size} tokens", cfg.device)
     data = LMData(np.array(tokenizer.encode(text)), mconf.block_size)
 
     tf.manual_seed(cfg.seed)
@@ -146,7 +162,7 @@ def _train_gpt(cfg: TrainGPTConfig, on_step: Any) -> dict[str, Any]:
     log = train_loop(run, on_step)
     if len(log["loss"]) == cfg.iters and cfg.sample_tokens:
         print("\n--- sample ---")
-        print(_generate(model, tokenizer, "\n", cfg.sample_tokens, 0.8, 40, None))
+        print(_generate(model, tokenizer, _start(tokenizer), cfg.sample_tokens, 0.8, 40, None))
     return log
 
 
@@ -166,6 +182,16 @@ def load_model(path: Any) -> tuple[GPT, Tokenizer, dict[str, Any]]:
     return model.eval(), tokenizer, meta
 
 
+def _start(tokenizer: Tokenizer) -> str:
+    """The prompt when none is given: a newline, where the vocabulary has one (a corpus with no
+    line breaks trained a character vocabulary without it); else "", the first token."""
+    try:
+        tokenizer.encode("\n")
+    except ValueError:
+        return ""
+    return "\n"
+
+
 def _generate(
     model: GPT,
     tokenizer: Tokenizer,
@@ -182,7 +208,7 @@ def _generate(
 
 def sample(
     ckpt: str,
-    prompt: str = "\n",
+    prompt: str | None = None,
     tokens: int = 300,
     temperature: float = 0.8,
     top_k: int | None = 40,
@@ -190,9 +216,11 @@ def sample(
     seed: int = 0,
     device: str = "cpu",
 ) -> str:
-    """Text sampled from a checkpoint, starting with `prompt`, by the model on `device`."""
+    """Text sampled from a checkpoint, starting with `prompt` (None: a newline, where the
+    vocabulary has one), by the model on `device`."""
     tf.device(device)  # a missing GPU is said before the checkpoint is read
     model, tokenizer, _ = load_model(ckpt)
     model.to(device)
     tf.manual_seed(seed)
+    prompt = _start(tokenizer) if prompt is None else prompt
     return _generate(model, tokenizer, prompt, tokens, temperature, top_k, top_p)

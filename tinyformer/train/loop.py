@@ -103,6 +103,8 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
     if ignored:
         print(f"note: --resume continues the saved run with its own settings; ignored: "
               f"{', '.join(ignored)}")  # fmt: skip
+    if "overwrite" in settings:  # how the run was started, which a resumed run is not
+        settings["overwrite"] = False
     with checkpoint_errors(path):
         resumed = type(cfg)(**{**settings, **keep})
     return resumed, state, saved

@@ -31,9 +31,10 @@ from tinyformer.models.vit import ViT
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, PROPER_FRACTION, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
-from tinyformer.train.vision import shift_augment, split_indices
+from tinyformer.train.vision import check_shift, shift_augment, split_indices
 
 __all__ = ["Images", "Phase", "TrainMAEConfig", "finetune", "load_images", "pretrain", "train_mae"]
 
@@ -60,8 +61,10 @@ class TrainMAEConfig:
     batch_size: int = flag(64, "images per batch", valid=COUNT)
     lr: float = flag(1.5e-3, "peak learning rate of pretraining", valid=POSITIVE)
     finetune_lr: float = flag(1e-3, "peak learning rate of the classifiers", valid=POSITIVE)
-    warmup: int = flag(100, "linear warm-up steps (classifiers: a tenth of theirs)")
-    weight_decay: float = flag(0.05, "AdamW weight decay on weight matrices")
+    warmup: int = flag(
+        100, "linear warm-up steps (classifiers: a tenth of theirs)", valid=NONNEGATIVE
+    )
+    weight_decay: float = flag(0.05, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     augment_shift: int = flag(
         1, "shift training images by up to this many pixels", valid=NONNEGATIVE
     )
@@ -237,6 +240,11 @@ def _train_mae(cfg: TrainMAEConfig) -> dict[str, Any]:
     from tinyformer.train.mae_report import plot_reconstructions, report
 
     data = load_images(cfg)
+    check_shift(cfg.augment_shift, data.train.shape[-1])
+    mconf = cfg.model_config(data.train.shape[-1], data.train.shape[1])
+    tokens = (mconf.image_size // mconf.patch_size) ** 2 + 1  # fine-tuning's ViT: every patch
+    floor = transformer_floor(tokens, mconf.n_layer, mconf.n_embd, mconf.mlp_ratio * mconf.n_embd)
+    check_batch_fits(cfg.batch_size, floor, f"this ViT on {tokens} tokens", cfg.device)
     print(f"{cfg.data}: {len(data.train)} training images (labels unused in pretraining), "
           f"{len(data.test)} held out, {data.train.shape[1:]} each")  # fmt: skip
     print("1/3 masked-autoencoder pretraining")

@@ -21,8 +21,18 @@ from tinyformer.data.dates import DateTask
 from tinyformer.fileio import save_json
 from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, check_ranges, flag
+from tinyformer.train.args import (
+    BELOW_ONE,
+    COUNT,
+    FRACTION,
+    NONNEGATIVE,
+    POSITIVE,
+    Range,
+    check_ranges,
+    flag,
+)
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
 
@@ -36,7 +46,7 @@ class TrainSeq2SeqConfig:
     n_head: int = flag(4, "attention heads")
     d_model: int = flag(128, "width")
     d_ff: int = flag(512, "MLP hidden width")
-    dropout: float = flag(0.1, "dropout")
+    dropout: float = flag(0.1, "dropout", valid=BELOW_ONE)
     positions: str = flag("sinusoidal", "position encoding", ["sinusoidal", "learned"])
     norm: str = flag("post", "LayerNorm placement: post (the paper's) or pre", ["post", "pre"])
     label_smoothing: float = flag(0.1, "label smoothing of the cross-entropy", valid=FRACTION)
@@ -45,15 +55,16 @@ class TrainSeq2SeqConfig:
     )
     batch_size: int = flag(64, "sentence pairs per batch", valid=COUNT)
     lr: float = flag(1e-3, "peak learning rate", valid=POSITIVE)
-    warmup: int = flag(200, "linear warm-up steps")
-    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices")
+    warmup: int = flag(200, "linear warm-up steps", valid=NONNEGATIVE)
+    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     grad_clip: float = flag(
         1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
     )
     beam: int = flag(4, "beam width for the final evaluation", valid=COUNT)
     test_dates: int = flag(
-        1000, "held-out dates (never seen in training, in any format)", valid=COUNT
-    )
+        1000, "held-out dates (never seen in training, in any format)",
+        valid=Range(1, DateTask.DATES - 1),
+    )  # fmt: skip
     eval_interval: int = flag(250, "evaluate and checkpoint every this many steps", valid=COUNT)
     seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/seq2seq", "folder for ckpt.npz, log.json, loss.png, alignment.png")
@@ -134,6 +145,9 @@ def _train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
         mconf = config_from_checkpoint(saved["_path"], Seq2SeqConfig, saved["model_config"], state)
     else:
         mconf = cfg.model_config()
+    # the decoder alone, on the ten characters of an ISO date
+    floor = transformer_floor(10, mconf.n_decoder_layers, mconf.d_model, mconf.d_ff)
+    check_batch_fits(cfg.batch_size, floor, "this decoder on 10 tokens", cfg.device)
     tf.manual_seed(cfg.seed)
     model = Transformer(mconf).to(cfg.device)
     run = date_run(model, mconf, cfg, task, "seq2seq", "encoder-decoder: dates -> ISO 8601")

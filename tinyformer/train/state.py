@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend, random
-from tinyformer.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
+from tinyformer.checkpoint import (
+    CheckpointError,
+    checkpoint_path,
+    load_checkpoint,
+    non_finite,
+    save_checkpoint,
+)
 from tinyformer.nn.module import Module, StateDictError
 from tinyformer.optim.lr_scheduler import LRScheduler
 from tinyformer.optim.optimizer import Optimizer
@@ -89,6 +95,9 @@ def load_run(path: Any, resume: bool = False) -> tuple[dict[str, np.ndarray], di
     path = checkpoint_path(path)
     _check_run_meta(path, meta, RUN_KEYS if resume else ())
     model_state = {k[len("model/") :]: v for k, v in arrays.items() if k.startswith("model/")}
+    bad = non_finite(model_state)
+    if bad:
+        raise CheckpointError(f"{path}: {bad}; a model with them computes only NaN")
     meta["_arrays"], meta["_path"] = arrays, path
     return model_state, meta
 

@@ -36,12 +36,13 @@ from tinyformer.train.args import (
     flag,
 )
 from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_batch_fits, conv_floor, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, load_run
 
 __all__ = [
-    "CLASSIFIERS", "MODELS", "TrainVisionConfig", "eval_vision", "evaluate_model", "load_trained",
-    "load_vision", "train_vision",
+    "CLASSIFIERS", "MODELS", "TrainVisionConfig", "check_shift", "eval_vision", "evaluate_model",
+    "load_trained", "load_vision", "train_vision",
 ]  # fmt: skip
 
 CLASSIFIERS = ("vit", "swin", "cnn")
@@ -87,8 +88,8 @@ class TrainVisionConfig:
         None, "peak learning rate (default: 1e-3; 2e-3 for segmentation)", valid=POSITIVE
     )
     min_lr_ratio: float = flag(0.1, "final learning rate as a fraction of lr", valid=FRACTION)
-    warmup: int = flag(100, "linear warm-up iterations (at most --iters)")
-    weight_decay: float = flag(0.05, "AdamW weight decay on weight matrices")
+    warmup: int = flag(100, "linear warm-up iterations (at most --iters)", valid=NONNEGATIVE)
+    weight_decay: float = flag(0.05, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     grad_clip: float = flag(
         1.0, "clip the global gradient norm to this (0: off)", valid=NONNEGATIVE
     )
@@ -121,6 +122,9 @@ class TrainVisionConfig:
                 f"--config {self.config} is not a {self.model} configuration"
                 + (f"; choose from {', '.join(sorted(names))}" if names else "")
             )
+        if segmentation and self.image_size % 4:  # the models halve it twice
+            raise ValueError(f"--image-size must be a multiple of 4 for --model {self.model}, "
+                             f"got {self.image_size}")  # fmt: skip
         if self.model == "swin" and self.n_layer is not None:
             raise ValueError("--n-layer is the ViT's; a Swin's depths come from its --config")
         return dataclasses.replace(
@@ -174,6 +178,14 @@ def split_indices(
     return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(val))
 
 
+def check_shift(max_shift: int, side: int) -> None:
+    """Refuse an --augment-shift that moves images of `side` pixels wholly out of the frame
+    (most training images would be blank, and a huge one only pads memory full)."""
+    if max_shift >= side:
+        raise ValueError(f"--augment-shift must be below the images' side of {side} pixels, "
+                         f"got {max_shift}")  # fmt: skip
+
+
 def shift_augment(images: np.ndarray, rng: np.random.Generator, max_shift: int) -> np.ndarray:
     """Move each image by up to `max_shift` pixels in each direction, filling with zeros: the
     label of a digit does not change when it moves a little, and the model should learn that."""
@@ -216,6 +228,19 @@ def model_config(cfg: TrainVisionConfig, images: np.ndarray, n_classes: int) -> 
     else:
         config = SegConfig(channels, n_classes, cfg.width)
     return dataclasses.asdict(config)
+
+
+def _batch_floor(kind: str, config: dict[str, Any], shape: tuple[int, ...]) -> tuple[int, str]:
+    """(bytes, in words) of one image's activations (tinyformer/train/memory.py)."""
+    channels, pixels = shape[0], shape[1] * shape[2]
+    if kind in ("vit", "swin"):
+        tokens = pixels // config["patch_size"] ** 2 + (kind == "vit")  # ViT: + [CLS]
+        width = config["n_embd"] if kind == "vit" else config["embed_dim"]
+        n_layer = config["n_layer"] if kind == "vit" else config["depths"][0]  # Swin: stage 1
+        floor = transformer_floor(tokens, n_layer, width, config["mlp_ratio"] * width)
+        return floor, f"this {kind} on {tokens} tokens"
+    first = config["channels"][0] if kind == "cnn" else config["width"]
+    return conv_floor(pixels, channels, first), f"this {kind} on {shape[1]}x{shape[2]} images"
 
 
 def build_model(kind: str, config: dict[str, Any]) -> Module:
@@ -270,8 +295,11 @@ def _train_vision(cfg: TrainVisionConfig, out_dir: str, on_step: Any) -> dict[st
     cfg, model_state, saved = resume_from(cfg, out_dir)
     cfg = cfg.resolved()
     x_train, y_train, x_val, y_val = load_vision(cfg)
+    check_shift(cfg.augment_shift, x_train.shape[-1])
     n_classes = int(max(y_train.max(), y_val.max())) + 1
     config = saved["model_config"] if saved else model_config(cfg, x_train, n_classes)
+    floor, what = _batch_floor(cfg.model, config, x_train.shape[1:])
+    check_batch_fits(cfg.batch_size, floor, what, cfg.device)
 
     tf.manual_seed(cfg.seed)
     batch_rng = np.random.default_rng(cfg.seed)
