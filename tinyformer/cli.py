@@ -337,20 +337,6 @@ def _run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _launch(ranks: int, rest: list[str]) -> int:
-    import subprocess
-
-    from tinyformer.distributed import DistributedError
-    from tinyformer.distributed.launch import launch_command
-
-    try:
-        cmd, env = launch_command(ranks, rest[1:] if rest[:1] == ["--"] else rest)
-    except DistributedError as err:
-        print(f"tinyformer launch: error: {err}", file=sys.stderr)
-        return 2
-    return subprocess.run(cmd, env=env).returncode
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tinyformer", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"tinyformer {__version__}")
@@ -383,16 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         help="a primitive (softmax.forward) or an op (softmax); default: all",
     )  # fmt: skip
     _add_device_flag(explain)
-    launch = sub.add_parser(
-        "launch",
-        help="run a command on N processes (data parallel, over MPI)",
-        description="Starts N ranks of `tinyformer ARGS...` with the MPI launcher of the mpi "
-        'extra (pip install -e ".[mpi]"), e.g. `tinyformer launch -n 2 -- train gpt`. The '
-        "same as `mpiexec -n N tinyformer ARGS...`, with each rank's threads set to its share "
-        "of the cores.",
-    )
-    launch.add_argument("-n", "--nproc", type=_at_least_one, default=2, help="ranks (default 2)")
-    launch.add_argument("args", nargs=argparse.REMAINDER, help="-- then the command to run")
+    from tinyformer.distributed.launch import add_launch_command
+
+    add_launch_command(sub)
     _add_training_commands(sub)
     from tinyformer.course.cli import add_course_commands
 
@@ -415,7 +394,9 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
             restart_with_runtime_env("tinyformer.cli")
         return _run_training_command(args)
     if args.command == "launch":
-        return _launch(args.nproc, args.args)
+        from tinyformer.distributed.launch import run_launch_command
+
+        return run_launch_command(args.nproc, args.args)
     if args.command == "demo":
         from tinyformer.backend import DeviceUnavailable, device
 
