@@ -175,6 +175,10 @@ def unbroadcast_keeps_dtype_and_known_values(tf: ModuleType) -> None:
     np.testing.assert_array_equal(a1.unbroadcast(g, (2, 3, 4)), g)
 
 
+# A1's subject is a graph of Python objects (`Value`), not arrays: its tests run in the
+# grader's child, which reports their verdict.
+IN_CHILD = True
+
 PROPERTIES = {
     "A1.1": [ops_match_central_differences, ops_on_one_value_used_twice],
     "A1.2": [sort_orders_random_dags, backward_sums_the_gradients_of_a_value_used_twice],
