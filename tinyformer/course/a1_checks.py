@@ -1,7 +1,7 @@
 """A1's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
-module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
+Each test runs in the grader's child process (`IN_CHILD`), with the graded tree's `tinyformer`
+module, and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
 tests.
 
 A1 has no op spec: `tinyformer/course/a1_autograd.py` is a small engine of its own. Each task is

@@ -1,10 +1,10 @@
 """A2's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
-module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
-tests. Properties explain the op; the hidden tests probe what the seeded samples (values in
-[-3, 3]) never reach: huge logits and large offsets, where a naive formula overflows or
-cancels.
+The grader runs each test itself: it gets a `tf` whose `tf.nn.functional` and `tf.ops` are the
+student's, run in the task's child process, and raises AssertionError on failure. `PROPERTIES`
+and `HIDDEN` map a task id to its tests. Properties explain the op; the hidden tests probe what
+the seeded samples (values in [-3, 3]) never reach: huge logits and large offsets, where a naive
+formula overflows or cancels.
 """
 
 from __future__ import annotations

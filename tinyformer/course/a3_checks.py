@@ -1,8 +1,9 @@
 """A3's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
-module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
-tests.
+The grader runs each test itself: it gets a `tf` whose `tf.nn.functional` and `tf.ops` are the
+student's, run in the task's child process, and raises AssertionError on failure. Tests of
+`MultiheadAttention` run in the child (`IN_CHILD`) with the graded tree's module. `PROPERTIES`
+and `HIDDEN` map a task id to its tests.
 
 Every attention sample also runs A3.1's softmax and backward, so A3.2 (the causal mask) and
 A3.3 (the heads) are graded by comparing two routes through the same attention code: the causal

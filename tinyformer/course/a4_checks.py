@@ -1,8 +1,8 @@
 """A4's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
-module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
-tests.
+The grader runs each test itself: it gets a `tf` whose `tf.nn.functional` and `tf.ops` are the
+student's, run in the task's child process, and raises AssertionError on failure. `PROPERTIES`
+and `HIDDEN` map a task id to its tests.
 
 The references here are direct loops over output pixels, as the op files' docstrings write the
 math, at sizes where loops are instant. A test of one op never calls another graded op (the

@@ -1,7 +1,7 @@
 """A5's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
-module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
+Each test runs in the grader's child process (`IN_CHILD`), with the graded tree's `tinyformer`
+module, and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
 tests. The "kernel" check (the kernel against the NumPy reference on random inputs) is the
 grader's own; these tests add what a comparison on standard-normal inputs does not reach.
 
