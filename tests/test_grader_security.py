@@ -197,6 +197,16 @@ def test_a_hang_and_an_exit_cost_their_own_tasks(tmp_path, a2_data):
     assert outputs["A2.2"].startswith("A2.2: the code exited (status 0) during forward")
 
 
+def test_a_crash_is_named(tmp_path, a2_data):
+    result = _grade(
+        tmp_path, {"softmax.py": _hostile("import ctypes\nctypes.string_at(0)")}, a2_data
+    )
+    assert _points(result) == 0
+    assert result.results[0].output.startswith(
+        "A2.1: the code was killed by SIGSEGV during forward"
+    )
+
+
 def test_results_are_final_and_no_process_outlives_grading(tmp_path, a2_data, capsys):
     results, pids = tmp_path / "results.json", tmp_path / "pids"
     detach = f"""

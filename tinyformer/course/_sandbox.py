@@ -163,13 +163,18 @@ class Child:
         script = self.tree / "tinyformer" / "course" / "_child.py"
         command = [sys.executable, "-I", "-S", str(script), str(self.tree), str(self.deps)]
         command += [str(self.reply), "1" if self.kernels else "0"]
-        with open(self.output_path, "wb") as output:
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT,
-                pass_fds=(self.reply,), cwd=self.work, env=self._environment(),
-                start_new_session=True, preexec_fn=self._limit, close_fds=True, **user,
-            )  # fmt: skip
-        os.close(self.reply)
+        try:
+            with open(self.output_path, "wb") as output:
+                self.process = subprocess.Popen(
+                    command, stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT,
+                    pass_fds=(self.reply,), cwd=self.work, env=self._environment(),
+                    start_new_session=True, preexec_fn=self._limit, close_fds=True, **user,
+                )  # fmt: skip
+        except (OSError, subprocess.SubprocessError) as err:  # e.g. the user cannot run Python
+            why = getattr(err, "strerror", None) or type(err).__name__  # no path of this machine
+            raise ChildGone(f"the grader could not start the code's process ({why})") from None
+        finally:
+            os.close(self.reply)
         hello = self._receive("loading the code")
         if "fatal" in hello:
             self.fatal = str(hello["fatal"])

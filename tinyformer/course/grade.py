@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import pwd
 import tempfile
 import time
 from dataclasses import dataclass
@@ -293,6 +294,11 @@ def grade(
         raise ValueError(f"--timeout: need a finite number of seconds > 0, got {timeout!r}")
     if user is not None and os.geteuid() != 0:
         raise ValueError(f"--user {user}: the grader must run as root to switch users")
+    if user is not None:
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            raise ValueError(f"--user: no user named {user!r} on this machine") from None
     if not is_tree(submission) and not any(_tree.submitted(submission, f) for f in a.files):
         raise ValueError(
             f"DIR: {submission} is not a tinyformer tree and holds none of {a.name}'s files "
