@@ -12,8 +12,8 @@ lies, patches NumPy or exits early only loses its own points.
 Requests ({"op": ...}):
 - "call": run `target` ("spec:NAME" for an op spec's function, or "module.path.function") on
   the arguments, with every primitive forced to its NumPy reference; tensor arguments come as
-  {"tensor": array, "grad": bool, "layout": str}. With "upstream", also return the gradients of
-  the outputs against the tensors that want one.
+  {"tensor": array, "grad": bool, "layout": str}, plain arrays as {"array", "layout"}. With
+  "upstream", also return the gradients of the outputs against the tensors that want one.
 - "kernel": a primitive's registered kernel on the given arrays (see KernelCheck).
 - "test": one test of the assignment's checks module, run here with this tree's tinyformer
   (tests of Python objects, not arrays); "source" brings the module's text for hidden tests.
@@ -65,6 +65,8 @@ def _call(request: dict[str, Any], specs: dict[str, Any]) -> dict[str, Any]:
             t = tf.Tensor(relayout(a["tensor"], a["layout"]), requires_grad=a["grad"])
             leaves += [t] if a["grad"] else []
             a = t
+        elif isinstance(a, dict) and "array" in a:
+            a = relayout(a["array"], a["layout"])
         args.append(a)
     upstream = request.get("upstream")
     if upstream is None:

@@ -7,8 +7,8 @@ same inputs. So the parent's own `tinyformer.gradcheck`, `tinyformer.grad` and N
 what the student's code returns, and the tolerances never leave the parent.
 
 `student_tinyformer(child)` is what a property or hidden test run in the parent gets as `tf`:
-the instructor's tinyformer, except that `tf.nn.functional.NAME` and `tf.ops.MODULE.NAME` are
-the student's, run in the child.
+the instructor's tinyformer, except that `tf.nn.functional.NAME`, `tf.ops.MODULE.NAME` and
+`tf.course.MODULE.NAME` are the student's, run in the child.
 """
 
 from __future__ import annotations
@@ -97,6 +97,9 @@ class StudentFunction:
                 args.append({"tensor": np.ascontiguousarray(a), "grad": grad,
                              "layout": layout_of(a)})  # fmt: skip
                 k += 1
+            elif isinstance(slot, np.ndarray):  # a plain array keeps its layout too
+                layout = layout_of(slot)
+                args.append({"array": np.ascontiguousarray(slot), "layout": layout})
             else:
                 args.append(slot)
         return {"op": "call", "target": self.target, "args": args, "kwargs": kwargs}
@@ -125,16 +128,18 @@ class _StudentModule:
 
 
 def student_tinyformer(child: Any) -> Any:
-    """The `tf` a parent-run test gets: the instructor's tinyformer, with `tf.nn.functional`
-    and `tf.ops.MODULE` replaced by the student's, run in `child`."""
+    """The `tf` a parent-run test gets: the instructor's tinyformer, with `tf.nn.functional`,
+    `tf.ops.MODULE` and `tf.course.MODULE` replaced by the student's, run in `child`."""
 
     class Facade(SimpleNamespace):
         def __getattr__(self, attr: str) -> Any:
             return getattr(tf, attr)
 
-    class Ops(SimpleNamespace):
+    class Package(SimpleNamespace):
         def __getattr__(self, module: str) -> Any:
-            return _StudentModule(child, f"tinyformer.ops.{module}")
+            return _StudentModule(child, f"{self.name}.{module}")
 
     nn = SimpleNamespace(functional=_StudentModule(child, "tinyformer.nn.functional"))
-    return Facade(nn=nn, ops=Ops())
+    return Facade(
+        nn=nn, ops=Package(name="tinyformer.ops"), course=Package(name="tinyformer.course")
+    )
