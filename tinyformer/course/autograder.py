@@ -5,7 +5,8 @@ image, and `run_autograder` for each submission, which it puts in /autograder/su
 results go to /autograder/results/results.json. The zip holds:
 
 - `setup.sh`: installs the instructor's tree (`pip install`), makes an unprivileged user
-  `student` with no home, and makes /autograder/source readable by root only;
+  `student` with no home, and makes /autograder/source and the installed package readable by
+  root only;
 - `run_autograder`: `tinyformer grade NAME /autograder/submission --data ... --json ...`,
   with `--user student` when it runs as root (as on Gradescope), so that the student's code
   can read neither the instructor's tree nor the results;
@@ -43,6 +44,16 @@ cd "$(dirname "$0")"
 python3 -m pip install --no-cache-dir ./tinyformer
 id student >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin student
 chmod -R go-rwx "$(pwd)"
+# the installed tree holds the solutions and hidden tests: root only (the grader copies a
+# stripped release of it for the student's code)
+python3 - <<'PY'
+import os, pathlib, tinyformer
+package = pathlib.Path(tinyformer.__file__).parent
+for path in [package, *package.parent.glob("tinyformer-*.dist-info")]:
+    for folder, dirs, files in os.walk(path):
+        for name in [folder, *(os.path.join(folder, f) for f in files)]:
+            os.chmod(name, os.stat(name).st_mode & 0o700)
+PY
 """
 
 RUN = """#!/usr/bin/env bash
