@@ -7,14 +7,13 @@ Each check is `fn(child, task, ...) -> (passed, output)`, `passed` None for "not
 from __future__ import annotations
 
 import inspect
-import re
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 import tinyformer as tf
 from tinyformer import registry
+from tinyformer.course._gradcheck import student_gradcheck
 from tinyformer.course._remote import StudentError, StudentFunction, student_tinyformer
 from tinyformer.course._sandbox import ChildGone
 from tinyformer.course.definition import Task
@@ -111,28 +110,19 @@ def forward(child: Any, task: Task, samples: dict[str, list], specs: dict[str, A
 
 
 def gradcheck(child: Any, task: Task, samples: dict[str, list], specs: dict[str, Any]):
-    """The parent's gradcheck (float64, random upstream gradient and layouts) of the student's
-    function, whose forward and backward run in the child."""
-    from tinyformer.testing import RandomDraw, Sample
-    from tinyformer.testing.checks import check_backward
-
+    """The grader's gradcheck (float64, random upstream gradient and layouts) of the student's
+    op, whose forward and backward run in the child (`_gradcheck`)."""
     done = 0
     for name, stored in samples.items():
-        names = _names(specs[name], 16)
+        names = _names(specs[name], max((len(s["args"]) for s in stored), default=0))
         for s in stored:
-            sample = Sample(list(s["args"]), dict(s["kwargs"]))
-            fn = StudentFunction(f"spec:{name}", child, "gradcheck")
-            spec = replace(specs[name], fn=fn, sample=lambda draw, sample=sample: sample)
-            head = f"{task.id} {name} gradcheck, RandomDraw({s['seed']}) "
-            head += f"({done} earlier samples passed):"
             try:
-                check_backward(spec, RandomDraw(s["seed"]))
-            except ChildGone:
-                raise
-            except Exception as err:  # OpCheckError, the student's error, the engine's checks
-                text = "\n".join([str(err), *getattr(err, "__notes__", ())])
-                text = re.sub(r"\binput (\d+)\b", lambda m, n=names: n[int(m.group(1))], text)
-                return False, f"{head}\n{text}"
+                why = student_gradcheck(child, f"spec:{name}", specs[name], s, names)
+            except StudentError as err:
+                why = f"the code raised:\n{err}"
+            if why is not None:
+                head = f"{task.id} {name} gradcheck, RandomDraw({s['seed']}) "
+                return False, f"{head}({done} earlier samples passed):\n{why}"
             done += 1
     if not done:
         return False, f"{task.id}: the grading data has no samples for this task"
