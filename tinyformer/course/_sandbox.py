@@ -139,7 +139,8 @@ class Child:
     def _environment(self) -> dict[str, str]:
         return {
             "PATH": os.defpath, "HOME": str(self.work), "TMPDIR": str(self.work),
-            "LANG": "C.UTF-8", "NUMBA_CACHE_DIR": str(self.work / ".numba"),
+            # one Numba cache for a grade's children: its kernels compile once, not per task
+            "LANG": "C.UTF-8", "NUMBA_CACHE_DIR": str(self.work.parent / "numba-cache"),
             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         }  # fmt: skip
 
@@ -153,11 +154,14 @@ class Child:
         """Start the child and wait for it to load the tree; a tree that does not load sets
         `fatal` (the error, for every check of the task)."""
         self.work.mkdir(parents=True, exist_ok=True)
+        cache = self.work.parent / "numba-cache"
+        cache.mkdir(exist_ok=True)
         user: dict[str, Any] = {}
         if self.limits.user is not None:
             entry = pwd.getpwnam(self.limits.user)
             user = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
-            os.chown(self.work, entry.pw_uid, entry.pw_gid)
+            for folder in (self.work, cache):
+                os.chown(folder, entry.pw_uid, entry.pw_gid)
         read_end, self.reply = os.pipe()
         self.replies = read_end
         script = self.tree / "tinyformer" / "course" / "_child.py"
