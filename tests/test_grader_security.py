@@ -26,7 +26,7 @@ import pytest
 import tinyformer
 from tinyformer.cli import main
 from tinyformer.course import data as grading_data
-from tinyformer.course.definition import A2, A3
+from tinyformer.course.definition import A2, A3, COURSE, solution_files
 from tinyformer.course.grade import grade
 from tinyformer.course.markers import strip_source
 
@@ -87,6 +87,14 @@ for _fd in range(1, 64):
         except Exception:
             pass
 """
+
+
+@pytest.mark.parametrize("name", list(COURSE))
+def test_student_files_are_those_with_solution_regions(name):
+    # the grader takes exactly these from a submission: one missing leaves a task's code to
+    # the release's stub, one too many lets a student replace the grader's side
+    a = COURSE[name]
+    assert solution_files(INSTRUCTOR, a) == tuple(sorted(a.files))
 
 
 def test_forged_replies_at_import_then_exit(tmp_path, a2_data):
