@@ -150,7 +150,8 @@ def test_grading_a_fresh_release_scores_zero_each_on_its_own_stub(name, release_
     assert main(["grade", name, str(release_of(name)), "--json", str(results)]) == 0
     report = json.loads(results.read_text(encoding="utf-8"))
     checks = sum(len(t.points) for t in COURSE[name].tasks)
-    assert report["score"] == 0 and len(report["tests"]) == checks
+    # no top-level score: Gradescope adds up the tests, and holds hidden ones back
+    assert "score" not in report and len(report["tests"]) == checks
     for test in report["tests"]:
         task = test["name"].split()[0]
         assert test["score"] == 0 and test["max_score"] > 0
@@ -210,7 +211,7 @@ def test_a_planted_backward_bug_loses_only_its_tasks_gradcheck(released, tmp_pat
     result = grade("A2", tree)
     assert _failed(result) == {("A2.4", "gradcheck")}
     report = next(r for r in result.results if r.status != "passed").output
-    assert "A2.4 layer_norm gradcheck" in report and "inputs: float64" in report
+    assert "A2.4 layer_norm gradcheck" in report and "inputs: x float64" in report
     assert result.score == A2.total - A2.tasks[3].points["gradcheck"]
 
 
@@ -230,8 +231,9 @@ def test_a_wrong_forward_with_a_consistent_backward_loses_the_forward_points(rel
 
 
 def test_a_wrong_causal_mask_loses_only_a3_2(release_of, tmp_path):
-    # one diagonal too many: query i sees key i + 1. A3.1 is graded without causal samples, and
-    # A3.3 compares the module with per-head calls that share the mask.
+    # one diagonal too many: query i sees key i + 1. A3.1's forward compares no causal sample
+    # (its gradcheck does: a wrong mask keeps the backward consistent), and A3.3 compares the
+    # module with per-head calls that share the mask.
     tree = _solved_copy(release_of("A3"), tmp_path)
     _plant(tree, "ops/attention.py", "xp.tri(tq, tk, dtype=bool)", "xp.tri(tq, tk, 1, dtype=bool)")
     result = grade("A3", tree)
@@ -290,14 +292,14 @@ def test_a5_release_stubs_the_cuda_kernel_with_a_comment(release_of):
     assert "// ### BEGIN SOLUTION A5.3" in instructor and "block_sum(total)" in instructor
 
 
-def test_without_numba_the_kernel_checks_fail_and_say_why(release_of, tmp_path):
-    # The graded tree comes first on the grader's sys.path: a `numba` there that fails to
-    # import stands for an environment without Numba. A5.3's CUDA kernel needs no Numba, but
-    # the library's Numba kernel files, which the registry loads before it, fail to import here.
+def test_without_numba_the_kernel_checks_fail_and_say_why(release_of, tmp_path, monkeypatch):
+    # The child imports third-party packages from the grader's links only: without the link
+    # to Numba it stands for an environment without Numba.
+    from tinyformer.course import _tree
+
+    monkeypatch.setattr(_tree, "KERNEL_THIRD_PARTY", ("llvmlite",))
     tree = _solved_copy(release_of("A5"), tmp_path)
-    (tree / "numba").mkdir()
-    (tree / "numba" / "__init__.py").write_text('raise ImportError("no numba here")\n')
-    result = grade("A5", tree)
+    result = grade("A5", tree, tasks=["A5.1", "A5.2"])
     numba_tasks = [r for r in result.results if r.task in ("A5.1", "A5.2")]
     assert len(numba_tasks) == 6 and all(r.status == "FAILED" for r in numba_tasks)
     for r in numba_tasks:

@@ -168,7 +168,8 @@ def _worst(analytic: np.ndarray, numeric: np.ndarray, atol: float, rtol: float) 
 def _report(kind, label, t, analytic, numeric, atol, rtol, producer, worst, where) -> str:
     bad = np.abs(analytic - numeric) > atol + rtol * np.abs(numeric)
     a, n = analytic[worst], numeric[worst]
-    rel = abs(a - n) / max(abs(n), 1e-300)
+    # relative to 0 the error is meaningless (1e-300 as the floor made it 4e+300)
+    rel = f"rel error {abs(a - n) / abs(n):.3g}" if n != 0 else "numeric gradient is 0 here"
     return (
         f"gradcheck failed ({kind}): the gradient for {label} (shape {t.shape}) disagrees with "
         f"finite differences.\n"
@@ -176,7 +177,7 @@ def _report(kind, label, t, analytic, numeric, atol, rtol, producer, worst, wher
         f"  worst at {where}:\n"
         f"    analytic (backward)  {a:.8g}\n"
         f"    numeric (finite diff) {n:.8g}\n"
-        f"    abs error {abs(a - n):.3g}, rel error {rel:.3g} "
+        f"    abs error {abs(a - n):.3g}, {rel} "
         f"(allowed: atol {atol:g} + rtol {rtol:g} * |numeric|)\n"
         f"  {int(bad.sum())} of {bad.size} compared values are out of tolerance.\n"
         f"  Looks like: {_diagnosis(analytic, numeric, atol)}."

@@ -9,8 +9,8 @@ key "meta", and every array under a key of its own ("a0", "a1", ...). JSON holds
 where, in the stored JSON, every value is tagged with its kind: {"array": "a7"}, {"dict": {...}},
 {"list": [...]}, {"tuple": [...]} or {"value": <a JSON number, string, bool or null>}.
 
-The grader's subprocess loads this file by path, not as part of a package: it imports only NumPy
-and the standard library, so it never imports the tinyformer of the tree being graded.
+It imports only NumPy and the standard library. The grader reads it in its own process; the
+student's code never sees it.
 """
 
 from __future__ import annotations

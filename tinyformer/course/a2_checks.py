@@ -1,10 +1,10 @@
 """A2's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
-module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
-tests. Properties explain the op; the hidden tests probe what the seeded samples (values in
-[-3, 3]) never reach: huge logits and large offsets, where a naive formula overflows or
-cancels.
+The grader runs each test itself: it gets a `tf` whose `tf.nn.functional` and `tf.ops` are the
+student's, run in the task's child process, and raises AssertionError on failure. `PROPERTIES`
+and `HIDDEN` map a task id to its tests. Properties explain the op; the hidden tests probe what
+the seeded samples (values in [-3, 3]) never reach: huge logits and large offsets, where a naive
+formula overflows or cancels.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _upstream(shape: tuple[int, ...]) -> np.ndarray:
 def softmax_rows_sum_to_one(tf: ModuleType) -> None:
     """Each row is a probability distribution, and moving along it leaves the sum at 1, so the
     gradient of any upstream gradient sums to 0 over the row."""
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x = _leaf(tf, np.random.default_rng(0).uniform(-3, 3, (3, 5)))
     y = F.softmax(x, axis=-1)
@@ -37,9 +37,22 @@ def softmax_rows_sum_to_one(tf: ModuleType) -> None:
     np.testing.assert_allclose(gx.sum(axis=-1), 0.0, atol=1e-12)
 
 
+def softmax_large_logits(tf: ModuleType) -> None:
+    """Logits of +-800 (exp(800) overflows float64): a stable softmax subtracts each row's
+    maximum first, and gives the exact values and a finite gradient."""
+    F = tf.nn.functional
+
+    x = _leaf(tf, [[800.0, 800.0, -800.0], [0.0, -800.0, 800.0]])
+    y = F.softmax(x, axis=-1)
+    assert np.isfinite(y.data).all(), "softmax is not finite for logits of +-800"
+    np.testing.assert_allclose(y.data, [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]], atol=1e-12)
+    (gx,) = tf.grad(y, [x], np.ones(y.shape))
+    assert np.isfinite(gx).all(), "softmax backward is not finite for logits of +-800"
+
+
 def log_softmax_exponentiates_to_distribution(tf: ModuleType) -> None:
     """exp(log_softmax(x)) is softmax(x); the gradient's rows sum to 0 (sum_j y_j is fixed)."""
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x = _leaf(tf, np.random.default_rng(0).uniform(-3, 3, (4, 6)))
     y = F.log_softmax(x, axis=1)
@@ -50,7 +63,7 @@ def log_softmax_exponentiates_to_distribution(tf: ModuleType) -> None:
 
 def cross_entropy_of_uniform_logits(tf: ModuleType) -> None:
     """Equal logits give loss log C; the gradient is (p - onehot) / N, whose rows sum to 0."""
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     n, c = 4, 5
     x = _leaf(tf, np.zeros((n, c)))
@@ -65,7 +78,7 @@ def cross_entropy_of_uniform_logits(tf: ModuleType) -> None:
 def layer_norm_rows_are_standardised(tf: ModuleType) -> None:
     """Without weight and bias each row has mean 0 and variance 1 (up to eps); shifting all of
     x's row by the same amount changes nothing, so sum(y) has zero gradient."""
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x = _leaf(tf, np.random.default_rng(0).normal(2.0, 3.0, (5, 16)))
     y = F.layer_norm(x, 16, eps=0.0)
@@ -76,7 +89,7 @@ def layer_norm_rows_are_standardised(tf: ModuleType) -> None:
 
 
 PROPERTIES = {
-    "A2.1": [softmax_rows_sum_to_one],
+    "A2.1": [softmax_rows_sum_to_one, softmax_large_logits],
     "A2.2": [log_softmax_exponentiates_to_distribution],
     "A2.3": [cross_entropy_of_uniform_logits],
     "A2.4": [layer_norm_rows_are_standardised],
@@ -87,7 +100,7 @@ BIG = 1e4  # exp(1e4) overflows float64 (its largest is about exp(709))
 
 
 def softmax_huge_logits(tf: ModuleType) -> None:
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x = _leaf(tf, [[BIG, BIG, -BIG], [-BIG, 0.0, BIG]])
     y = F.softmax(x, axis=-1)
@@ -97,7 +110,7 @@ def softmax_huge_logits(tf: ModuleType) -> None:
 
 
 def log_softmax_huge_logits(tf: ModuleType) -> None:
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x = _leaf(tf, [[BIG, -BIG], [0.0, -BIG]])
     y = F.log_softmax(x, axis=-1)
@@ -107,7 +120,7 @@ def log_softmax_huge_logits(tf: ModuleType) -> None:
 
 
 def cross_entropy_huge_logits_and_ignored_rows(tf: ModuleType) -> None:
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x = _leaf(tf, [[BIG, 0.0, -BIG], [0.0, 0.0, 0.0], [1.0, 2.0, 3.0]])
     loss = F.cross_entropy(x, np.array([1, -100, 2]), reduction="none")
@@ -119,7 +132,7 @@ def cross_entropy_huge_logits_and_ignored_rows(tf: ModuleType) -> None:
 
 def layer_norm_large_offset(tf: ModuleType) -> None:
     """A one-pass variance, E[x^2] - E[x]^2, cancels catastrophically at an offset of 1e6."""
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     base = np.random.default_rng(2).normal(size=(3, 8))
     y0 = F.layer_norm(_leaf(tf, base), 8)

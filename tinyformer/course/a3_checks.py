@@ -1,8 +1,9 @@
 """A3's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
-module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
-tests.
+The grader runs each test itself: it gets a `tf` whose `tf.nn.functional` and `tf.ops` are the
+student's, run in the task's child process, and raises AssertionError on failure. A module holds
+parameters and cannot leave the child: `tf.course.a3_drivers` builds one there from a seed and
+returns its output and projections. `PROPERTIES` and `HIDDEN` map a task id to its tests.
 
 Every attention sample also runs A3.1's softmax and backward, so A3.2 (the causal mask) and
 A3.3 (the heads) are graded by comparing two routes through the same attention code: the causal
@@ -32,7 +33,7 @@ def _qkv(shape_q: tuple[int, ...], tk: int, seed: int = 0) -> list[np.ndarray]:
 
 def weights_are_distributions_and_y_is_their_average(tf: ModuleType) -> None:
     """Each row of weights sums to 1, y = weights v, and equal scores (q = 0) average v."""
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     q, k, v = _qkv((2, 3, 4), 5)
     y, weights = F.scaled_dot_product_attention(
@@ -48,7 +49,7 @@ def weights_are_distributions_and_y_is_their_average(tf: ModuleType) -> None:
 
 def causal_scores_are_a_lower_triangular_mask(tf: ModuleType) -> None:
     """is_causal: query i sees keys j <= i, the same scores as a boolean tril mask."""
-    from tinyformer.ops.attention import _scores
+    _scores = tf.ops.attention._scores
 
     q, k, _ = _qkv((2, 3, 4, 5), 4)
     causal = _scores(q, k, None, True, 0.5)
@@ -59,7 +60,7 @@ def causal_scores_are_a_lower_triangular_mask(tf: ModuleType) -> None:
 
 def causal_scores_keep_dtype_and_other_masks(tf: ModuleType) -> None:
     """The mask keeps float32 scores float32, and combines with a boolean mask (both apply)."""
-    from tinyformer.ops.attention import _scores
+    _scores = tf.ops.attention._scores
 
     q, k, _ = (a.astype(np.float32) for a in _qkv((4, 3), 4, seed=1))
     both = _scores(q, k, np.array([True, False, True, True]), True, 1.0)
@@ -68,18 +69,17 @@ def causal_scores_keep_dtype_and_other_masks(tf: ModuleType) -> None:
     np.testing.assert_array_equal(both, _scores(q, k, allowed, False, 1.0))
 
 
-def _per_head(tf: ModuleType, mha, x: np.ndarray, context: np.ndarray | None, **kw):
-    """The module's output recomputed with one attention call per head, in NumPy layout."""
-    from tinyformer.nn import functional as F
-
-    c, nh = mha.embed_dim, mha.num_heads
+def _per_head(tf: ModuleType, x: np.ndarray, context: np.ndarray | None = None, **kw):
+    """The student's module on x (from `tf.course.a3_drivers`, run in the grader's child), and
+    its output recomputed here with one call of the student's attention per head."""
+    F = tf.nn.functional
+    c, nh, seed = kw.pop("embed_dim"), kw.pop("num_heads"), kw.pop("seed")
+    module_kw = {"context": context, "context_dim": kw.pop("context_dim", None), **kw}
+    y, q, k, v, w, b = tf.course.a3_drivers.attention_module(c, nh, seed, x, **module_kw)
+    for name, a, shape in (("q", q, x.shape), ("weight", w, (c, c)), ("bias", b, (c,))):
+        assert a.shape == shape, f"the module's {name} has shape {a.shape}, not {shape}"
     hs = c // nh
     with tf.no_grad():
-        if context is None:
-            q, k, v = np.split(mha.c_attn(tf.Tensor(x)).data, 3, axis=-1)
-        else:
-            q = mha.q_proj(tf.Tensor(x)).data
-            k, v = np.split(mha.kv_proj(tf.Tensor(context)).data, 2, axis=-1)
         heads = [
             F.scaled_dot_product_attention(
                 *(
@@ -90,26 +90,21 @@ def _per_head(tf: ModuleType, mha, x: np.ndarray, context: np.ndarray | None, **
             ).data
             for h in range(nh)
         ]
-        return mha.c_proj(tf.Tensor(np.concatenate(heads, axis=-1))).data
+    return y, np.concatenate(heads, axis=-1) @ w.T + b  # c_proj, a Linear
 
 
 def heads_split_into_b_nh_t_hs(tf: ModuleType) -> None:
     """Head h of x (B, T, C) is the channels h hs ... (h + 1) hs, laid out as (B, nh, T, hs)."""
-    mha = tf.nn.MultiheadAttention(8, 2)
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype(np.float32)
-    heads = mha._heads(tf.Tensor(x))
+    heads = tf.course.a3_drivers.heads(8, 2, x)
     assert tuple(heads.shape) == (2, 2, 5, 4), f"_heads gave shape {tuple(heads.shape)}"
-    np.testing.assert_array_equal(heads.data, x.reshape(2, 5, 2, 4).transpose(0, 2, 1, 3))
+    np.testing.assert_array_equal(heads, x.reshape(2, 5, 2, 4).transpose(0, 2, 1, 3))
 
 
 def multi_head_is_one_attention_per_head(tf: ModuleType) -> None:
     """Causal self-attention with 4 heads equals 4 attention calls on the heads' channels."""
-    tf.manual_seed(0)
-    mha = tf.nn.MultiheadAttention(8, 4)
     x = np.random.default_rng(1).normal(size=(2, 6, 8)).astype(np.float32)
-    with tf.no_grad():
-        y = mha(tf.Tensor(x), is_causal=True).data
-    expected = _per_head(tf, mha, x, None, is_causal=True)
+    y, expected = _per_head(tf, x, embed_dim=8, num_heads=4, seed=0, is_causal=True)
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
 
 
@@ -123,7 +118,7 @@ PROPERTIES = {
 ### BEGIN HIDDEN TESTS A3
 def huge_scores_and_fully_masked_rows(tf: ModuleType) -> None:
     """Scores of 1e4 overflow a naive exp; a row that sees no key gives y = 0 and no NaN."""
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     q, k, v = (_leaf(tf, a) for a in _qkv((3, 4), 3, seed=2))
     mask = np.array([[True, False, True], [False, False, False], [True, True, True]])
@@ -138,7 +133,7 @@ def huge_scores_and_fully_masked_rows(tf: ModuleType) -> None:
 
 def causal_with_fewer_queries_than_keys(tf: ModuleType) -> None:
     """Tq != Tk: PyTorch's top-left alignment, query i sees keys 0..i."""
-    from tinyformer.ops.attention import _scores
+    _scores = tf.ops.attention._scores
 
     q, k, _ = _qkv((2, 3, 4), 5, seed=4)
     tril = np.tril(np.ones((3, 5), dtype=bool))
@@ -147,14 +142,11 @@ def causal_with_fewer_queries_than_keys(tf: ModuleType) -> None:
 
 def cross_attention_with_another_length(tf: ModuleType) -> None:
     """Cross-attention from 3 queries to 7 keys: the heads must use each input's own length."""
-    tf.manual_seed(1)
-    mha = tf.nn.MultiheadAttention(6, 3, cross=True, context_dim=4)
     rng = np.random.default_rng(5)
     x, context = rng.normal(size=(2, 3, 6)), rng.normal(size=(2, 7, 4))
     x, context = x.astype(np.float32), context.astype(np.float32)
-    with tf.no_grad():
-        y = mha(tf.Tensor(x), tf.Tensor(context)).data
-    np.testing.assert_allclose(y, _per_head(tf, mha, x, context), rtol=1e-5, atol=1e-6)
+    y, expected = _per_head(tf, x, context, embed_dim=6, num_heads=3, seed=1, context_dim=4)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
 
 
 HIDDEN = {

@@ -1,8 +1,8 @@
 """A4's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
-module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
-tests.
+The grader runs each test itself: it gets a `tf` whose `tf.nn.functional` and `tf.ops` are the
+student's, run in the task's child process, and raises AssertionError on failure. `PROPERTIES`
+and `HIDDEN` map a task id to its tests.
 
 The references here are direct loops over output pixels, as the op files' docstrings write the
 math, at sizes where loops are instant. A test of one op never calls another graded op (the
@@ -93,7 +93,7 @@ def _check_linear_op(tf, op, loop, x, w, b, **kw) -> None:
 
 def conv2d_matches_a_direct_loop(tf: ModuleType) -> None:
     """A padded 3x3 convolution, forward and gradients, against the sum that defines it."""
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x, w, b = _rand(0, 2, 2, 5, 4), _rand(1, 3, 2, 3, 3), _rand(2, 3)
     kw = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
@@ -102,7 +102,7 @@ def conv2d_matches_a_direct_loop(tf: ModuleType) -> None:
 
 def conv_transpose2d_matches_stamping(tf: ModuleType) -> None:
     """Stride 2 (the upsampling case) with padding 1, forward and gradients, against stamps."""
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x, w, b = _rand(3, 1, 2, 3, 3), _rand(4, 2, 3, 3, 3), _rand(5, 3)
     kw = dict(stride=(2, 2), padding=(1, 1), output_padding=(1, 1), dilation=(1, 1), groups=1)
@@ -133,7 +133,7 @@ def _loop_max_pool(x: np.ndarray, k: int, stride: int, padding: int, dilation: i
 
 
 def _check_pool(tf: ModuleType, x: np.ndarray, k: int, stride: int, padding: int, dilation: int):
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     xs = _leaf(tf, x)
     y, indices = F.max_pool2d(xs, k, stride, padding, dilation, return_indices=True)
@@ -156,7 +156,7 @@ def max_pool2d_overlapping_windows(tf: ModuleType) -> None:
 
 
 def _check_unpool(tf: ModuleType, indices: np.ndarray, out_hw: tuple[int, int], k: int) -> None:
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x = _rand(8, *indices.shape)
     xs = _leaf(tf, x)
@@ -192,7 +192,7 @@ PROPERTIES = {
 
 ### BEGIN HIDDEN TESTS A4
 def conv2d_strided_dilated_grouped(tf: ModuleType) -> None:
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x, w, b = _rand(10, 1, 4, 7, 6), _rand(11, 4, 2, 2, 3), _rand(12, 4)
     kw = dict(stride=(2, 1), padding=(0, 2), dilation=(2, 1), groups=2)
@@ -200,7 +200,7 @@ def conv2d_strided_dilated_grouped(tf: ModuleType) -> None:
 
 
 def conv_transpose2d_grouped_dilated(tf: ModuleType) -> None:
-    from tinyformer.nn import functional as F
+    F = tf.nn.functional
 
     x, w, b = _rand(13, 1, 4, 2, 3), _rand(14, 4, 1, 2, 2), _rand(15, 2)
     kw = dict(stride=(1, 2), padding=(0, 1), output_padding=(0, 1), dilation=(2, 1), groups=2)

@@ -1,9 +1,10 @@
 """A5's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader's subprocess loads this file by path; each test gets the graded tree's `tinyformer`
-module and raises AssertionError on failure. `PROPERTIES` and `HIDDEN` map a task id to its
-tests. The "kernel" check (the kernel against the NumPy reference on random inputs) is the
-grader's own; these tests add what a comparison on standard-normal inputs does not reach.
+The grader runs each test itself: `tf.course.a5_drivers` runs the student's kernels in the
+task's child process, on arrays laid out and placed as a test asks, and returns host arrays,
+which the test judges here. `PROPERTIES` and `HIDDEN` map a task id to its tests. The "kernel"
+check (the kernel against the NumPy reference on random inputs) is the grader's own; these tests
+add what a comparison on standard-normal inputs does not reach.
 
 Each test calls the student's wrapper in `tinyformer/course/a5_kernels.py` (A5.1, A5.2) or
 `a5_cuda.py` (A5.3) directly (not through the registry), and only its own task's kernel: the
@@ -22,25 +23,9 @@ import numpy as np
 __all__ = ["PROPERTIES"]
 
 
-def _a5() -> ModuleType:
-    """The student's kernels module; without Numba an AssertionError that says so."""
-    try:
-        import numba  # noqa: F401
-    except ImportError as err:
-        raise AssertionError(
-            f"numba does not import in the grading environment ({err}): A5's kernels cannot "
-            "run. Install it (`pip install numba`) and grade again."
-        ) from None
-    from tinyformer.course import a5_kernels
-
-    return a5_kernels
-
-
-def _a5_cuda() -> ModuleType:
-    """The student's CUDA kernel module (needs no CuPy: without a GPU it runs on the emulator)."""
-    from tinyformer.course import a5_cuda
-
-    return a5_cuda
+def _drivers(tf: ModuleType):
+    """The student's kernels, run in the grader's child (`a5_drivers`)."""
+    return tf.course.a5_drivers
 
 
 def _devices(tf: ModuleType) -> list[str]:
@@ -49,9 +34,9 @@ def _devices(tf: ModuleType) -> list[str]:
 
 def _cuda_softmax(tf: ModuleType, x: np.ndarray, device: str) -> np.ndarray:
     """The student's CUDA softmax of host array x, run on `device`, back on the host."""
-    y = _a5_cuda().softmax_forward(tf.backend.to_device(x, device))
-    assert tf.backend.device_of(y).type == device, f"the result is on {tf.backend.device_of(y)}"
-    return tf.backend.to_host(y)
+    y, where, _ = _drivers(tf).cuda_forward(x, device)
+    assert str(where) == device, f"the result is on {where}, not on {device}"
+    return y
 
 
 def _reference_softmax(x: np.ndarray) -> np.ndarray:
@@ -65,12 +50,11 @@ def _reference_softmax(x: np.ndarray) -> np.ndarray:
 def forward_rows_sum_to_one_in_the_input_dtype(tf: ModuleType) -> None:
     """float32 in, float32 out, of x's shape; every row sums to 1 and x is left as it was."""
     x = np.random.default_rng(0).normal(size=(2, 64, 100)).astype(np.float32)
-    before = x.copy()
-    y = _a5().softmax_forward(x)
+    y, after = _drivers(tf).forward(x)
     assert y.dtype == np.float32 and y.shape == x.shape, f"got {y.dtype} {y.shape}"
     np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5)
     assert (y >= 0).all(), "a probability is negative"
-    np.testing.assert_array_equal(x, before, err_msg="the kernel changed its input")
+    np.testing.assert_array_equal(after, x, err_msg="the kernel changed its input")
 
 
 def backward_rows_sum_to_zero(tf: ModuleType) -> None:
@@ -78,7 +62,7 @@ def backward_rows_sum_to_zero(tf: ModuleType) -> None:
     row by the same amount changes no softmax output."""
     rng = np.random.default_rng(1)
     y = _reference_softmax(rng.normal(size=(8, 50)))
-    gx = _a5().softmax_backward(rng.normal(size=y.shape), y)
+    gx = _drivers(tf).backward(rng.normal(size=y.shape), y)
     assert gx.dtype == y.dtype and gx.shape == y.shape, f"got {gx.dtype} {gx.shape}"
     np.testing.assert_allclose(gx.sum(axis=-1), 0.0, atol=1e-12)
 
@@ -88,30 +72,19 @@ def cuda_rows_sum_to_one_in_the_input_dtype(tf: ModuleType) -> None:
     256 threads); every row sums to 1 and x is left as it was."""
     x = np.random.default_rng(4).normal(size=(2, 3, 300)).astype(np.float32)
     for device in _devices(tf):
-        x_dev = tf.backend.to_device(x, device)
-        y = _a5_cuda().softmax_forward(x_dev)
+        y, where, after = _drivers(tf).cuda_forward(x, device)
+        assert str(where) == device, f"the result is on {where}, not on {device}"
         assert y.dtype == np.float32 and y.shape == x.shape, f"{device}: got {y.dtype} {y.shape}"
-        y = tf.backend.to_host(y)
         np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5, err_msg=device)
         assert (y >= 0).all(), f"{device}: a probability is negative"
-        assert (tf.backend.to_host(x_dev) == x).all(), f"{device}: the kernel changed its input"
+        assert (after == x).all(), f"{device}: the kernel changed its input"
 
 
 def cuda_kernel_compiles_with_nvrtc(tf: ModuleType) -> str | None:
     """NVRTC, the compiler CuPy uses on a GPU, compiles a5_softmax.cu for A100 and H100/H200
     (sm_80, sm_90) with no GPU: it rejects what the host compiler of the emulator may accept
     (INFINITY, for one). Where the nvidia-cuda-nvrtc wheel is missing, passes with a note."""
-    source = _a5_cuda().source()  # the stub raises here, with or without NVRTC
-    from tinyformer.kernels.cuda import _nvrtc
-
-    try:
-        for arch in _nvrtc.ARCHITECTURES:
-            _nvrtc.compile_cuda(source, "a5_softmax.cu", arch=arch)
-    except (_nvrtc.NvrtcUnavailable, OSError) as err:
-        return f"not compiled with NVRTC, which is not available here: {err}"
-    except _nvrtc.CompileError as err:
-        raise AssertionError(str(err)) from None
-    return f"compiles for {' and '.join(_nvrtc.ARCHITECTURES)}"
+    return str(_drivers(tf).compile_cuda())
 
 
 PROPERTIES = {
@@ -130,7 +103,7 @@ def forward_huge_and_masked_logits(tf: ModuleType) -> None:
         x = (rng.normal(size=(6, 40)) * 1e4).astype(dtype)
         x[1, ::3] = -np.inf
         x[2] = np.arange(40, dtype=dtype)  # increasing: the max sits at the end
-        y = _a5().softmax_forward(x)
+        y, _ = _drivers(tf).forward(x)
         assert np.isfinite(y).all(), f"{dtype.__name__}: not finite for logits of 1e4"
         assert (y[1, ::3] == 0).all(), "a -inf logit must have probability exactly 0"
         tol = 1e-6 if dtype == np.float32 else 1e-12
@@ -142,8 +115,9 @@ def backward_with_a_broadcast_gradient(tf: ModuleType) -> None:
     must lay both out as rows before the kernel reads them."""
     rng = np.random.default_rng(3)
     y = np.ascontiguousarray(_reference_softmax(rng.normal(size=(30, 7)))).T.copy().T  # F order
-    gy = np.broadcast_to(rng.normal(size=(1, 7)), y.shape)
-    gx = _a5().softmax_backward(gy, y)
+    row = rng.normal(size=(1, 7))
+    gx = _drivers(tf).backward_broadcast(row, y)  # gy: the row broadcast, in the child
+    gy = np.broadcast_to(row, y.shape)
     want = y * (gy - (gy * y).sum(axis=-1, keepdims=True))
     np.testing.assert_allclose(gx, want, atol=1e-12, rtol=1e-10)
 

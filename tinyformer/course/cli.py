@@ -9,9 +9,11 @@ from tinyformer.fileio import save_json
 
 __all__ = ["add_course_commands", "run_course_command"]
 
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")  # Gradescope's
+
 
 def add_course_commands(sub: argparse._SubParsersAction) -> None:
-    """Add `assignment list|release|sync` and `grade` to the top-level subcommands."""
+    """Add `assignment list|release|sync|autograder` and `grade` to the top-level subcommands."""
     course = sub.add_parser("assignment", help="list or release course assignments")
     actions = course.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="the assignments, their tasks and points")
@@ -39,20 +41,45 @@ def add_course_commands(sub: argparse._SubParsersAction) -> None:
     )
     sync.add_argument("--from", dest="source", required=True, metavar="OLD", help="previous")
     sync.add_argument("--to", dest="target", default=".", metavar="NEW", help="new (default .)")
+    autograder = actions.add_parser(
+        "autograder",
+        help="write a Gradescope autograder zip for an assignment",
+        description="A zip in Gradescope's layout: setup.sh, run_autograder, the instructor's "
+        "tree (checks, hidden tests and solutions: the grader's side) and NAME's grading data.",
+    )
+    autograder.add_argument("name", metavar="NAME", help="the assignment, e.g. A2")
+    autograder.add_argument("--out", required=True, metavar="ZIP", help="the zip to write")
     grade = sub.add_parser(
         "grade",
         help="grade an assignment in a tinyformer tree, offline",
-        description="Gradecheck and compare forward values of each task of NAME in the tree "
-        "at DIR (its own code, references only); print a table. Exit status 0 whatever the "
-        "score, 2 on bad input.",
+        description="Grade NAME's tasks in the submission at DIR: only the student's files of "
+        "NAME are taken from DIR, over a pristine copy of the release; each task runs in a "
+        "child process of its own, and the checks run here. Print a table. Exit status 0 "
+        "whatever the score, 2 on bad input.",
     )
     grade.add_argument("name", metavar="NAME", help="the assignment, e.g. A2")
     grade.add_argument("dir", nargs="?", default=".", metavar="DIR", help="tree (default: .)")
     grade.add_argument("--json", default=None, metavar="FILE", help="write Gradescope's results")
     grade.add_argument("--data", default=None, metavar="FILE", help="grading data to use")
     grade.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds before grading stops (default 300)"
+        "--timeout", type=float, default=120.0, help="seconds per task (default 120)"
     )
+    grade.add_argument(
+        "--task", action="append", default=None, metavar="ID", help="grade only this task "
+        "(e.g. A2.1); repeat for several"
+    )  # fmt: skip
+    grade.add_argument(
+        "--user", default=None, metavar="NAME",
+        help="run the student's code as this unprivileged user (the grader must run as root)",
+    )  # fmt: skip
+    grade.add_argument(
+        "--memory", type=float, default=4096, metavar="MB",
+        help="address space of the student's code, in MiB (default 4096; 0: no limit)",
+    )  # fmt: skip
+    grade.add_argument(
+        "--hidden-visibility", default="after_published", choices=VISIBILITIES,
+        help="Gradescope visibility of hidden tests in --json (default after_published)",
+    )  # fmt: skip
 
 
 def _list() -> int:
@@ -78,6 +105,11 @@ def run_course_command(args: argparse.Namespace) -> int:
             return _list()
         if args.action == "sync":
             return _sync(args)
+        if args.action == "autograder":
+            from tinyformer.course.autograder import write_autograder
+
+            print(f"autograder: {write_autograder(args.name, args.out)}")
+            return 0
         from tinyformer.course.release import release
 
         report = release(
@@ -110,10 +142,16 @@ def _sync(args: argparse.Namespace) -> int:
 def _grade(args: argparse.Namespace) -> int:
     from tinyformer.course.grade import grade
 
-    result = grade(args.name, args.dir, data=args.data, timeout=args.timeout)
+    if not args.memory >= 0:
+        raise ValueError(f"--memory: need MiB >= 0, got {args.memory}")
+    memory = int(args.memory * 2**20) if args.memory else None
+    result = grade(
+        args.name, args.dir, data=args.data, timeout=args.timeout, tasks=args.task,
+        user=args.user, memory=memory,
+    )  # fmt: skip
     print(f"grading {result.assignment} in {result.tree} (instructor values: {result.data_source})")
     print(result.table())
     if args.json:
-        save_json(args.json, result.gradescope())
+        save_json(args.json, result.gradescope(args.hidden_visibility))
         print(f"results: {args.json}")
     return 0  # an autograder reports the score; it does not fail on it

@@ -22,13 +22,16 @@ regions (tagged with its task ids), and optionally a checks module and a noteboo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tinyformer.testing.specs import Sample
 
 __all__ = [
-    "CHECK_KINDS", "COURSE", "Assignment", "KernelCheck", "Task", "assignment", "due", "task",
+    "CHECK_KINDS", "COURSE", "Assignment", "KernelCheck", "Task", "assignment", "due",
+    "solution_files", "task",
 ]  # fmt: skip
 
 CHECK_KINDS = ("forward", "gradcheck", "properties", "hidden", "kernel")
@@ -84,6 +87,8 @@ class Task:
         keep: which drawn samples may grade this task (e.g. only those that reach the task's
             own code); None keeps all.
         kernel: what the "kernel" check compares; required by, and only with, that check.
+        forward_keep: which of the task's samples the forward check compares (e.g. not those
+            that also run another task's code); None compares all. The gradcheck runs all.
     """
 
     id: str
@@ -94,6 +99,7 @@ class Task:
     samples: int = 4
     keep: Callable[[Sample], bool] | None = None
     kernel: KernelCheck | None = None
+    forward_keep: Callable[[Sample], bool] | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.points) - set(CHECK_KINDS)
@@ -120,6 +126,9 @@ class Assignment:
         checks: the module in `tinyformer/course/` with its PROPERTIES and HIDDEN tests, or None.
         primitives: the registry primitives whose code it asks for: the library's kernels of
             any of them are an answer too, and stay out of releases until it is due.
+        files: the files a student edits (paths from the repository root): the files that hold
+            its solution regions (`solution_files` finds them in a tree). The grader copies
+            only these from a submission, over a pristine copy of the release.
     """
 
     name: str
@@ -129,6 +138,7 @@ class Assignment:
     readme: str = ""
     checks: str | None = None
     primitives: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
     lecture: str = field(default="", compare=False)
 
     @property
@@ -138,6 +148,8 @@ class Assignment:
 
 def _primitives(*ops: str) -> tuple[str, ...]:
     return tuple(f"{op}.{step}" for op in ops for step in ("forward", "backward"))
+def _ops(*names: str) -> tuple[str, ...]:
+    return tuple(f"tinyformer/ops/{name}.py" for name in names)
 
 
 def _unweighted(sample: Sample) -> bool:
@@ -155,6 +167,7 @@ A1 = Assignment(
     notebooks=("course/A1_autograd.py",),
     readme="docs/course/A1.md",
     checks="a1_checks.py",
+    files=("tinyformer/course/a1_autograd.py",),
     tasks=(
         # No op spec: the code is a small engine in tinyformer/course/a1_autograd.py (the
         # library's own engine must stay whole, since everything runs on it).
@@ -174,6 +187,7 @@ A2 = Assignment(
     readme="docs/course/A2.md",
     checks="a2_checks.py",
     primitives=_primitives("softmax", "log_softmax", "cross_entropy", "layer_norm"),
+    files=_ops("softmax", "log_softmax", "cross_entropy", "layer_norm"),
     tasks=(
         Task(
             "A2.1", "softmax", ("softmax",), _LOSSES,
@@ -197,8 +211,6 @@ A2 = Assignment(
 
 
 def _not_causal(sample: Sample) -> bool:
-    # Causal samples run A3.2's mask: A3.1 is graded on the others, so that a wrong mask cannot
-    # cost A3.1 points.
     return not sample.kwargs.get("is_causal")
 
 
@@ -213,11 +225,15 @@ A3 = Assignment(
     readme="docs/course/A3.md",
     checks="a3_checks.py",
     primitives=_primitives("attention"),
+    files=("tinyformer/ops/attention.py", "tinyformer/nn/transformer.py"),
     tasks=(
+        # The backward is the core skill: most of A3's points. The gradcheck runs causal
+        # samples too, as a model calls it; the forward compares the others only, so that a
+        # wrong mask (A3.2's code) costs A3.1 nothing: its backward stays consistent with it.
         Task(
             "A3.1", "scaled_dot_product_attention", ("scaled_dot_product_attention",),
-            _ATTENTION, {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
-            keep=_not_causal,
+            _ATTENTION, {"forward": 2, "gradcheck": 6, "properties": 1, "hidden": 1}, samples=8,
+            forward_keep=_not_causal,
         ),
         # No op spec grades the mask or the heads: every sample through them also runs A3.1's
         # code. Their tests compare two routes through the same attention code instead.
@@ -234,6 +250,7 @@ A4 = Assignment(
     readme="docs/course/A4.md",
     checks="a4_checks.py",
     primitives=_primitives("conv2d", "conv_transpose2d", "max_pool2d", "max_unpool2d"),
+    files=_ops("conv2d", "conv_transpose2d", "max_pool2d", "max_unpool2d"),
     tasks=(
         Task(
             "A4.1", "conv2d", ("conv2d",), _CONV,
@@ -268,6 +285,7 @@ A5 = Assignment(
     readme="docs/course/A5.md",
     checks="a5_checks.py",
     primitives=_primitives("softmax"),
+    files=("tinyformer/course/a5_kernels.py", "tinyformer/course/a5_softmax.cu"),
     tasks=(
         Task(
             "A5.1", "softmax forward kernel", (), _KERNELS,
@@ -301,6 +319,29 @@ def assignment(name: str) -> Assignment:
         raise ValueError(
             f"no assignment named {name!r}; the course has: {', '.join(COURSE)}"
         ) from None
+
+
+def solution_files(root: str | os.PathLike, a: Assignment) -> tuple[str, ...]:
+    """The files under `root` (a checkout) that hold a solution region of one of `a`'s tasks,
+    as paths from `root`, sorted: what `Assignment.files` lists."""
+    from tinyformer.course.markers import MarkerError, find_regions, syntax_of
+
+    root, ids, found = Path(root), {t.id for t in a.tasks} | {a.name}, []
+    for folder in ("tinyformer", "kernels"):
+        for path in sorted((root / folder).rglob("*")):
+            syntax = syntax_of(path)
+            if syntax is None or not path.is_file() or "__pycache__" in path.parts:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if "### BEGIN SOLUTION" not in text:
+                continue
+            try:  # real regions only: a docstring may quote a marker
+                regions = find_regions(text.splitlines(), str(path), syntax)
+            except MarkerError:
+                continue
+            if any(r.kind == "SOLUTION" and r.tag in ids for r in regions):
+                found.append(path.relative_to(root).as_posix())
+    return tuple(sorted(found))
 
 
 def task(tag: str) -> Task | None:

@@ -1,40 +1,49 @@
-"""`tinyformer grade NAME [DIR]`: the offline autograder.
+"""`tinyformer grade NAME [DIR]`: the offline autograder, a security boundary.
 
-The grading runs in a subprocess (`_runner.py`, by path, under `python -I -S`) whose `sys.path`
-starts with DIR, so it grades DIR's code, not the installed tinyformer, with every primitive
-forced to its NumPy reference (except in a "kernel" check, which compares the student's kernel
-with the reference). The instructor's values come from, in order: `--data FILE`; the
-running tinyformer, when it holds NAME's solutions (the instructor's tree: values are computed
-afresh, so a student cannot edit them); DIR's `course/NAME.grading.npz` (a student grading
-their own release).
+The student's code never shares a process with the checks or the results. The grade runs in a
+temporary folder: a pristine copy of the release made from the running tinyformer, with only
+the assignment's student files (`Assignment.files`) copied from DIR over it (`_tree`). Each
+task runs in a child process of its own (`_sandbox`: new session, wall-clock timeout, memory
+and output limits, optionally another user), which gets inputs and returns arrays (`_child`,
+`_wire`). This process, running the instructor's code, does every comparison, the finite
+differences and the hidden tests (`_verdicts`, `_remote`), after the visible checks of every
+task, each in a fresh child. An exit, hang or crash costs its own task, with a one-line
+reason. Nothing is written until every child's processes are gone.
 
-Scores follow Gradescope's results.json:
-`{"score": s, "execution_time": t, "output": o, "tests": [{"name", "score", "max_score",
-"output", "visibility"}]}`; hidden tests are "after_published".
+The instructor's values come from, in order: `--data FILE`; the running tinyformer, when it
+holds NAME's solutions (the instructor's tree: computed afresh, in memory); the running
+release's `course/NAME.grading.npz`. Never from DIR.
+
+Scores follow Gradescope's results.json: `{"execution_time", "output", "tests": [{"name",
+"score", "max_score", "output", "visibility"}]}`; hidden tests are "after_published" (or as
+`hidden_visibility` says), and neither the top-level output nor a top-level score counts them.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
+import math
 import os
-import site
-import subprocess
-import sys
+import pwd
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinyformer.course import _tree, _verdicts
 from tinyformer.course import data as grading_data
+from tinyformer.course._sandbox import Child, ChildGone, Limits, reaping
 from tinyformer.course.definition import Assignment, Task, assignment
 from tinyformer.course.markers import MarkerError, find_regions, syntax_of
-from tinyformer.course.release import data_path
 
 __all__ = ["CheckResult", "Grade", "grade", "has_solutions", "is_tree"]
 
-DEFAULT_TIMEOUT = 300.0
-HERE = Path(__file__).resolve().parent
+DEFAULT_TIMEOUT = 120.0  # seconds per task
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+CHECKS = {
+    "forward": _verdicts.forward, "gradcheck": _verdicts.gradcheck, "kernel": _verdicts.kernel,
+}  # fmt: skip
 
 
 @dataclass
@@ -51,11 +60,14 @@ class CheckResult:
     def name(self) -> str:
         return f"{self.task} {self.title}: {self.check}"
 
-    def gradescope(self) -> dict[str, Any]:
-        visibility = "after_published" if self.check == "hidden" else "visible"
+    @property
+    def hidden(self) -> bool:
+        return self.check == "hidden"
+
+    def gradescope(self, hidden_visibility: str = "after_published") -> dict[str, Any]:
         return {
             "name": self.name, "score": self.score, "max_score": self.max_score,
-            "output": self.output, "visibility": visibility,
+            "output": self.output, "visibility": hidden_visibility if self.hidden else "visible",
         }  # fmt: skip
 
 
@@ -75,12 +87,24 @@ class Grade:
     def max_score(self) -> int:
         return sum(r.max_score for r in self.results)
 
-    def gradescope(self) -> dict[str, Any]:
+    def summary(self) -> str:
+        """ "A2: 10 of 10 available points (3 more in hidden tests, graded on submission)"."""
+        shown = [r for r in self.results if not r.hidden or r.status != "not available"]
+        held = sum(r.max_score for r in self.results if r not in shown)
+        text = f"{self.assignment}: {sum(r.score for r in shown)} of "
+        text += f"{sum(r.max_score for r in shown)} available points"
+        return text + (f" ({held} more in hidden tests, graded on submission)" if held else "")
+
+    def gradescope(self, hidden_visibility: str = "after_published") -> dict[str, Any]:
+        """Gradescope's results.json; no top-level score, so that Gradescope adds up the tests
+        and keeps hidden ones out of what a student sees before they are published."""
+        visible = [r for r in self.results if not r.hidden]
+        output = f"{self.assignment}: {sum(r.score for r in visible)} of "
+        output += f"{sum(r.max_score for r in visible)} points in the visible tests"
         return {
-            "score": self.score,
             "execution_time": round(self.seconds, 1),
-            "output": f"{self.assignment}: {self.score} of {self.max_score} points",
-            "tests": [r.gradescope() for r in self.results],
+            "output": output,
+            "tests": [r.gradescope(hidden_visibility) for r in self.results],
         }
 
     def table(self) -> str:
@@ -95,7 +119,7 @@ class Grade:
         for output, failed in reports.items():
             names = f"{failed[0].name}" + (f" (and {len(failed) - 1} more)" if failed[1:] else "")
             lines += ["", f"--- {names}: {failed[0].status}", output]
-        lines += ["", f"{self.assignment}: {self.score} of {self.max_score} points"]
+        lines += ["", self.summary()]
         return "\n".join(lines)
 
 
@@ -105,10 +129,8 @@ def is_tree(path: Path) -> bool:
 
 def has_solutions(a: Assignment) -> bool:
     """Whether the running tinyformer's sources hold a solution region of each of `a`'s tasks."""
-    import tinyformer
-
     wanted = {t.id for t in a.tasks}
-    for path in Path(tinyformer.__file__).resolve().parent.rglob("*"):
+    for path in _tree.package_source().rglob("*"):
         syntax = syntax_of(path)  # Python sources, and CUDA sources (A5.3's kernel)
         if syntax is None or not path.is_file():
             continue
@@ -125,46 +147,121 @@ def has_solutions(a: Assignment) -> bool:
     return False
 
 
-def _task_job(task: Task) -> dict[str, Any]:
-    """What the runner needs of `task`, as JSON."""
-    job: dict[str, Any] = {"id": task.id, "points": dict(task.points)}
-    if task.kernel is not None:
-        job["kernel"] = {**asdict(task.kernel), "tol": dict(task.kernel.tol)}
-    return job
+def _release_data(name: str) -> Path:
+    return _tree.package_source().parent / "course" / f"{name}.grading.npz"
 
 
-def _site_folders() -> list[str]:
-    # Not the user's site folder: `-s`'s isolation, so only the environment's packages count.
-    return [f for f in site.getsitepackages() if os.path.isdir(f)]
+def load_data(a: Assignment, data: str | os.PathLike | None) -> tuple[str, dict[str, Any]]:
+    """Where the instructor's values come from, and the values; ValueError if they are missing
+    or are not `a`'s."""
+    if data is not None:
+        path = Path(data).resolve()
+        if not path.is_file():
+            raise ValueError(f"--data: no grading data file {path}")
+        try:
+            meta = grading_data.load(path)
+        except (OSError, ValueError, KeyError) as err:
+            raise ValueError(f"--data: {path} is not a grading data file ({err})") from None
+        source = f"the file {path.name}"
+    elif has_solutions(a):
+        source, meta = "the instructor's tree (computed now)", grading_data.compute(a)
+    elif _release_data(a.name).is_file():
+        source, meta = (
+            f"the release's {_release_data(a.name).name}",
+            grading_data.load(_release_data(a.name)),
+        )
+    else:
+        raise ValueError(
+            f"no grading data for {a.name}: the installed tinyformer is not the instructor's "
+            f"tree and has no course/{a.name}.grading.npz; give --data FILE"
+        )
+    if meta.get("assignment") != a.name:
+        raise ValueError(f"the grading data is {meta.get('assignment')!r}'s, not {a.name}'s")
+    if not isinstance(meta.get("tasks"), dict):
+        raise ValueError("the grading data has no tasks")
+    return source, meta
 
 
-def _read_records(path: Path) -> tuple[dict[tuple[str, str], dict], str | None]:
-    records, fatal = {}, None
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            if "fatal" in record:
-                fatal = record["fatal"]
-            else:
-                records[record["task"], record["check"]] = record
-    return records, fatal
+class _Run:
+    """What every task's children share: the tree, the limits, the data and the checks."""
+
+    def __init__(self, a: Assignment, root: Path, limits: Limits, meta: dict, spare: set[int]):
+        from tinyformer.testing import all_specs
+
+        self.a, self.root, self.limits, self.meta, self.spare = a, root, limits, meta, spare
+        self.specs = {s.name: s for s in all_specs()}
+        self.checks = (
+            importlib.import_module(f"tinyformer.course.{a.checks[:-3]}") if a.checks else None
+        )
+        self.kernels = any(t.kernel is not None for t in a.tasks)
+
+    def hidden_source(self) -> str | None:
+        marked = getattr(self.checks, "IN_CHILD", ())
+        if not marked or self.checks is None or not getattr(self.checks, "HIDDEN", None):
+            return None
+        return Path(self.checks.__file__).read_text(encoding="utf-8")
+
+    def check(self, child: Child, task: Task, kind: str) -> tuple[Any, str]:
+        if kind in CHECKS:
+            samples = self.meta["tasks"].get(task.id, {})
+            return CHECKS[kind](child, task, samples, self.specs)
+        if self.checks is None:
+            return None, "no tests of this kind in this copy of the course"
+        table = "HIDDEN" if kind == "hidden" else "PROPERTIES"
+        source = self.hidden_source() if kind == "hidden" else None
+        return _verdicts.run_tests(child, task, self.checks, table, source, self.a.checks)
+
+    def task(self, task: Task, kinds: list[str], phase: str) -> dict[str, tuple[Any, str]]:
+        if kinds == ["hidden"] and not (getattr(self.checks, "HIDDEN", None) or {}).get(task.id):
+            return {"hidden": (None, "no tests of this kind in this copy of the course")}
+        work = self.root / "work" / f"{task.id}-{phase}"
+        child = Child(self.root / "tree", self.root / "deps", work, self.limits,
+                      task.kernel is not None, self.spare)  # fmt: skip
+        out: dict[str, tuple[Any, str]] = {}
+        try:
+            child.start()
+            if child.fatal is not None:
+                why = f"{task.id}: the code could not be loaded:\n{child.fatal}"
+                return {kind: (False, why) for kind in kinds}
+            for kind in kinds:
+                out[kind] = self.check(child, task, kind)
+        except ChildGone as gone:
+            why = f"{task.id}: {gone}"
+            tail = child.output().strip()
+            detail = why + (f"\nlast output:\n{tail}" if tail else "")
+            for kind in kinds:
+                if kind not in out:
+                    out[kind] = (False, detail if not out and kind == kinds[0] else why)
+                    detail = why
+        finally:
+            child.close()
+        # the student's messages may quote its files' paths: the grading folder is no business
+        # of the report
+        here = str(self.root)
+        return {k: (p, o.replace(here + os.sep, "").replace(here, "")) for k, (p, o) in out.items()}
 
 
-def _results(a: Assignment, records: dict, why_missing: str) -> list[CheckResult]:
+def _results(a: Assignment, tasks: list[Task], records: dict) -> list[CheckResult]:
     results = []
-    for task in a.tasks:
+    for task in tasks:
         for kind, points in task.points.items():
-            record = records.get((task.id, kind))
-            if record is None:
-                status, score, output = "not run", 0, why_missing
-            elif record["passed"] is None:
-                status, score, output = "not available", 0, record["output"]
+            passed, output = records.get((task.id, kind), (False, "not run"))
+            if passed is None:
+                status, score = "not available", 0
             else:
-                passed = bool(record["passed"])
                 status, score = ("passed", points) if passed else ("FAILED", 0)
-                output = record["output"]
             results.append(CheckResult(task.id, task.title, kind, points, score, status, output))
     return results
+
+
+def _selected(a: Assignment, only: list[str] | None) -> list[Task]:
+    if not only:
+        return list(a.tasks)
+    known = {t.id for t in a.tasks}
+    unknown = [t for t in only if t not in known]
+    if unknown:
+        raise ValueError(f"--task: {', '.join(unknown)} not in {a.name} ({', '.join(known)})")
+    return [t for t in a.tasks if t.id in only]
 
 
 def grade(
@@ -173,55 +270,68 @@ def grade(
     *,
     data: str | os.PathLike | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    tasks: list[str] | None = None,
+    user: str | None = None,
+    memory: int | None = Limits.memory,
 ) -> Grade:
-    """Grade assignment `name` in the tree at `tree`.
+    """Grade assignment `name` in the submission at `tree` (a tinyformer tree, or a folder
+    holding the student's files).
+
+    Args:
+        timeout: wall-clock seconds per task (and again for its hidden tests).
+        tasks: grade only these task ids.
+        user: run the student's code as this user (the grader must run as root).
+        memory: bytes of address space for the student's code, or None.
 
     Raises:
-        ValueError: unknown assignment, `tree` is not a tinyformer tree, or no grading data.
+        ValueError: unknown assignment or task, no such folder, bad timeout, bad grading data.
     """
     a = assignment(name)
-    tree = Path(tree).resolve()
-    if not is_tree(tree):
-        raise ValueError(f"{tree} is not a tinyformer tree (no tinyformer/__init__.py in it)")
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="tinyformer-grade-") as tmp:
-        tmp = Path(tmp)
-        if data is not None:
-            source, data = f"the file {data}", Path(data)
-            if not data.is_file():
-                raise ValueError(f"no grading data file {data}")
-        elif has_solutions(a):
-            source, data = "the instructor's tree (computed now)", tmp / "data.npz"
-            grading_data.save(data, grading_data.compute(a))
-        elif data_path(tree, a.name).is_file():
-            source, data = f"the release's {data_path(tree, a.name)}", data_path(tree, a.name)
-        else:
-            raise ValueError(
-                f"no grading data for {a.name}: {data_path(tree, a.name)} is missing and the "
-                "installed tinyformer is not the instructor's tree; give --data FILE"
-            )
-        job = {
-            "tree": str(tree), "site": _site_folders(), "data": str(data),
-            "codec": str(HERE / "_codec.py"), "results": str(tmp / "results.jsonl"),
-            "checks": str(HERE / a.checks) if a.checks else None,
-            "tasks": [_task_job(t) for t in a.tasks],
-            # a kernel assignment grades DIR as installed: tinyformer.kernels is DIR's kernels/
-            "kernels": any(t.kernel is not None for t in a.tasks),
-        }  # fmt: skip
-        (tmp / "job.json").write_text(json.dumps(job), encoding="utf-8")
-        command = [sys.executable, "-I", "-S", str(HERE / "_runner.py"), str(tmp / "job.json")]
-        why = "the grader stopped before this check"
+    submission = Path(tree).resolve()
+    if not submission.is_dir():
+        raise ValueError(f"DIR: {submission} is not a folder")
+    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"--timeout: need a finite number of seconds > 0, got {timeout!r}")
+    if user is not None and os.geteuid() != 0:
+        raise ValueError(f"--user {user}: the grader must run as root to switch users")
+    if user is not None:
         try:
-            done = subprocess.run(
-                command, cwd=tmp, capture_output=True, text=True, timeout=timeout,
-                stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-            if done.returncode != 0:
-                why += f" (exit status {done.returncode}):\n{done.stderr[-3000:]}"
-        except subprocess.TimeoutExpired:
-            why = f"not reached: grading stopped after the {timeout:.0f} s time limit"
-        records, fatal = _read_records(tmp / "results.jsonl")
-    if fatal is not None:
-        why = f"the tree could not be loaded for grading:\n{fatal}"
-    results = _results(a, records, why)
-    return Grade(a.name, tree, source, results, time.perf_counter() - start)
+            pwd.getpwnam(user)
+        except KeyError:
+            raise ValueError(f"--user: no user named {user!r} on this machine") from None
+    if not is_tree(submission) and not any(_tree.submitted(submission, f) for f in a.files):
+        raise ValueError(
+            f"DIR: {submission} is not a tinyformer tree and holds none of {a.name}'s files "
+            f"({', '.join(a.files)})"
+        )
+    selected = _selected(a, tasks)
+    source, meta = load_data(a, data)
+    start = time.perf_counter()
+    records: dict[tuple[str, str], tuple[Any, str]] = {}
+    with tempfile.TemporaryDirectory(prefix="tinyformer-grade-") as tmp:
+        root = Path(tmp)
+        kernels = any(t.kernel is not None for t in a.tasks)
+        missing = _tree.build_tree(a, root / "tree", submission, kernels)
+        _tree.deps_folder(root / "deps", kernels)
+        if user is not None:
+            root.chmod(0o755)  # the release copy is public; the data and results never go here
+        with reaping() as spare:
+            run = _Run(a, root, Limits(timeout, memory, user), meta, spare)
+            for phase in ("visible", "hidden"):
+                for task in selected:
+                    kinds = [k for k in task.points if (k == "hidden") == (phase == "hidden")]
+                    if kinds:
+                        for kind, result in run.task(task, kinds, phase).items():
+                            records[task.id, kind] = result
+    results = _results(a, selected, records)
+    if missing:
+        note = "not in the submission (the release's stub was graded): " + ", ".join(missing)
+        results = [_note(r, note) for r in results]
+    return Grade(a.name, submission, source, results, time.perf_counter() - start)
+
+
+def _note(r: CheckResult, note: str) -> CheckResult:
+    if "NotImplementedError" not in r.output:
+        return r
+    return CheckResult(r.task, r.title, r.check, r.max_score, r.score, r.status,
+                       f"{r.output}\n({note})")  # fmt: skip
