@@ -148,6 +148,8 @@ class Assignment:
 
 def _primitives(*ops: str) -> tuple[str, ...]:
     return tuple(f"{op}.{step}" for op in ops for step in ("forward", "backward"))
+
+
 def _ops(*names: str) -> tuple[str, ...]:
     return tuple(f"tinyformer/ops/{name}.py" for name in names)
 
