@@ -378,3 +378,16 @@ def test_a_zero_numeric_gradient_is_reported_as_such():
     with pytest.raises(AssertionError) as caught:
         tinyformer.gradcheck(Flat.apply, [x])
     assert "numeric gradient is 0 here" in str(caught.value) and "e+300" not in str(caught.value)
+
+
+def test_the_library_kernels_of_the_graded_primitives_are_not_in_the_tree(tmp_path):
+    """A5's tree has the CUDA runtime and emulator the student's kernel runs on, but not the
+    library's own Numba and CUDA softmax, which a stub could otherwise import and return."""
+    from tinyformer.course._tree import build_tree
+
+    build_tree(COURSE["A5"], tmp_path / "tree", tmp_path / "empty", kernels=True)
+    kernels = tmp_path / "tree" / "kernels"
+    assert (kernels / "cuda" / "_runtime.py").is_file()
+    assert (kernels / "numba" / "layer_norm.py").is_file()
+    for gone in ("numba/softmax.py", "cuda/softmax.py", "cuda/softmax.cu"):
+        assert not (kernels / gone).exists(), gone

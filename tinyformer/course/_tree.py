@@ -2,7 +2,8 @@
 
 The copy is made from the running tinyformer (the instructor's tree, or an installed release):
 its package, and its `kernels/` folder for an assignment with kernel checks only (so that no
-other task can call the library's own kernels). Every source is stripped as a release strips
+other task can call the library's own kernels), without the kernels of the assignment's own
+primitives, as its release leaves them out. Every source is stripped as a release strips
 it: the assignment's solution regions become stubs and hidden-test regions go. Then each of the
 assignment's student files (`Assignment.files`) is copied from the submission: at its path in
 the submission, or at the top of it (a Gradescope upload of single files). Nothing else of the
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from tinyformer.course.definition import Assignment
 from tinyformer.course.markers import MarkerError, strip_source, syntax_of
+from tinyformer.course.release import withheld_kernels
 
 __all__ = [
     "build_tree", "deps_folder", "kernels_source", "package_source", "submitted",
@@ -78,7 +80,7 @@ def _copy_folder(src: Path, dst: Path, prefix: str, a: Assignment, skip: set[str
         here = Path(folder)
         dirs[:] = [d for d in sorted(dirs) if d not in SKIPPED and here / d not in skip]
         for name in names:
-            if name.endswith((".pyc", ".so", ".nbi", ".nbc")):
+            if name.endswith((".pyc", ".so", ".nbi", ".nbc")) or here / name in skip:
                 continue
             rel = (here / name).relative_to(src)
             _copy_stripped(here / name, dst / rel, f"{prefix}/{rel.as_posix()}", a)
@@ -98,7 +100,17 @@ def build_tree(a: Assignment, dest: Path, submission: Path, kernels: bool) -> li
     inner = {kernel_dir} if kernel_dir is not None else set()
     _copy_folder(package, dest / "tinyformer", "tinyformer", a, inner)
     if kernels and kernel_dir is not None:
-        _copy_folder(kernel_dir, dest / "kernels", "kernels", a, set())
+        # The library's kernels of this assignment's own primitives (A5's softmax) are its
+        # answer: they stay out, as they stay out of its release.
+        files = [
+            Path("kernels") / f.relative_to(kernel_dir)
+            for f in kernel_dir.rglob("*")
+            if f.is_file() and not SKIPPED & set(f.parts)
+        ]
+        withheld = {
+            kernel_dir.parent / f for f in withheld_kernels(kernel_dir.parent, files, a.name)
+        }
+        _copy_folder(kernel_dir, dest / "kernels", "kernels", a, withheld)
     missing = []
     for rel in a.files:
         found = submitted(submission, rel)
