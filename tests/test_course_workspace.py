@@ -155,3 +155,20 @@ def test_the_release_builds_the_students_site(made):
     assert not missing, missing
     assert not (tree / "docs/instructors.md").exists() and not (tree / "docs/course").exists()
     assert "docs:" in (tree / "Makefile").read_text("utf-8")
+
+
+def test_grade_warns_when_the_imported_tinyformer_is_not_the_tree(tmp_path, monkeypatch, capsys):
+    """`tinyformer grade A2 rel/A2` builds its pristine tree from the imported tinyformer: when
+    that is another folder (a later release installed last), it says so loudly."""
+    import types
+
+    import tinyformer.course.grade as grade_module
+    from tinyformer.cli import main
+
+    tree = tmp_path / "rel"
+    (tree / "tinyformer").mkdir(parents=True)
+    (tree / "tinyformer" / "__init__.py").write_text("")
+    fake = types.SimpleNamespace(assignment="A2", tree=tree, data_source="x", table=lambda: "")
+    monkeypatch.setattr(grade_module, "grade", lambda *a, **k: fake)
+    assert main(["grade", "A2", str(tree)]) == 0
+    assert "not the folder you are working in" in capsys.readouterr().err

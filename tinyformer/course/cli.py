@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from tinyformer.fileio import save_json
 
@@ -145,6 +146,12 @@ def _grade(args: argparse.Namespace) -> int:
     if not args.memory >= 0:
         raise ValueError(f"--memory: need MiB >= 0, got {args.memory}")
     memory = int(args.memory * 2**20) if args.memory else None
+    if (Path(args.dir) / "tinyformer" / "__init__.py").is_file():  # a whole tree, not files
+        from tinyformer.course.workspace import mismatch
+
+        warning = mismatch(args.dir)
+        if warning:  # the pristine tree it grades in comes from the imported tinyformer
+            print(warning, file=sys.stderr)
     result = grade(
         args.name, args.dir, data=args.data, timeout=args.timeout, tasks=args.task,
         user=args.user, memory=memory,
