@@ -42,8 +42,10 @@ def _lines(node: Node) -> list[str]:
         lines.append(node.shape_text)
     if node.kind == "op" and node.module:
         lines.append(f"[{node.module}]")
-    if node.kind != "leaf" and node.activation_bytes:
-        lines.append(f"saves {format_bytes(node.activation_bytes)}")
+    if node.kind == "op" and node.saved_bytes:  # all it saved, parameters' data included
+        lines.append(f"saves {format_bytes(node.saved_bytes)}")
+    if node.kind == "module" and node.saved_bytes:  # its ops' activations, parameters apart
+        lines.append(f"activations {format_bytes(node.saved_bytes)}")
     return lines
 
 
