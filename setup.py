@@ -68,6 +68,8 @@ setup(
         # einops.rearrange/repeat/reduce on tinyformer tensors, and nn.Rearrange / nn.Reduce
         # (0.7 has the per-rank recipes the layers use)
         "einops": ["einops>=0.7"],
+        # a slider over the steps of viz.BackwardStepper(...).widget() in JupyterLab
+        "widgets": ["ipywidgets>=8"],
         # CuPy built for the machine's CUDA: `pip install -e ".[cuda13]"` (or cuda12)
         "cuda12": ["cupy-cuda12x>=13"],
         "cuda13": ["cupy-cuda13x>=14"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import types
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -171,6 +172,37 @@ def test_without_ipywidgets_the_widget_is_text(monkeypatch):
     view = viz.BackwardStepper(loss, params={"a": a, "b": b, "c": c}).widget()
     text = repr(view)
     assert "install ipywidgets" in text and text.count("\nstep ") == 3
+
+
+def test_with_ipywidgets_the_widget_is_a_slider_over_the_steps(monkeypatch, capsys):
+    fake = types.ModuleType("ipywidgets")  # the three widgets it uses, as ipywidgets 8 has them
+
+    class Output:
+        def clear_output(self, wait=False):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    class IntSlider:
+        def __init__(self, value, min, max, description):
+            self.value, self.min, self.max, self.seen = value, min, max, []
+
+        def observe(self, handler, names):
+            self.seen.append(handler)
+
+    fake.Output, fake.IntSlider = Output, IntSlider
+    fake.VBox = lambda children: children
+    monkeypatch.setitem(sys.modules, "ipywidgets", fake)
+    a, b, c, loss = _abc()
+    slider, _ = viz.BackwardStepper(loss, params={"a": a, "b": b, "c": c}).widget()
+    assert (slider.min, slider.max) == (0, 2) and "step 1/3" in capsys.readouterr().out
+    slider.value = 2
+    slider.seen[0]({"new": 2})
+    assert "step 3/3: MulBackward" in capsys.readouterr().out
 
 
 def test_bad_input_says_what_is_wrong():

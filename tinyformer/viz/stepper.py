@@ -127,7 +127,7 @@ class BackwardStepper:
             note = "(install ipywidgets for a slider; every step follows)"
             return _Text("\n\n".join([note] + [str(s) for s in steps]))
         out = widgets.Output()
-        slider = widgets.IntSlider(0, 0, max(len(steps) - 1, 0), description="step")
+        slider = widgets.IntSlider(value=0, min=0, max=max(len(steps) - 1, 0), description="step")
 
         def show(change: Any = None) -> None:
             out.clear_output(wait=True)
