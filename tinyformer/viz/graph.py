@@ -15,6 +15,7 @@ inline SVG in Jupyter, `g.save("graph.svg")` from a script (tinyformer/viz/svg.p
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -22,6 +23,7 @@ from typing import Any, NamedTuple
 from tinyformer.autograd import Context, _toposort
 from tinyformer.nn.module import Module
 from tinyformer.tensor import Tensor
+from tinyformer.viz import svg
 from tinyformer.viz.trace import Trace
 
 __all__ = ["Graph", "Node", "Saved", "graph", "leaf_names", "op_name", "saved_arrays"]
@@ -143,17 +145,13 @@ class Graph:
         return Graph(nodes, edges, target[self.root], self.tensors)
 
     def __str__(self) -> str:
-        from tinyformer.viz.svg import text_tree
-
-        return text_tree(self)
+        return svg.text_tree(self)
 
     def __repr__(self) -> str:
         return f"<Graph: {len(self.ops)} ops, {len(self.leaves)} leaves, {len(self.edges)} edges>"
 
     def to_svg(self) -> str:
-        from tinyformer.viz.svg import to_svg
-
-        return to_svg(self)
+        return svg.to_svg(self)
 
     def _repr_svg_(self) -> str:
         return self.to_svg()
@@ -161,11 +159,9 @@ class Graph:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's text view
         printer.text(str(self))
 
-    def save(self, path: str) -> None:
+    def save(self, path: str | os.PathLike) -> None:
         """Write the graph as SVG (`.svg`), or as the text tree (`.txt`)."""
-        from tinyformer.viz.svg import save
-
-        save(self, path)
+        svg.save(self, path)
 
 
 def _truncate(module: str, depth: int) -> str:
