@@ -47,9 +47,14 @@ class Step:
             lines.append(f"  {label:<9} {preview(g)}")
         for name, g in self.grad_inputs:
             lines.append(f"  sends    {name}: {preview(g)}")
-        lines.append(
-            "  .grad    " + "; ".join(f"{k}: {preview(v)}" for k, v in self.leaf_grads.items())
-        )
+        grads = self.leaf_grads
+        if len(grads) > 6:  # a model's many parameters: those this step reached, and a count
+            sent = {name for name, _ in self.grad_inputs}
+            have = sum(g is not None for g in grads.values())
+            grads = {k: v for k, v in grads.items() if k in sent}
+            lines.append(f"  .grad    {have} of {len(self.leaf_grads)} leaves have one")
+        if grads:
+            lines.append("  .grad    " + "; ".join(f"{k}: {preview(v)}" for k, v in grads.items()))
         return "\n".join(lines)
 
 
