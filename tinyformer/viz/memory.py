@@ -25,18 +25,21 @@ __all__ = ["MemoryTable", "memory"]
 
 @dataclass
 class MemoryTable:
-    rows: list[tuple[str, str, str, int]]  # (op or module, module or op count, saved, bytes)
+    rows: list[tuple[str, str, str, int]]  # (op, module, saved arrays, activation bytes)
     activations: int  # bytes saved for backward that are not a leaf's data (unique arrays)
     parameters: int  # bytes of the graph's named leaves (the parameters)
+    graph: Graph | None = None  # what the rows were read from (for by_module)
     title: str = "op"
 
     def __str__(self) -> str:
-        w0 = max([len(self.title)] + [len(r[0]) for r in self.rows])
-        w1 = max([6] + [len(r[1]) for r in self.rows])
-        w2 = max([5] + [len(r[2]) for r in self.rows])
-        head = f"{self.title:<{w0}}  {'module' if self.title == 'op' else 'ops':<{w1}}  "
-        lines = [head + f"{'saved':<{w2}}  bytes"]
-        lines += [f"{a:<{w0}}  {b:<{w1}}  {c:<{w2}}  {format_bytes(n)}" for a, b, c, n in self.rows]
+        if self.title == "op":
+            head = ("op", "module", "saved", "activations")
+            rows = [(a, b, c, format_bytes(n)) for a, b, c, n in self.rows]
+        else:  # per module: (module, op count, activations)
+            head = ("module", "ops", "activations")
+            rows = [(a, b, format_bytes(n)) for a, b, _, n in self.rows]
+        widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+        lines = ["  ".join(f"{v:<{w}}" for v, w in zip(r, widths)).rstrip() for r in [head, *rows]]
         lines.append(f"saved for backward (activations): {format_bytes(self.activations)}")
         lines.append(f"parameters: {format_bytes(self.parameters)}")
         return "\n".join(lines)
@@ -48,23 +51,21 @@ class MemoryTable:
         """The row that saves the most."""
         return max(self.rows, key=lambda r: r[3])
 
-
-class _Memory(MemoryTable):
-    graph: Graph
-
     def by_module(self, depth: int = 1) -> MemoryTable:
         """Activation bytes summed per module (first `depth` levels of its name)."""
+        if self.graph is None:
+            raise ValueError("by_module: this table is already per module")
         sums: dict[str, list[int]] = {}
         for node in self.graph.ops:
-            name = _truncate(node.module, depth) if node.module else "(outside modules)"
+            name = _truncate(node.module, depth) if node.module else "(top level)"
             row = sums.setdefault(name, [0, 0])
             row[0] += 1
             row[1] += node.activation_bytes
         rows = [(name, str(n), "", b) for name, (n, b) in sums.items()]
-        return MemoryTable(rows, self.activations, self.parameters, "module")
+        return MemoryTable(rows, self.activations, self.parameters, None, "module")
 
 
-def memory(root: Tensor | Graph, params: Params = None, trace: Trace | None = None) -> _Memory:
+def memory(root: Tensor | Graph, params: Params = None, trace: Trace | None = None) -> MemoryTable:
     """The arrays each op of `root`'s graph saved for backward, with their bytes."""
     g = root if isinstance(root, Graph) else graph(root, params, trace)
     rows, unique = [], {}
@@ -76,6 +77,4 @@ def memory(root: Tensor | Graph, params: Params = None, trace: Trace | None = No
         rows.append((node.name, node.module, ", ".join(parts), node.activation_bytes))
         unique.update({s.key: s.nbytes for s in node.saved if not s.leaf})
     params_bytes = sum(n.saved_bytes for n in g.leaves if not n.name.startswith("input "))
-    table = _Memory(rows, sum(unique.values()), params_bytes)
-    table.graph = g
-    return table
+    return MemoryTable(rows, sum(unique.values()), params_bytes, g)
