@@ -27,6 +27,7 @@ setup(
         "tinyformer.optim",
         "tinyformer.testing",
         "tinyformer.train",
+        "tinyformer.viz",
         *[p.replace("kernels", "tinyformer.kernels", 1) for p in KERNEL_PACKAGES],
     ],
     package_dir={"tinyformer.kernels": "kernels"},
