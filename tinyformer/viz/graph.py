@@ -83,6 +83,7 @@ class Graph:
         self.root = root
         self.tensors = tensors or {}  # the leaf tensors, by their node's key
         self._by_key = {n.key: n for n in nodes}
+        self._inputs: dict[int, list[Node]] | None = None
 
     def __getitem__(self, key: int) -> Node:
         return self._by_key[key]
@@ -99,7 +100,12 @@ class Graph:
         return [n for n in self.nodes if n.kind == "leaf"]
 
     def inputs_of(self, key: int) -> list[Node]:
-        return [self[a] for a, b in self.edges if b == key]
+        """The nodes with an edge into `key`, in argument order (a repeated input repeats)."""
+        if self._inputs is None:
+            self._inputs = {}
+            for a, b in self.edges:
+                self._inputs.setdefault(b, []).append(self[a])
+        return self._inputs.get(key, [])
 
     def collapse(self, depth: int = 1, expand: Iterable[str] = ()) -> Graph:
         """One box per module, named by its first `depth` levels (list indices do not count a
