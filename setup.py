@@ -28,6 +28,7 @@ setup(
         "tinyformer.optim",
         "tinyformer.testing",
         "tinyformer.train",
+        "tinyformer.viz",
         *[p.replace("kernels", "tinyformer.kernels", 1) for p in KERNEL_PACKAGES],
     ],
     package_dir={"tinyformer.kernels": "kernels"},
@@ -76,6 +77,8 @@ setup(
         # einops.rearrange/repeat/reduce on tinyformer tensors, and nn.Rearrange / nn.Reduce
         # (0.7 has the per-rank recipes the layers use)
         "einops": ["einops>=0.7"],
+        # a slider over the steps of viz.BackwardStepper(...).widget() in JupyterLab
+        "widgets": ["ipywidgets>=8"],
         # CuPy built for the machine's CUDA: `pip install -e ".[cuda13]"` (or cuda12)
         "cuda12": ["cupy-cuda12x>=13"],
         "cuda13": ["cupy-cuda13x>=14"],

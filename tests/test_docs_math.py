@@ -139,16 +139,22 @@ def test_a_tutorial_renders_with_its_outputs_or_says_it_has_none(tmp_path):
 
     nb = jupytext.read(source)
     png = b"\x89PNG\r\n\x1a\nfake"
+    svg = '<svg xmlns="http://www.w3.org/2000/svg"><text>a &lt; b</text></svg>'  # a viz graph
     nb.cells[1].outputs = [
         nbformat.v4.new_output("stream", name="stdout", text="step 1\rstep 2\nhi\n"),
         nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgpmYWtl"}),
+        nbformat.v4.new_output("display_data", data={"image/svg+xml": svg, "text/plain": "g"}),
     ]
     nbformat.write(nb, source.with_suffix(".ipynb"))
     (executed,) = tutorials.find_tutorials(tmp_path)
     page, images = tutorials.render(executed)
     assert executed.executed and "```text\nstep 2\nhi\n```" in page
-    assert images == {"tutorials/01_demo/cell1-1.png": png}
+    assert images == {
+        "tutorials/01_demo/cell1-1.png": png,
+        "tutorials/01_demo/cell1-2.svg": svg.encode(),
+    }
     assert "![output of the cell above](01_demo/cell1-1.png)" in page
+    assert "![output of the cell above](01_demo/cell1-2.svg)" in page and "```text\ng" not in page
 
     source.write_text(source.read_text().replace('"hi"', '"changed"'))
     (stale,) = tutorials.find_tutorials(tmp_path)  # the executed copy no longer matches

@@ -35,6 +35,16 @@ def test_subpackages_are_attributes_after_import_tinyformer():
     assert out.stdout.split() == ["AdamW", "gelu"]
 
 
+def test_every_subpackage_is_packaged():
+    # setup.py lists its packages by hand: a new one left out is missing from a plain install
+    listed = set(re.findall(r'"(tinyformer(?:\.\w+)*)"', (ROOT / "setup.py").read_text()))
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "tinyformer").rglob("__init__.py")
+    }
+    assert found - listed == set(), "add these to setup.py's packages"
+
+
 def test_every_model_imports_from_tinyformer_models():
     # `from tinyformer.models import UNet` was an ImportError: only GPT and ViT were exported
     models = importlib.import_module("tinyformer.models")

@@ -30,7 +30,7 @@ module state that `apply` and the engine read on every call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -313,6 +313,23 @@ def _run_backward(
     retain_graph: bool,
     captured: dict[int, Any] | None = None,
 ) -> None:
+    for _ in _backward_steps(roots, root_grads, retain_graph, captured):
+        pass
+    callbacks, _callbacks[:] = list(_callbacks), []
+    for callback in callbacks:
+        callback()
+
+
+def _backward_steps(
+    roots: Sequence[Tensor],
+    root_grads: Sequence[Any],
+    retain_graph: bool,
+    captured: dict[int, Any] | None = None,
+) -> Iterator[tuple[Context, tuple, tuple]]:
+    """The backward pass, one node at a time: after each node's backward has run and its
+    gradients have reached its inputs (leaves included), yields (node, the gradients of its
+    outputs, the gradients it sent to its inputs), then frees the node. `backward()` consumes it
+    whole; `tinyformer.viz.BackwardStepper` shows each step."""
     grads: dict[int, Any] = {}
     nodes = []
     for root, g in zip(roots, root_grads):
@@ -343,11 +360,9 @@ def _run_backward(
                 _add_to_node(grads, parent, output, g)
             else:
                 _accumulate_leaf(parent, g, captured)
+        yield node, gys, input_grads  # before the free, so that a viewer can read what it saved
         if not retain_graph:
             node._free()
-    callbacks, _callbacks[:] = list(_callbacks), []
-    for callback in callbacks:
-        callback()
 
 
 # Functions to call once the running backward has finished (`queue_callback`).

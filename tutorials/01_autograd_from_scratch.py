@@ -30,6 +30,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import tinyformer as tf
+from tinyformer import viz
 
 # %% [markdown]
 # ## A graph by hand
@@ -167,6 +168,52 @@ print("graph:", tL.grad_fn, "<-", tL.grad_fn.parents)
 tL.backward()
 print(ta.grad, tb.grad, tc.grad)
 assert (ta.grad, tb.grad, tc.grad) == (g_a, g_b, g_c)
+
+# %% [markdown]
+# ## Seeing the graph
+#
+# `viz.graph` draws what `backward()` will walk: the ops, named as PyTorch names a `grad_fn`,
+# with the shape and dtype of what they made and the bytes they saved for backward, and the
+# leaves by the names we give them. In Jupyter the graph shows as a picture; `print` gives the
+# same as a tree, read from the loss back to the leaves, and `.save("graph.svg")` writes it.
+
+# %%
+tL = (ta * tb + tc) ** 2  # the same L again: the first graph was freed by its backward
+graph = viz.graph(tL, params={"a": ta, "b": tb, "c": tc})
+print(graph)
+graph  # noqa: B018 (the last expression of a cell: Jupyter draws it)
+
+# %% [markdown]
+# `viz.BackwardStepper` runs that backward one node at a time. Each step shows the node, the
+# gradient that reached it, what it sends to each input, and the `.grad` of the leaves so far:
+# the table above, computed by the engine.
+#
+# **Exercise 1.2** — step through the backward of `tL` and record, for each node, the gradient
+# that reached its output: a dict from the node's name (`step.node.name`) to that gradient as
+# a float (`step.grad_outputs[0]`). The check compares it with $g_L$, $g_e$ and $g_d$ from the
+# hand computation at the top.
+
+# %%
+ta.grad = tb.grad = tc.grad = None
+stepper = viz.BackwardStepper(tL, params={"a": ta, "b": tb, "c": tc})
+# Exercise 1.2: received = {node name: the gradient that reached its output, as a float}
+### BEGIN SOLUTION
+received = {}
+for step in stepper:
+    print(step)
+    received[step.node.name] = float(step.grad_outputs[0])
+### END SOLUTION
+
+# %%
+# Check Exercise 1.2: the engine's steps against the hand-computed gradients.
+assert received == {"PowBackward": g_L, "AddBackward": g_e, "MulBackward": g_d}, received
+assert (ta.grad, tb.grad, tc.grad) == (g_a, g_b, g_c), "stepping to the end gives .grad"
+
+# %% [markdown]
+# **Question:** `MulBackward` saves 8 bytes and `AddBackward` none. What does each keep, and
+# why does an add need nothing from its forward?
+# <!-- ANSWER: Mul keeps a and b (two float32 scalars), since d(ab)/da = b and d(ab)/db = a;
+# the derivatives of a + c are 1 whatever the inputs, so Add's backward passes g on as it is. -->
 
 # %% [markdown]
 # ## Fan-out: gradients add up

@@ -26,7 +26,7 @@ import numpy as np
 
 import tinyformer as tf
 import tinyformer.nn.functional as F
-from tinyformer import nn
+from tinyformer import nn, registry, viz
 
 tokens = ["the", "cat", "sat", "down"]
 T, C = len(tokens), 8  # 4 tokens, each an 8-dimensional vector
@@ -178,6 +178,66 @@ for name, mine, ref in zip(("gQ", "gK", "gV"), (gQ, gK, gV), library):
 # memory does that save per layer and example, and what does it cost?
 # <!-- ANSWER: 12 * 4096^2 * 4 bytes ~ 805 MB per layer and example; the cost is one more
 # Q K^T product (and exp) in backward. -->
+
+# %% [markdown]
+# ## The backward, stepped, and what it keeps
+#
+# Written as separate ops, the causal attention of our four tokens is a small graph. Stepping
+# its backward node by node shows the gradients of Exercise 4.1 being formed: `gV` leaves the
+# last `MatMulBackward` first, then the softmax turns $g_P$ into $g_S$.
+
+# %%
+sq, sk, sv = (tf.tensor(m, requires_grad=True) for m in (Q, K, V))
+causal_mask = tf.tensor(mask)  # (T, T): 0 on and below the diagonal, -inf above
+composed = F.softmax(sq @ sk.T / np.sqrt(d_k) + causal_mask, axis=-1) @ sv  # (T, d_k)
+names = {"Q": sq, "K": sk, "V": sv}
+viz.graph((composed * tf.tensor(gy)).sum(), params=names)
+
+# %%
+for step in viz.BackwardStepper((composed * tf.tensor(gy)).sum(), params=names):
+    print(step, end="\n\n")
+assert np.allclose(sv.grad, gV) and np.allclose(sq.grad, gQ) and np.allclose(sk.grad, gK)
+
+# %% [markdown]
+# Every node keeps what its backward needs until the backward reaches it: that is the
+# activation memory of training. `viz.memory` lists it. At a longer sequence (T = 256, one
+# head of size 16) compare the attention written as ops with the fused op.
+#
+# **Exercise 4.2** — which node of the composed attention saves the most, and how much does
+# the fused op save in all? Set `biggest` to the name of the op in `composed_table` that saves
+# the most bytes (`table.largest()` returns its row: name, module, saved, bytes) and
+# `fused_bytes` to the activation bytes of `fused_table` (`table.activations`).
+
+# %%
+T_long, hs = 256, 16
+lq, lk, lv = (tf.randn(T_long, hs, requires_grad=True) for _ in range(3))
+weights_long = F.softmax(lq @ lk.T / np.sqrt(hs), axis=-1)  # (T, T), no mask needed here
+composed_table = viz.memory((weights_long @ lv).sum(), params={"q": lq, "k": lk, "v": lv})
+with registry.prefer("numpy"):  # the reference of the fused op: the same Function saves
+    fused = F.scaled_dot_product_attention(lq, lk, lv)
+fused_table = viz.memory(fused.sum(), params={"q": lq, "k": lk, "v": lv})
+print(composed_table, fused_table, sep="\n\n")
+# Exercise 4.2: biggest (the op's name) and fused_bytes (an int)
+### BEGIN SOLUTION
+biggest = composed_table.largest()[0]
+fused_bytes = fused_table.activations
+### END SOLUTION
+
+# %%
+# Check Exercise 4.2
+assert biggest in ("DivBackward", "SoftmaxBackward", "MatMulBackward"), biggest
+assert composed_table.largest()[3] >= T_long * T_long * 4, "the (T, T) weights, float32"
+assert fused_bytes == T_long * 4 + T_long * hs * 4, "one lse per row and the output y"
+print(f"composed keeps {composed_table.activations:,} bytes, fused {fused_bytes:,}")
+
+# %% [markdown]
+# **Question:** three nodes of the composed attention list a (T, T) array, yet its total counts
+# two. Which two arrays are they, who keeps each, and what does the fused op keep instead?
+# <!-- ANSWER: the scores S, kept by the division (its backward for the divisor needs its
+# input), and the weights P, kept by softmax as its output (gx = y * (g - sum(g y))) and by the
+# last matmul as its input (gV = P^T gy): one array held by two nodes, counted once. The fused
+# op keeps y and one log-sum-exp per row (its q, k, v are leaves here, free) and recomputes S
+# and P from them in backward. -->
 
 # %% [markdown]
 # ## Multi-head attention: splitting the width into heads

@@ -28,6 +28,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import tinyformer as tf
+from tinyformer import viz
 from tinyformer.train import TrainGPTConfig, load_model, sample, train_gpt
 
 SMALL = bool(os.environ.get("TINYFORMER_SMALL"))
@@ -161,3 +162,46 @@ assert drop > 0.5, f"Exercise 6.1: the loss fell by only {drop:.2f} nats in 20 s
 # <!-- ANSWER: they measure fit on the data it trains on (and are noisy, one batch each);
 # train_gpt also evaluates on held-out validation text every eval_interval, averaged over
 # eval_iters batches. -->
+
+# %% [markdown]
+# ## What a training step keeps in memory
+#
+# Between forward and backward every op holds what its backward needs. `viz.trace` records
+# which module made each node, so the graph of the trained model's loss can be drawn one box
+# per module (`expand=["h.0"]` would open the first block op by op), and `viz.memory` adds up
+# the bytes each module saved, against the parameters' own.
+
+# %%
+text_ids = np.array([tokenizer.encode(prompt)])  # (1, T + 1)
+with viz.trace(model) as tr:
+    _, step_loss = model(text_ids[:, :-1], text_ids[:, 1:])
+step_graph = viz.graph(step_loss, trace=tr)
+print(viz.memory(step_graph).by_module(depth=1))
+step_graph.collapse(depth=1)
+
+# %% [markdown]
+# **Exercise 6.2** — which single op saves the most activation memory, and in which module?
+# Set `top_op` and `top_module` from the per-op table (`viz.memory(step_graph)`, whose
+# `largest()` returns the row: op, module, saved, bytes).
+
+# %%
+op_table = viz.memory(step_graph)
+# Exercise 6.2: top_op and top_module, the op that saves the most and its module
+### BEGIN SOLUTION
+top_op, top_module, _, _ = op_table.largest()
+### END SOLUTION
+print(top_op, "in", top_module)
+
+# %%
+# Check Exercise 6.2
+assert top_op == max(op_table.rows, key=lambda row: row[3])[0], top_op
+assert top_module and top_module in dict(model.named_modules()), top_module
+
+# %% [markdown]
+# **Question:** why is it that op? How would its saving grow with the context length T and
+# with the vocabulary, and what does activation checkpointing trade to shrink such totals?
+# <!-- ANSWER: at these sizes it is the fused attention: it keeps q, k, v and its output y,
+# four (B, nh, T, hs) arrays, and one log-sum-exp per row (the MLP's GELU, keeping (B, T, 4C),
+# comes close). Both grow linearly in T; written as separate ops, attention would also keep
+# the (B, nh, T, T) weights and grow as T^2. Checkpointing keeps only each block's input and
+# recomputes the rest in backward: about one more forward pass, for a fraction of the memory. -->

@@ -4,10 +4,11 @@ Each tutorial becomes the page `tutorials/NN_name.md`, generated at build time (
 written into docs/): markdown cells as they are (their `$...$` formulas go through the math
 hook like any page's), code cells as Python blocks, and, where an executed copy
 `tutorials/NN_name.ipynb` with the same cells exists, its outputs: text as text blocks, figures
-as PNG files beside the page. `make docs-tutorials` runs the tutorials and writes those copies;
-without one a page shows the code alone and says how to get the outputs, so `make docs` stays
-quick and offline. The nav entry `Tutorials: tutorials/index.md` in mkdocs.yml (at any depth)
-becomes a section: an overview page, then every tutorial in order.
+as PNG files and drawn graphs (tinyformer.viz) as SVG files beside the page. `make
+docs-tutorials` runs the tutorials and writes those copies; without one a page shows the code
+alone and says how to get the outputs, so `make docs` stays quick and offline. The nav entry
+`Tutorials: tutorials/index.md` in mkdocs.yml (at any depth) becomes a section: an overview
+page, then every tutorial in order.
 
 The tutorials' exercises are for students: in the student edition of the site (`extra:
 edition: student`, mkdocs.yml) each solution region is a stub, as in a release, and the outputs
@@ -124,6 +125,11 @@ def _outputs(cell, name: str, images: dict[str, bytes]) -> list[str]:
         elif "image/png" in data:
             file = f"{name}-{k}.png"
             images[file] = base64.b64decode(data["image/png"])
+            parts.append(f"![output of the cell above]({file.removeprefix('tutorials/')})")
+        elif "image/svg+xml" in data:  # tinyformer.viz's graphs: a file, shown as an image
+            file = f"{name}-{k}.svg"
+            svg = data["image/svg+xml"]
+            images[file] = ("".join(svg) if isinstance(svg, list) else svg).encode("utf-8")
             parts.append(f"![output of the cell above]({file.removeprefix('tutorials/')})")
         elif "text/plain" in data:
             parts.append(_fenced(_terminal(data["text/plain"]), "text"))
