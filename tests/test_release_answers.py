@@ -196,8 +196,10 @@ def test_kernels_of_an_assignment_stay_out_until_it_is_due(trees):
 
     assert not has("A3", "numba/attention.py") and not has("A3", "cuda/attention.cu")
     assert not has("A3", "numba/_attention_short.py")  # a helper only attention imports
-    assert has("A4", "numba/attention.py") and has("A4", "cuda/attention.cu")
-    assert not has("A4", "numba/conv2d.py") and has("A5", "numba/conv2d.py")
+    # A3 is due in A4's release, but its regions are stubs there too (the student syncs their
+    # own code), so its kernels stay out as well
+    assert not has("A4", "numba/attention.py") and not has("A6", "cuda/attention.cu")
+    assert not has("A4", "numba/conv2d.py") and not has("A5", "numba/conv2d.py")
     assert not any(has(n, "numba/softmax.py") or has(n, "cuda/softmax.cu") for n in COURSE)
     assert all(has(n, "numba/gelu.py") and has(n, "numba/_rows.py") for n in COURSE)
 
@@ -216,3 +218,6 @@ def test_carry_solutions_keeps_only_the_assignments_already_due(tmp_path):
     attention = (tree / "tinyformer/ops/attention.py").read_text("utf-8")
     assert "### BEGIN SOLUTION" not in attention and "A3.1: scaled_dot" in attention
     assert "A4.1: conv2d" in (tree / "tinyformer/ops/conv2d.py").read_text("utf-8")
+    # the kernels of the carried assignment (A2) ship with its solutions; A3's do not
+    assert (tree / "kernels/numba/layer_norm.py").is_file()
+    assert not (tree / "kernels/numba/attention.py").is_file()

@@ -101,14 +101,16 @@ def build_tree(a: Assignment, dest: Path, submission: Path, kernels: bool) -> li
     _copy_folder(package, dest / "tinyformer", "tinyformer", a, inner)
     if kernels and kernel_dir is not None:
         # The library's kernels of this assignment's own primitives (A5's softmax) are its
-        # answer: they stay out, as they stay out of its release.
+        # answer: they stay out, as they stay out of its release. (The tree keeps the earlier
+        # assignments' solutions, and so their kernels.)
         files = [
             Path("kernels") / f.relative_to(kernel_dir)
             for f in kernel_dir.rglob("*")
             if f.is_file() and not SKIPPED & set(f.parts)
         ]
         withheld = {
-            kernel_dir.parent / f for f in withheld_kernels(kernel_dir.parent, files, a.name)
+            kernel_dir.parent / f
+            for f in withheld_kernels(kernel_dir.parent, files, a.name, carry_solutions=True)
         }
         _copy_folder(kernel_dir, dest / "kernels", "kernels", a, withheld)
     missing = []

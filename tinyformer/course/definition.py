@@ -310,7 +310,24 @@ A5 = Assignment(
     ),
 )  # fmt: skip
 
-COURSE: dict[str, Assignment] = {a.name: a for a in (A1, A2, A3, A4, A5)}
+_DISTRIBUTED = "docs/distributed.md"
+
+A6 = Assignment(
+    name="A6",
+    title="distributed: a ring all-reduce, DDP's gradient buckets, GPipe's pipeline schedule",
+    lecture="distributed",
+    notebooks=("course/A6_distributed.py",),
+    readme="docs/course/A6.md",
+    checks="a6_checks.py",
+    files=("tinyformer/distributed/schedules.py",),
+    tasks=(
+        Task("A6.1", "ring all-reduce", (), _DISTRIBUTED, {"properties": 3, "hidden": 1}),
+        Task("A6.2", "gradient buckets", (), _DISTRIBUTED, {"properties": 2, "hidden": 1}),
+        Task("A6.3", "GPipe schedule", (), _DISTRIBUTED, {"properties": 3, "hidden": 1}),
+    ),
+)  # fmt: skip
+
+COURSE: dict[str, Assignment] = {a.name: a for a in (A1, A2, A3, A4, A5, A6)}
 
 
 def assignment(name: str) -> Assignment:
@@ -341,7 +358,8 @@ def solution_files(root: str | os.PathLike, a: Assignment) -> tuple[str, ...]:
                 regions = find_regions(text.splitlines(), str(path), syntax)
             except MarkerError:
                 continue
-            if any(r.kind == "SOLUTION" and r.tag in ids for r in regions):
+            # a library region is the library's own copy of an answer, not the student's file
+            if any(r.kind == "SOLUTION" and r.tag in ids and not r.library for r in regions):
                 found.append(path.relative_to(root).as_posix())
     return tuple(sorted(found))
 

@@ -11,7 +11,8 @@ library runs on them. Every stub sits between `### BEGIN YOUR CODE` and `### END
 lines, which `sync` finds. Hidden-test regions are removed from every release. The library's
 kernels of a primitive that a not-yet-due assignment asks for (`Assignment.primitives`: the
 Numba and CUDA softmax while A5 is not due) are left out, with the helper modules only they
-import; the registry then runs the reference.
+import (and so are those of the assignments already due, whose regions are stubs too, unless
+`carry_solutions`); the registry then runs the reference.
 
 The files are the repository's (`git ls-files`, plus untracked files that git does not ignore:
 tracked files may already import them), or, outside a git checkout, the source tree minus build
@@ -203,12 +204,18 @@ _REGISTERS = re.compile(r"""\bkernel\(\s*["']([\w.]+)["']""")
 _IMPORTS = re.compile(r"tinyformer\.kernels\.(\w+)\.(_\w+)")
 
 
-def withheld_kernels(root: Path, files: list[Path], name: str) -> set[Path]:
+def withheld_kernels(
+    root: Path, files: list[Path], name: str, carry_solutions: bool = False
+) -> set[Path]:
     """The kernel files a release of `name` leaves out: those registering a primitive of an
-    assignment not yet due, their `.cu` sources, and the private helpers only they import."""
+    assignment whose regions the release stubs (every one not yet due, and, unless
+    `carry_solutions`, the ones already due too: a student's own code replaces them), their
+    `.cu` sources, and the private helpers only they import."""
     names = list(COURSE)
-    later = names[names.index(assignment(name).name) :]
-    answers = {p for n in later for p in COURSE[n].primitives}
+    stubbed = names[names.index(assignment(name).name) :]
+    if not carry_solutions:
+        stubbed = names
+    answers = {p for n in stubbed for p in COURSE[n].primitives}
     sources = {f: (root / f).read_text(encoding="utf-8") for f in files if _is_kernel(f)}
     out = {f for f, text in sources.items() if answers & set(_REGISTERS.findall(text))}
     out |= {f.with_suffix(".cu") for f in out if f.with_suffix(".cu") in sources}
@@ -266,7 +273,7 @@ def release(
     missing = [nb for nb in a.notebooks if Path(nb) not in files]
     if missing:
         raise ValueError(f"{a.name}'s notebooks are not in {root}: {', '.join(missing)}")
-    withheld = withheld_kernels(root, files, a.name)
+    withheld = withheld_kernels(root, files, a.name, carry_solutions)
     files = [f for f in files if f not in withheld]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.release-{os.getpid()}.tmp"

@@ -24,6 +24,7 @@ def ring_all_reduce(xs: list[np.ndarray]) -> tuple[list[np.ndarray], int]:
     Returns every rank's final array (each the sum of xs) and the bytes rank 0 sent:
     2 (N - 1) / N times the array's bytes (for N dividing its size).
     """
+    ### BEGIN SOLUTION A6.1 ring all-reduce
     n = len(xs)
     chunks = [np.array_split(np.array(a, dtype=np.float64), n) for a in xs]
     sent = 0
@@ -38,6 +39,7 @@ def ring_all_reduce(xs: list[np.ndarray]) -> tuple[list[np.ndarray], int]:
             chunks[(r + 1) % n][c] = data
         sent += messages[0][2].nbytes
     return [np.concatenate(c) for c in chunks], sent
+    ### END SOLUTION
 
 
 def assign_buckets(nbytes: list[int], cap: int) -> list[list[int]]:
@@ -49,6 +51,7 @@ def assign_buckets(nbytes: list[int], cap: int) -> list[list[int]]:
     which case it starts a new one (a parameter larger than `cap` gets a bucket of its own).
     Returns the buckets, in the order they fill, each a list of parameter indices in that order.
     """
+    ### BEGIN SOLUTION A6.2 buckets
     buckets: list[list[int]] = []
     size = 0
     for i in reversed(range(len(nbytes))):
@@ -58,17 +61,20 @@ def assign_buckets(nbytes: list[int], cap: int) -> list[list[int]]:
         buckets[-1].append(i)
         size += nbytes[i]
     return buckets
+    ### END SOLUTION
 
 
 def gpipe_schedule(stages: int, micro_batches: int) -> list[list[tuple[str, int] | None]]:
     """GPipe's schedule as a table: `table[t][s]` is what stage s does at clock tick t, a
     ("forward" | "backward", micro-batch) pair, or None while it waits (the bubble).
 
-    Every piece takes one tick. Forward: micro-batch m reaches stage s at tick s + m. Backward
-    starts once every forward is done, last micro-batch first, from the last stage down: the
-    backward of micro-batch m on stage s runs at tick (M + S - 1) + (S - 1 - s) + (M - 1 - m).
-    The table has 2 (M + S - 1) ticks.
+    Every piece takes one tick, and a stage does one piece per tick. Forward: micro-batches
+    enter stage 0 in order, one per tick, and each moves on to the next stage at the next tick.
+    Backward starts at the tick after the last stage's last forward: micro-batches in reverse
+    order, from the last stage down, each moving to the previous stage at the next tick. The
+    table has 2 (M + S - 1) ticks, M micro-batches and S stages.
     """
+    ### BEGIN SOLUTION A6.3 GPipe schedule
     s_, m_ = stages, micro_batches
     table: list[list[tuple[str, int] | None]] = [[None] * s_ for _ in range(2 * (m_ + s_ - 1))]
     for s in range(s_):
@@ -76,6 +82,7 @@ def gpipe_schedule(stages: int, micro_batches: int) -> list[list[tuple[str, int]
             table[s + m][s] = ("forward", m)
             table[(m_ + s_ - 1) + (s_ - 1 - s) + (m_ - 1 - m)][s] = ("backward", m)
     return table
+    ### END SOLUTION
 
 
 def stage_order(table: list[list[tuple[str, int] | None]], stage: int) -> list[tuple[str, int]]:

@@ -1,0 +1,124 @@
+"""A6's property tests (shipped to students) and hidden tests (removed by every release).
+
+The grader runs each test itself with a `tf` whose `tf.course.a6_drivers` calls the student's
+schedules in the task's child and returns arrays; the expected values are computed here, from
+first principles (sums, byte counts, the dependencies of a pipeline), never by the library's
+own answers. `PROPERTIES` and `HIDDEN` map a task id to its tests.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+__all__ = ["PROPERTIES"]
+
+
+def _ring_case(tf: ModuleType, n: int, length: int, seed: int) -> None:
+    xs = np.random.default_rng(seed).standard_normal((n, length))
+    outs, sent = tf.course.a6_drivers.ring(xs)
+    assert outs.shape == xs.shape, f"ring_all_reduce: {n} ranks returned shape {outs.shape}"
+    for r in range(n):
+        err = float(np.abs(outs[r] - xs.sum(axis=0)).max())
+        assert err < 1e-12, f"ring_all_reduce: {n} ranks, rank {r} is off the sum by {err:.2e}"
+    chunk = 8 * (length // n)  # bytes of one chunk (float64), for n dividing the length
+    want = 2 * (n - 1) * chunk
+    assert int(sent) == want, (
+        f"ring_all_reduce: {n} ranks of {length}: rank 0 sent {int(sent)} bytes, "
+        f"a ring sends {want}"
+    )
+
+
+def ring_sums_and_sends_two_n_minus_one_chunks(tf: ModuleType) -> None:
+    for n, length in ((2, 6), (3, 9), (4, 8)):
+        _ring_case(tf, n, length, seed=n)
+
+
+def _expected_buckets(nbytes: list[int], cap: int) -> np.ndarray:
+    out, b, size = np.full(len(nbytes), -1), -1, 0
+    for i in reversed(range(len(nbytes))):
+        if b < 0 or size + nbytes[i] > cap:
+            b, size = b + 1, 0
+        out[i], size = b, size + nbytes[i]
+    return out
+
+
+def _bucket_case(tf: ModuleType, nbytes: list[int], cap: int) -> None:
+    got = tf.course.a6_drivers.buckets(np.asarray(nbytes), cap)
+    want = _expected_buckets(nbytes, cap)
+    assert (got != -2).all(), f"assign_buckets({nbytes}, {cap}): a parameter is in two buckets"
+    assert (got != -1).all(), f"assign_buckets({nbytes}, {cap}): a parameter is in no bucket"
+    assert (got == want).all(), (
+        f"assign_buckets({nbytes}, {cap}): the bucket of each parameter is {got.tolist()}, "
+        f"want {want.tolist()}"
+    )
+
+
+def buckets_fill_from_the_last_parameter(tf: ModuleType) -> None:
+    _bucket_case(tf, [4, 4, 8, 2], 8)
+    _bucket_case(tf, [16, 1, 1], 8)  # one too large: a bucket of its own
+    _bucket_case(tf, [3, 3, 3], 100)
+
+
+def _gpipe_case(tf: ModuleType, stages: int, micro: int) -> None:
+    table = tf.course.a6_drivers.gpipe(stages, micro)
+    where = f"gpipe_schedule({stages}, {micro})"
+    assert table.shape == (2 * (micro + stages - 1), stages), f"{where}: {table.shape[0]} ticks"
+    when = {}
+    for t, row in enumerate(table):
+        for s, cell in enumerate(row):
+            if cell >= 0:
+                assert (cell, s) not in when, f"{where}: stage {s} runs piece {cell} twice"
+                when[(int(cell), s)] = t
+    for s in range(stages):
+        for m in range(micro):
+            fwd, bwd = when.get((m, s)), when.get((micro + m, s))
+            assert fwd is not None and bwd is not None, f"{where}: stage {s} misses micro-batch {m}"
+            if s:
+                assert fwd == when[(m, s - 1)] + 1, (
+                    f"{where}: forward {m} on stage {s} late or early"
+                )
+            if s < stages - 1:
+                assert bwd == when[(micro + m, s + 1)] + 1, (
+                    f"{where}: backward {m} on stage {s} late or early"
+                )
+        assert when[(0, s)] == s, f"{where}: stage {s} does not start as soon as it can"
+    last = when[(micro - 1, stages - 1)]
+    assert when[(2 * micro - 1, stages - 1)] == last + 1, (
+        f"{where}: backward does not start at once"
+    )
+
+
+def gpipe_follows_the_dependencies(tf: ModuleType) -> None:
+    for stages, micro in ((2, 4), (3, 2), (1, 3)):
+        _gpipe_case(tf, stages, micro)
+
+
+PROPERTIES = {
+    "A6.1": [ring_sums_and_sends_two_n_minus_one_chunks],
+    "A6.2": [buckets_fill_from_the_last_parameter],
+    "A6.3": [gpipe_follows_the_dependencies],
+}
+
+
+### BEGIN HIDDEN TESTS A6
+def hidden_ring_of_many(tf: ModuleType) -> None:
+    _ring_case(tf, 7, 21, seed=7)
+
+
+def hidden_buckets_of_one(tf: ModuleType) -> None:
+    _bucket_case(tf, [5, 5, 5, 5], 5)
+    _bucket_case(tf, [1], 1)
+
+
+def hidden_gpipe_deep(tf: ModuleType) -> None:
+    _gpipe_case(tf, 5, 7)
+
+
+HIDDEN = {
+    "A6.1": [hidden_ring_of_many],
+    "A6.2": [hidden_buckets_of_one],
+    "A6.3": [hidden_gpipe_deep],
+}
+### END HIDDEN TESTS
