@@ -124,10 +124,13 @@ METHOD_ARGS = {
     "chunk": (3, 1), "split": (1,), "topk": (2,), "permute": (1, 0), "reshape": (3, 2),
     "view": (6,), "repeat": (2, 1), "roll": (1,), "unsqueeze": (0,), "flip": (0,),
     "new_zeros": (4,), "new_ones": (2, 2), "backward": (np.ones((2, 3)),), "clip": (0.6, 1.2),
-    "clamp": (0.6,),
+    "clamp": (0.6,), "register_post_accumulate_grad_hook": (lambda t: None,),
 }  # fmt: skip
 RECEIVERS = {"outer": (3,), "item": (1,)}  # shapes other than (2, 3)
-NO_TENSOR = {"dim", "numel", "tolist", "item", "retain_grad", "backward"}  # return no Tensor
+NO_TENSOR = {  # return no Tensor
+    "dim", "numel", "tolist", "item", "retain_grad", "backward",
+    "register_post_accumulate_grad_hook",
+}  # fmt: skip
 ELSEWHERE = {"cpu": "cpu"}  # methods that move the tensor, and where to
 REFUSED = {  # methods that raise on a device tensor, as in PyTorch
     "numpy": "can't convert fake:0 device type tensor to numpy",

@@ -12,7 +12,7 @@ import pytest
 import tinyformer as tf
 import tinyformer.nn.functional as F
 from tinyformer import viz
-from tinyformer.autograd import _toposort
+from tinyformer.engine import _toposort
 from tinyformer.models.gpt import GPT, GPTConfig
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -7,7 +7,8 @@
     loss = F.cross_entropy(x, [1, 0, 3, 7])
     loss.backward()          # x.grad now holds d loss / d x
 
-Reading order: tensor.py -> autograd.py -> ops/ (one file per op) -> gradcheck.py -> registry.py.
+Reading order: engine.py -> tensor.py -> autograd.py -> ops/ (one file per op) -> gradcheck.py
+-> registry.py.
 """
 
 from tinyformer import cuda, nn, optim, registry  # tf.nn.Linear, tf.cuda: as torch.nn, torch.cuda

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import backend
+
 __all__ = ["check_finite", "detect_anomaly", "enable_grad", "is_grad_enabled", "no_grad"]
 
 # Read by `Function.apply` and the backward engine on every call (tinyformer/autograd.py).
@@ -79,8 +81,6 @@ class detect_anomaly:  # noqa: N801
 
 
 def check_finite(array: Any, op: str, where: str) -> None:
-    from tinyformer import backend  # the tensor module imports this one
-
     data = array if backend.is_device_array(array) else np.asarray(array)
     xp = backend.get_array_module(data)
     if np.issubdtype(data.dtype, np.floating) and not xp.isfinite(data).all():

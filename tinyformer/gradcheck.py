@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import autograd
+from tinyformer import autograd, engine
 from tinyformer.tensor import Tensor
 
 __all__ = ["GradcheckError", "GradcheckResult", "gradcheck"]
@@ -211,7 +211,7 @@ def _localize(fn: Callable, inputs: Sequence[Any]) -> str:
     fail: the last op before the output is rarely the broken one."""
     with autograd.detect_anomaly():  # records each op's inputs (ctx._call)
         outs = _outputs(fn, inputs)
-    nodes = autograd._toposort([o.grad_fn for o in outs if o.grad_fn is not None])
+    nodes = engine._toposort([o.grad_fn for o in outs if o.grad_fn is not None])
     failures = []
     for node in nodes:  # inputs before outputs: the first failure is the earliest op
         arrays, params = node._call

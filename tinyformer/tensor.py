@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import backend, device_checks
+from tinyformer import backend, device_checks, engine
 from tinyformer.inplace import InPlaceOps
 from tinyformer.torch_names import ElementCount, TorchSpellings, max_names, torch_names
 
@@ -102,9 +102,7 @@ class Tensor(InPlaceOps, TorchSpellings):
 
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Accumulate the gradient of this tensor into the `.grad` of every leaf it depends on."""
-        from tinyformer.autograd import backward  # autograd imports this module
-
-        backward(self, grad, retain_graph=retain_graph)
+        engine.backward(self, grad, retain_graph=retain_graph)
 
     def register_post_accumulate_grad_hook(self, hook: Any) -> None:
         """Call `hook(self)` each time backward has added a gradient into this leaf's `.grad`
@@ -414,6 +412,46 @@ class Tensor(InPlaceOps, TorchSpellings):
     @torch_names
     def argsort(self, axis: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
         return _ops.argsort(self, axis, descending, stable)
+
+    # -- math ops that PyTorch also has as methods ----------------------------------------------
+
+    def sin(self) -> Tensor:
+        return _ops.sin(self)
+
+    def cos(self) -> Tensor:
+        return _ops.cos(self)
+
+    def rsqrt(self) -> Tensor:
+        return _ops.rsqrt(self)
+
+    def erf(self) -> Tensor:
+        return _ops.erf(self)
+
+    def log1p(self) -> Tensor:
+        return _ops.log1p(self)
+
+    @torch_names
+    def prod(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops.prod(self, axis, keepdims)
+
+    @torch_names
+    def amax(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops.amax(self, axis, keepdims)
+
+    @torch_names
+    def amin(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return _ops.amin(self, axis, keepdims)
+
+    @torch_names
+    def norm(self, p: Any = 2, axis: Any = None, keepdims: bool = False) -> Tensor:
+        """The p-norm over `axis` (`x.norm(p, dim=1)`); PyTorch's default "fro" is p = 2."""
+        return _ops.norm(self, p, axis, keepdims)
+
+    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
+        return _ops.roll(self, shifts, dims)
+
+    def outer(self, other: Tensor) -> Tensor:
+        return _ops.outer(self, other)
 
 
 def _data(x: Any) -> Any:

@@ -8,8 +8,8 @@
 - Tensor methods PyTorch code calls and NumPy has under other names or not at all
   (`TorchSpellings`: `x.dim()`, `x.numel()`, `x.float()`, `x.long()`, `x.int()`, `x.bool()`,
   `x.type()`, `x.clamp()`, `x.to(dtype)`, `x.repeat()`, `x.unbind()`, `x.flip()`,
-  `x.new_zeros()`, `x.gt()`, ...), and the math ops PyTorch has as methods (`x.sin()`,
-  `x.rsqrt()`, `x.prod(dim=)`, `x.amax(dim=)`, `x.norm(p, dim=)`, `x.roll()`, ...).
+  `x.new_zeros()`, `x.gt()`, ...). Methods that call an op (`x.sin()`, `x.prod(dim=)`, ...)
+  live in tensor.py, beside the import of the ops; this module only spells.
 
 `max` and `min` refuse `dim=` and `keepdim=` with an explanation instead of accepting them:
 PyTorch's `x.max(dim=1)` returns (values, indices), tinyformer's the values only (as
@@ -100,12 +100,6 @@ class ElementCount(int):
         if not -len(self.shape) <= dim < len(self.shape):
             raise IndexError(f"size: dim {dim} is out of range for a tensor of shape {self.shape}")
         return self.shape[dim]
-
-
-def _ops() -> Any:
-    from tinyformer import ops  # tensor.py imports this module before the ops exist
-
-    return ops
 
 
 # PyTorch's legacy type names (`x.type()`), by NumPy dtype name.
@@ -242,46 +236,6 @@ class TorchSpellings:
     def double(self) -> Tensor:
         """`x` as float64."""
         return self.astype(np.float64)
-
-    # -- math ops that PyTorch also has as methods (each is an op in tinyformer/ops) ----------
-
-    def sin(self) -> Tensor:
-        return _ops().sin(self)
-
-    def cos(self) -> Tensor:
-        return _ops().cos(self)
-
-    def rsqrt(self) -> Tensor:
-        return _ops().rsqrt(self)
-
-    def erf(self) -> Tensor:
-        return _ops().erf(self)
-
-    def log1p(self) -> Tensor:
-        return _ops().log1p(self)
-
-    @torch_names
-    def prod(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return _ops().prod(self, axis, keepdims)
-
-    @torch_names
-    def amax(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return _ops().amax(self, axis, keepdims)
-
-    @torch_names
-    def amin(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return _ops().amin(self, axis, keepdims)
-
-    @torch_names
-    def norm(self, p: Any = 2, axis: Any = None, keepdims: bool = False) -> Tensor:
-        """The p-norm over `axis` (`x.norm(p, dim=1)`); PyTorch's default "fro" is p = 2."""
-        return _ops().norm(self, p, axis, keepdims)
-
-    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
-        return _ops().roll(self, shifts, dims)
-
-    def outer(self, other: Tensor) -> Tensor:
-        return _ops().outer(self, other)
 
     def type_as(self, other: Tensor) -> Tensor:
         """`x` in `other`'s dtype."""

@@ -29,7 +29,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from tinyformer import autograd, backend, grad_mode
+from tinyformer import backend, engine, grad_mode
 from tinyformer.distributed import process_group as pg
 from tinyformer.distributed.schedules import assign_buckets
 from tinyformer.nn.module import Module, Parameter
@@ -139,7 +139,7 @@ class DistributedDataParallel(Module):
         """How many gradients each parameter will receive in a backward from `out`."""
         roots = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
         counts: dict[int, int] = {}
-        for node in autograd._toposort(roots):
+        for node in engine._toposort(roots):
             for parent, needed in zip(node.parents, node.needs_input_grad):
                 if needed and id(parent) in self._bucket_of:
                     counts[id(parent)] = counts.get(id(parent), 0) + 1
@@ -150,7 +150,7 @@ class DistributedDataParallel(Module):
             return
         if not self._pending:
             self._pending = True
-            autograd.queue_callback(self._finish)
+            engine.queue_callback(self._finish)
         key = id(p)
         self._arrived[key] = self._arrived.get(key, 0) + 1
         bucket = self._bucket_of[key]

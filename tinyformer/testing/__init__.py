@@ -6,6 +6,7 @@
 
 - `tinyformer.testing.specs`: `OpSpec`, `Sample`, the `Draw` protocol, `RandomDraw`, and helpers
   for `sample` functions. NumPy only: every op file imports it.
+- `tinyformer.testing.catalog`: `all_specs()`, every op's spec (it imports the ops).
 - `tinyformer.testing.checks`: the checks of the generic op suite (gradcheck on random memory
   layouts, float32 vs float64, no graph under no_grad, kernels vs references) and `check_op`.
 - `tinyformer.testing.hypothesis_draw`: a `Draw` backed by hypothesis (imports hypothesis).
@@ -26,7 +27,6 @@ from tinyformer.testing.specs import (
     OpSpec,
     RandomDraw,
     Sample,
-    all_specs,
     binary_sample,
     broadcast_pair,
     broadcastable,
@@ -59,6 +59,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "all_specs":  # it imports the ops, which import this package
+        return importlib.import_module("tinyformer.testing.catalog").all_specs
     if name in _FROM_CHECKS:
         return getattr(importlib.import_module("tinyformer.testing.checks"), name)
     raise AttributeError(f"module 'tinyformer.testing' has no attribute {name!r}")

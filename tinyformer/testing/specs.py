@@ -13,7 +13,6 @@ The checks themselves are in `tinyformer.testing.checks`.
 
 from __future__ import annotations
 
-import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,7 +24,6 @@ __all__ = [
     "OpSpec",
     "RandomDraw",
     "Sample",
-    "all_specs",
     "binary_sample",
     "broadcast_pair",
     "broadcastable",
@@ -105,19 +103,6 @@ class OpSpec:
     atol: float = 1e-5
     rtol: float = 1e-3
     float32_tol: tuple[float, float] = (1e-4, 1e-4)
-
-
-def all_specs() -> list[OpSpec]:
-    """Every `SPECS` entry of every module in `tinyformer.ops`, in file order."""
-    import importlib
-
-    import tinyformer.ops as ops
-
-    specs: list[OpSpec] = []
-    for info in sorted(pkgutil.iter_modules(ops.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"tinyformer.ops.{info.name}")
-        specs.extend(getattr(module, "SPECS", ()))
-    return specs
 
 
 # -- helpers for sample functions ---------------------------------------------------------------

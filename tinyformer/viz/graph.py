@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tinyformer.autograd import Context, _toposort
+from tinyformer.engine import Context, _toposort
 from tinyformer.nn.module import Module
 from tinyformer.tensor import Tensor
 from tinyformer.viz import svg

@@ -1,6 +1,6 @@
 """The backward pass, one node at a time: `for step in viz.BackwardStepper(loss): print(step)`.
 
-The stepper drives the engine's own generator of steps (`autograd._backward_steps`, which
+The stepper drives the engine's own generator of steps (`engine._backward_steps`, which
 `backward()` itself consumes whole), so stepping to the end leaves exactly the `.grad` that
 `loss.backward()` would. Each `Step` shows the node, the gradient that reached its output, what
 it sent to each input, and the running `.grad` of every leaf after it. The steps are kept:
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend
-from tinyformer.autograd import _backward_steps, _root_grad
+from tinyformer.engine import _backward_steps, _root_grad
 from tinyformer.tensor import Tensor
 from tinyformer.viz.graph import Graph, Node, Params, graph
 from tinyformer.viz.svg import format_bytes

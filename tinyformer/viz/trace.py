@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from tinyformer.autograd import Context
+from tinyformer.engine import Context
 from tinyformer.nn.module import Module, Parameter
 from tinyformer.tensor import Tensor
 

@@ -1,0 +1,70 @@
+"""The core's import map: one seam, and an engine that never needs Tensor.
+
+The engine (`engine.py`) reads before `tensor.py` and knows a tensor only by its `grad_fn`; the
+one import that goes back up the reading order is the last line of `tensor.py` (Tensor's
+methods call the ops, which need Tensor); no core file hides an import inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "tinyformer"
+CORE = [
+    "backend.py", "fake_device.py", "versions.py", "grad_mode.py", "indexing.py", "engine.py",
+    "tensor.py", "inplace.py", "torch_names.py", "creation.py", "autograd.py",
+    "testing/specs.py",
+]  # fmt: skip
+
+
+def _runtime_imports(tree: ast.Module) -> list[tuple[ast.stmt, bool]]:
+    """(import statement, at module level?) for every import that runs (not TYPE_CHECKING)."""
+    found = []
+
+    def walk(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.append((child, top))
+            inner = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            walk(child, top and not inner)
+
+    walk(tree, True)
+    return found
+
+
+def _names(stmt: ast.stmt) -> list[str]:
+    if isinstance(stmt, ast.Import):
+        return [a.name for a in stmt.names]
+    base = stmt.module or ""
+    return [base, *(f"{base}.{a.name}" for a in stmt.names)]
+
+
+@pytest.mark.parametrize("name", CORE)
+def test_no_core_file_defers_an_import(name):
+    tree = ast.parse((PACKAGE / name).read_text(encoding="utf-8"))
+    # (optional libraries such as CuPy are imported when first needed, and that is fine)
+    deferred = [
+        s.lineno
+        for s, top in _runtime_imports(tree)
+        if not top and any(n.startswith("tinyformer") for n in _names(s))
+    ]
+    assert not deferred, f"tinyformer/{name}: tinyformer imported inside functions at {deferred}"
+
+
+def test_the_engine_never_imports_tensor_or_autograd():
+    tree = ast.parse((PACKAGE / "engine.py").read_text(encoding="utf-8"))
+    names = [n for s, _ in _runtime_imports(tree) for n in _names(s)]
+    assert not [n for n in names if n.startswith(("tinyformer.tensor", "tinyformer.autograd"))]
+
+
+def test_the_one_seam_is_tensor_py_last_line():
+    lines = (PACKAGE / "tensor.py").read_text(encoding="utf-8").rstrip().splitlines()
+    tree = ast.parse("\n".join(lines))
+    ops = [s for s, _ in _runtime_imports(tree) if any(".ops" in n or n == "tinyformer.ops"
+                                                        for n in _names(s))]  # fmt: skip
+    assert len(ops) == 1 and ops[0].lineno == len(lines), "tensor.py imports the ops elsewhere"
