@@ -75,8 +75,8 @@ def _threads() -> list[Check]:
         checks.append((True, f"numba {numba_line} ({applied['numba layer']})", ""))
     spin = applied["openmp spin"]
     checks.append((not spin.startswith("libgomp's default"), f"OpenMP workers: {spin}",
-                   "import tinyformer and run its first op before libraries that load OpenMP "
-                   "(e.g. torch), or set GOMP_SPINCOUNT=100000 before Python starts"))  # fmt: skip
+                   "run a tinyformer op before Numba's own parallel code, or set "
+                   "GOMP_SPINCOUNT=100000 before Python starts"))  # fmt: skip
     checks.append((applied["malloc"] != "mallopt refused", f"malloc: {applied['malloc']}", ""))
     return checks
 

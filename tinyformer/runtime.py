@@ -114,21 +114,24 @@ def _apply_blas(keep: bool) -> str:
     return f"set to 1 thread ({', '.join(changed)})" if changed else "already on 1 thread"
 
 
-def _openmp_loaded() -> list[str]:
-    """The OpenMP runtimes already loaded in this process (their files)."""
-    from threadpoolctl import ThreadpoolController
+def _numba_layer_loaded() -> bool:
+    """Whether Numba has loaded its threading layer (and with it, for OpenMP, libgomp)."""
+    if "numba" not in sys.modules:
+        return False
+    from numba.np.ufunc import parallel
 
-    return [c.filepath for c in ThreadpoolController().select(user_api="openmp").lib_controllers]
+    return bool(parallel._is_initialized)
 
 
 def _apply_spin(keep: bool, one_pool: bool) -> str:
     if "GOMP_SPINCOUNT" in os.environ:
         return f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']} (yours)"
-    loaded = [path for path in _openmp_loaded() if "gomp" in os.path.basename(path)]
-    if loaded:  # libgomp read its environment when it loaded: too late to change
-        return f"libgomp's default (it was loaded before tinyformer's first op: {loaded[0]})"
+    # Other libraries' OpenMP runtimes do not matter (PyTorch's wheel brings its own libgomp);
+    # Numba's libgomp reads the variable when Numba loads it, at its first parallel kernel.
+    if _numba_layer_loaded():
+        return "libgomp's default (Numba's threads started before tinyformer's first op)"
     value = SPIN_ONE_POOL if one_pool and not keep else SPIN_SHARED
-    os.environ["GOMP_SPINCOUNT"] = value  # read by libgomp when Numba loads it
+    os.environ["GOMP_SPINCOUNT"] = value
     return f"GOMP_SPINCOUNT={value}"
 
 
@@ -190,9 +193,7 @@ def settings() -> dict[str, str]:
         )
     if "numba" in sys.modules:
         numba = sys.modules["numba"]
-        from numba.np.ufunc import parallel
-
-        launched = parallel._is_initialized  # whether a layer has been loaded yet
+        launched = _numba_layer_loaded()
         layer = numba.threading_layer() if launched else "chosen at the first parallel kernel"
         now["numba"] = (
             f"{numba.__version__}, layer {layer}, {numba.config.NUMBA_NUM_THREADS} threads"
