@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tinyformer import cli, runtime
 
 # What the child prints: BLAS thread counts and GOMP_SPINCOUNT before importing tinyformer,
@@ -67,6 +69,17 @@ def test_a_users_own_settings_are_kept():
     assert keep["first_op"]["blas"] == keep["before"]["blas"]
     # BLAS keeps its threads, so OpenMP's workers must not hold the cores long.
     assert keep["first_op"]["spin"] == runtime.SPIN_SHARED
+
+
+def test_an_unknown_threads_value_is_refused_at_every_op(monkeypatch):
+    from tinyformer import registry
+
+    monkeypatch.setattr(runtime, "_applied", {})
+    monkeypatch.setitem(registry._state, "kernels_loaded", False)
+    monkeypatch.setenv(runtime.THREADS_VAR, "kepp")
+    for _ in range(2):  # not only the first time
+        with pytest.raises(ValueError, match="TINYFORMER_THREADS: unknown value 'kepp'"):
+            registry.primitives()
 
 
 def test_the_registry_never_writes_the_environment():

@@ -120,11 +120,11 @@ def _load_kernels() -> None:
     env = os.environ.get(ENV_VAR) or None
     if env is not None:  # checked before anything is loaded, so the next call checks again
         _check_backend(env, f"environment variable {ENV_VAR}")
+    # Thread and memory settings the kernels need (runtime.py says which and why), before any
+    # kernel loads a thread pool; a bad TINYFORMER_THREADS raises here, at every call.
+    runtime.apply_settings()
     _state["kernels_loaded"] = True
     _state["env"] = env
-    # Thread and memory settings the kernels need (runtime.py says which and why), before any
-    # kernel loads a thread pool.
-    runtime.apply_settings()
     if importlib.util.find_spec("tinyformer.kernels") is None:  # a source tree never installed
         return
     for backend, library in BACKEND_LIBRARIES.items():

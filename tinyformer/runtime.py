@@ -37,6 +37,7 @@ __all__ = [
     "RUNTIME_ENV",
     "THREADS_VAR",
     "apply_settings",
+    "blas_controllers",
     "describe",
     "restart_with_runtime_env",
     "settings",
@@ -171,7 +172,13 @@ def apply_settings() -> dict[str, str]:
     """Apply the settings once (the registry calls this at the first dispatch); returns what
     was done about each, as `settings()` does."""
     if not _applied:
-        keep = os.environ.get(THREADS_VAR, "").strip().lower() == "keep"
+        choice = os.environ.get(THREADS_VAR, "").strip().lower()
+        if choice not in ("", "keep"):
+            raise ValueError(
+                f"environment variable {THREADS_VAR}: unknown value {os.environ[THREADS_VAR]!r}; "
+                "set it to 'keep' or leave it unset"
+            )
+        keep = choice == "keep"
         _applied["blas"] = _apply_blas(keep)
         one_pool = _applied["blas"].startswith(("set to 1", "already on 1"))
         _applied["openmp spin"] = _apply_spin(keep, one_pool)
