@@ -103,6 +103,16 @@ def test_doctor_prints_a_line_per_check(capsys):
         assert what in text, f"no line about {what}: {text}"
 
 
+def test_doctor_warns_of_a_bad_variable_and_still_exits_0(capsys, monkeypatch):
+    from tinyformer import registry
+
+    monkeypatch.setattr(runtime, "_applied", {})
+    monkeypatch.setitem(registry._state, "kernels_loaded", False)
+    monkeypatch.setenv(runtime.THREADS_VAR, "kepp")
+    assert cli.main(["doctor"]) == 0
+    assert "WARN  environment variable TINYFORMER_THREADS" in capsys.readouterr().out
+
+
 def test_explain_says_what_the_process_runs_with(capsys):
     assert cli.main(["explain", "linear.forward"]) == 0
     out = capsys.readouterr().out

@@ -56,7 +56,10 @@ def _tinyformer() -> list[Check]:
 def _threads() -> list[Check]:
     from tinyformer import registry, runtime
 
-    registry.primitives()  # the first dispatch: applies the settings and loads the kernels
+    try:
+        registry.primitives()  # the first dispatch: applies the settings and loads the kernels
+    except ValueError as err:  # a bad TINYFORMER_BACKEND or TINYFORMER_THREADS
+        return [(False, str(err), "fix or unset the variable: every op raises this error")]
     if "numba" in sys.modules:
         sys.modules["numba"].get_num_threads()  # loads Numba's threading layer, as a kernel would
     now = runtime.settings()
