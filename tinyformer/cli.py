@@ -15,6 +15,7 @@ tinyformer demo                   autograd on a small attention layer, then grad
 tinyformer gradcheck [--samples]  gradcheck every op (or --op NAME) and print a table
 tinyformer bughunt --op NAME      plant a bug in an op's backward for a student to find
 tinyformer explain [NAME]         which kernel runs for each primitive (or one, or an op's), and why
+tinyformer doctor                 what this Python runs tinyformer with (install, threads, tools)
 tinyformer assignment list|release   course assignments; release NAME --out DIR: a student version
 tinyformer grade NAME [DIR]       grade an assignment in a tree, offline (--json: Gradescope)
 tinyformer launch -n N -- ARGS    run `tinyformer ARGS` on N processes (data parallel, MPI)
@@ -369,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a primitive (softmax.forward) or an op (softmax); default: all",
     )  # fmt: skip
     _add_device_flag(explain)
+    sub.add_parser("doctor", help="what this Python runs tinyformer with, OK or WARN per line")
     from tinyformer.distributed.launch import add_launch_command
 
     add_launch_command(sub)
@@ -413,6 +415,10 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
         from tinyformer.course.cli import run_course_command
 
         return run_course_command(args)
+    if args.command == "doctor":
+        from tinyformer.doctor import run
+
+        return run()
     if args.command == "bughunt":
         from tinyformer.bughunt import run_command
 
@@ -437,6 +443,11 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
     except (DeviceUnavailable, ValueError) as err:
         print(f"tinyformer explain: error: {err}", file=sys.stderr)
         return 2
+    from tinyformer.runtime import describe
+
+    print("process settings (tinyformer doctor says more):")
+    for line in describe():
+        print(f"  {line}")
     return 0
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import runtime
 from tinyformer.backend import array_module
 from tinyformer.backend import device as parse_device
 from tinyformer.fake_device import FakeArray
@@ -107,15 +108,6 @@ def _add(impl: Implementation) -> None:
     _cache.clear()
 
 
-# After a parallel Numba kernel, OpenMP's workers busy-wait for more work (libgomp's default:
-# 300,000 spins), stealing both cores from the NumPy/BLAS matmul that usually comes next. A short
-# spin keeps back-to-back kernels quick and BLAS fast: attention forward at (8, 6, 256, 64) took
-# 32 ms with the default and 11 ms with this value (docs/kernels.md). A user's own value wins,
-# and so does the training commands' (tinyformer.runtime.RUNTIME_ENV): they run BLAS on one
-# thread, so no other pool needs the cores and the workers spin ten times longer.
-_OPENMP_ENVIRONMENT = {"GOMP_SPINCOUNT": "10000"}
-
-
 def _check_backend(backend: str, where: str) -> None:
     known = sorted({REFERENCE, *BACKEND_LIBRARIES})
     if backend not in known:
@@ -123,14 +115,16 @@ def _check_backend(backend: str, where: str) -> None:
 
 
 def _load_kernels() -> None:
-    """Import every kernel file once, and read the environment preference."""
+    """Import every kernel file once, read the environment preference, and apply the
+    process settings (`runtime.apply_settings`)."""
     env = os.environ.get(ENV_VAR) or None
     if env is not None:  # checked before anything is loaded, so the next call checks again
         _check_backend(env, f"environment variable {ENV_VAR}")
+    # Thread and memory settings the kernels need (runtime.py says which and why), before any
+    # kernel loads a thread pool; a bad TINYFORMER_THREADS raises here, at every call.
+    runtime.apply_settings()
     _state["kernels_loaded"] = True
     _state["env"] = env
-    for name, value in _OPENMP_ENVIRONMENT.items():  # read by libgomp when it first loads
-        os.environ.setdefault(name, value)
     if importlib.util.find_spec("tinyformer.kernels") is None:  # a source tree never installed
         return
     for backend, library in BACKEND_LIBRARIES.items():

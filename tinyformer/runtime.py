@@ -1,60 +1,225 @@
-"""Process settings the training commands run with (`tinyformer train ...` and
-`python -m tinyformer.bench` restart themselves once to apply them; the PyTorch side-by-side
-benchmarks apply them to both frameworks).
+"""Process settings the kernels run best with, wherever tinyformer runs: a notebook, a script,
+an assignment's cell, or the training commands.
+
+Applied in the running process at the first dispatch (`registry`), never at import, and at
+most once (docs/cli.md, "Process settings"):
+
+- BLAS on one thread (through threadpoolctl). Linear's Numba kernel (kernels/numba/linear.py)
+  splits each matrix product's rows over Numba's workers instead, so that one thread pool does
+  all the work: with two pools on two cores, each must leave the cores to the other, and
+  waking a sleeping worker is slow.
+- Numba's OpenMP threading layer first, and its workers busy-wait longer between kernels
+  (`GOMP_SPINCOUNT`, which libgomp reads once, when Numba loads it at its first parallel
+  kernel): with no other pool to starve, spinning beats sleeping.
+- glibc keeps up to 256 MiB of freed memory (`mallopt`), so that each step's fresh arrays reuse
+  it instead of faulting in new pages.
+
+Your own settings win: a BLAS thread variable (`OPENBLAS_NUM_THREADS`, `OMP_NUM_THREADS`, ...),
+a BLAS thread count you set (threadpoolctl) below the number of CPUs, `GOMP_SPINCOUNT`,
+`NUMBA_THREADING_LAYER`, `MALLOC_*_` variables. `TINYFORMER_THREADS=keep` leaves BLAS, the
+threading layer and malloc as they are; the OpenMP workers then spin briefly, so as not to
+starve BLAS's own threads.
+
+Only two settings need a fresh process (glibc and OpenBLAS read them at start-up): the training
+commands and `python -m tinyformer.bench` restart themselves once with `RUNTIME_ENV`.
 """
 
+from __future__ import annotations
+
+import ctypes
+import importlib.util
 import os
+import platform
 import sys
 
-__all__ = ["BENCH_ENV", "RUNTIME_ENV", "restart_with_runtime_env"]
+__all__ = [
+    "BENCH_ENV",
+    "RUNTIME_ENV",
+    "THREADS_VAR",
+    "apply_settings",
+    "blas_controllers",
+    "describe",
+    "restart_with_runtime_env",
+    "settings",
+]
 
-# Process settings for the training commands, read only at start-up (docs/cli.md):
-# - One thread pool for all the work. BLAS runs on one thread, and linear's Numba kernel
-#   (kernels/numba/linear.py) splits each matrix product over Numba's OpenMP workers instead.
-#   With two pools on two cores, each had to leave the cores to the other, and waking a
-#   sleeping worker costs tens of microseconds here, ~140 times a step: the baby GPT's step
-#   went from 46 to ~38 ms. With no other pool to starve, the workers busy-wait longer between
-#   kernels (libgomp's spin count; the library's own default, without these settings, is
-#   10,000: registry._OPENMP_ENVIRONMENT).
-# - Should BLAS run on several threads after all (a user's OPENBLAS_NUM_THREADS wins), its
-#   workers would busy-wait ~2**28 cycles (~0.1 s) after each product by default, holding the
-#   second core while the Numba kernels that follow need it: the timeout shortens that.
-# - glibc returns freed arrays above 128 KiB to the OS at once, so every step's fresh arrays
-#   page-fault in again; keeping up to 256 MiB in the heap reuses that memory instead. Both
-#   thresholds are needed: fixing only the mmap threshold also turns off glibc's own adaptive
-#   trimming, which is slower than either.
-# - glibc asks the kernel for 2 MiB pages for its heap (transparent huge pages in "madvise"
-#   mode, the usual default): a step's arrays then sit on 2 MiB pages instead of 4 KiB ones,
-#   so far fewer address translations miss the TLB; the baby GPT's step is ~3% faster. glibc
-#   before 2.35 ignores the tunable.
+THREADS_VAR = "TINYFORMER_THREADS"  # "keep": leave the process's settings as they are
+# Variables through which a user sets BLAS's threads (OpenBLAS reads OMP_NUM_THREADS too).
+BLAS_THREAD_VARS = (
+    "OPENBLAS_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+)
+# Spins of an idle OpenMP worker before it sleeps: long with BLAS on one thread (one pool),
+# short when BLAS keeps its threads (a spinning worker would steal their core).
+SPIN_ONE_POOL, SPIN_SHARED = "100000", "10000"
+MALLOC_KEEP = 256 * 2**20
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+MALLOC_VARS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+
+# Read only when a process starts, so applied by the restart of the training commands:
+# - glibc asks the kernel for 2 MiB pages for its heap, so far fewer address translations miss
+#   the TLB (glibc before 2.35 ignores the tunable).
+# - Should BLAS keep several threads (your own setting), its workers would busy-wait ~0.1 s
+#   after each product by default, holding the core the Numba kernels that follow need.
 RUNTIME_ENV = {
-    "OPENBLAS_NUM_THREADS": "1",
-    "GOMP_SPINCOUNT": "100000",
     "OPENBLAS_THREAD_TIMEOUT": "6",
-    "MALLOC_MMAP_THRESHOLD_": str(256 * 2**20),
-    "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20),
     "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
 }
-
-
-# The kernel benchmarks (`python -m tinyformer.bench`) compare each kernel with its NumPy
-# reference on two cores, so there BLAS keeps both threads (the references' matrix products
-# use them) and OpenMP's workers spin briefly, as the library does without these settings.
+# The kernel benchmarks compare each kernel with its NumPy reference, whose matrix products
+# use BLAS's own threads: BLAS keeps them, and the malloc thresholds come from the environment.
 BENCH_ENV = {
-    name: value
-    for name, value in RUNTIME_ENV.items()
-    if name not in ("OPENBLAS_NUM_THREADS", "GOMP_SPINCOUNT")
+    **RUNTIME_ENV,
+    THREADS_VAR: "keep",
+    **{name: str(MALLOC_KEEP) for name in MALLOC_VARS},
 }
 
 _RESTARTED = "TINYFORMER_RESTARTED"  # set in the restarted process
+_applied: dict[str, str] = {}  # setting -> what was done about it, filled by apply_settings()
+
+
+def _usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def blas_controllers() -> list:
+    """threadpoolctl's controllers of the BLAS libraries loaded, SciPy's (the one Numba's np.dot
+    calls) loaded first so that it is among them."""
+    from threadpoolctl import ThreadpoolController
+
+    if importlib.util.find_spec("scipy") is not None:
+        import scipy.linalg.cython_blas  # noqa: F401
+    return list(ThreadpoolController().select(user_api="blas").lib_controllers)
+
+
+def _apply_blas(keep: bool) -> str:
+    user_vars = [f"{v}={os.environ[v]}" for v in BLAS_THREAD_VARS if v in os.environ]
+    if keep:
+        return f"left as they are ({THREADS_VAR}=keep)"
+    if user_vars:
+        return f"left as you set them ({', '.join(user_vars)})"
+    cpus, changed, kept = _usable_cpus(), [], []
+    for lib in blas_controllers():
+        threads = lib.get_num_threads()
+        if threads >= cpus > 1:  # the library's default: all the CPUs
+            lib.set_num_threads(1)
+            changed.append(lib.internal_api)
+        elif threads > 1:  # fewer than the CPUs: someone chose this number
+            kept.append(f"{lib.internal_api} on {threads}")
+    if kept:
+        return f"left as you set them ({', '.join(kept)})"
+    return f"set to 1 thread ({', '.join(changed)})" if changed else "already on 1 thread"
+
+
+def _numba_layer_loaded() -> bool:
+    """Whether Numba has loaded its threading layer (and with it, for OpenMP, libgomp)."""
+    if "numba" not in sys.modules:
+        return False
+    from numba.np.ufunc import parallel
+
+    return bool(parallel._is_initialized)
+
+
+def _apply_spin(keep: bool, one_pool: bool) -> str:
+    if "GOMP_SPINCOUNT" in os.environ:
+        return f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']} (yours)"
+    # Other libraries' OpenMP runtimes do not matter (PyTorch's wheel brings its own libgomp);
+    # Numba's libgomp reads the variable when Numba loads it, at its first parallel kernel.
+    if _numba_layer_loaded():
+        return "libgomp's default (Numba's threads started before tinyformer's first op)"
+    value = SPIN_ONE_POOL if one_pool and not keep else SPIN_SHARED
+    os.environ["GOMP_SPINCOUNT"] = value
+    return f"GOMP_SPINCOUNT={value}"
+
+
+def _apply_layer(keep: bool) -> str:
+    if importlib.util.find_spec("numba") is None:
+        return "numba is not installed"
+    import numba
+
+    mine = [
+        v for v in ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY") if v in os.environ
+    ]
+    if keep or mine or numba.config.THREADING_LAYER != "default":
+        return f"numba's choice ({', '.join(mine) or 'left as it is'})"
+    # The spin count above and every timing in docs/kernels.md are OpenMP's; numba would take
+    # TBB first where it is installed.
+    numba.config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
+    return "omp preferred, then tbb, workqueue"
+
+
+def _apply_malloc(keep: bool) -> str:
+    mine = [f"{v}={os.environ[v]}" for v in MALLOC_VARS if v in os.environ]
+    if mine:
+        return f"from the environment ({', '.join(mine)})"
+    if keep:
+        return f"glibc's defaults ({THREADS_VAR}=keep)"
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return "the C library's defaults (not glibc)"
+    libc = ctypes.CDLL(None)
+    # Both thresholds: fixing only the mmap one also stops glibc's adaptive trimming.
+    done = libc.mallopt(_M_TRIM_THRESHOLD, MALLOC_KEEP) and libc.mallopt(
+        _M_MMAP_THRESHOLD, MALLOC_KEEP
+    )
+    return f"glibc keeps up to {MALLOC_KEEP >> 20} MiB freed" if done else "mallopt refused"
+
+
+def apply_settings() -> dict[str, str]:
+    """Apply the settings once (the registry calls this at the first dispatch); returns what
+    was done about each, as `settings()` does."""
+    if not _applied:
+        choice = os.environ.get(THREADS_VAR, "").strip().lower()
+        if choice not in ("", "keep"):
+            raise ValueError(
+                f"environment variable {THREADS_VAR}: unknown value {os.environ[THREADS_VAR]!r}; "
+                "set it to 'keep' or leave it unset"
+            )
+        keep = choice == "keep"
+        _applied["blas"] = _apply_blas(keep)
+        one_pool = _applied["blas"].startswith(("set to 1", "already on 1"))
+        _applied["openmp spin"] = _apply_spin(keep, one_pool)
+        _applied["numba layer"] = _apply_layer(keep)
+        _applied["malloc"] = _apply_malloc(keep)
+    return dict(_applied)
+
+
+def settings() -> dict[str, str]:
+    """What this process runs with now: BLAS libraries and their threads, Numba's threading
+    layer and threads, and what `apply_settings` did ({} entries until it ran)."""
+    now = {f"applied: {k}": v for k, v in _applied.items()}
+    if importlib.util.find_spec("threadpoolctl") is not None:
+        from threadpoolctl import ThreadpoolController
+
+        libs = ThreadpoolController().select(user_api="blas").lib_controllers
+        now["blas"] = ", ".join(f"{c.internal_api} on {c.get_num_threads()}" for c in libs) or (
+            "none loaded yet"
+        )
+    if "numba" in sys.modules:
+        numba = sys.modules["numba"]
+        launched = _numba_layer_loaded()
+        layer = numba.threading_layer() if launched else "chosen at the first parallel kernel"
+        now["numba"] = (
+            f"{numba.__version__}, layer {layer}, {numba.config.NUMBA_NUM_THREADS} threads"
+        )
+    now["GOMP_SPINCOUNT"] = os.environ.get("GOMP_SPINCOUNT", "unset")
+    return now
+
+
+def describe() -> list[str]:
+    """`settings()` as lines for `tinyformer explain` and `tinyformer doctor`."""
+    return [f"{name}: {value}" for name, value in settings().items()]
 
 
 def restart_with_runtime_env(module: str, env: dict[str, str] = RUNTIME_ENV) -> None:
     """Run `python -m module` again, with the same arguments, in a fresh process with `env` set
-    (RUNTIME_ENV by default; values already in the environment are kept). The settings are read
-    only when a process starts, so a restart is the only way to apply them; call this only from
-    a program's entry point, never from a library function (it replaces the running process).
-    In the restarted process it returns at once."""
+    (RUNTIME_ENV by default; values already in the environment are kept). These settings are
+    read only when a process starts, so a restart is the only way to apply them; call this only
+    from a program's entry point, never from a library function (it replaces the running
+    process). In the restarted process it returns at once."""
     if _RESTARTED in os.environ:  # this process is the restart: run on
         return
     for name, value in env.items():

@@ -1,55 +1,40 @@
 """Attention for short key sequences (at most SHORT_KEYS keys, heads of at most SHORT_HEAD
-features): each (batch, head) pair on one thread, Numba's workers claiming pairs one at a time
-(_tasks.py: a worker on a slower core takes fewer).
+features): y = softmax(q k^T * scale + mask) v and its gradient, one (batch, head) pair per
+thread, everything of a pair in that thread's L1.
 
-A thread copies its pair's Q, K^T and V into contiguous scratch, then walks the queries in
-blocks of four rows. The inputs arrive as flat buffers with element strides (see `rows_of` in
-attention.py): Numba compiles a row of a strided 4-D view as a strided loop that does not
-vectorise (0.3 ns per element, a tenth of the backward), a slice of a flat buffer as a
-contiguous one (0.06 ns). Every product runs in register tiles (_tile.py): four output rows
-of 8, 16 or 32 columns whose accumulators stay in vector registers for the whole sum, the
-operands in L1. At the baby-GPT shapes that beats the 48 tiny BLAS calls per product that the
-tiled path and the reference make. K^T and V^T are copied 8 x 8 at a time through vector
-registers (_transpose.py).
+Mapping: Numba's workers claim pairs one at a time (_tasks.py: a worker on a slower core takes
+fewer); a pair is never split. A thread copies its pair's Q (scaled as it is copied, so the
+scores come out scaled), K^T and V into contiguous scratch, K^T and V^T 8 x 8 at a time through
+vector registers (_transpose.py), and walks the queries in blocks of four rows. The worker
+count is an argument (numba.get_num_threads() in the caller), so that the kernels stay
+cacheable.
 
 Forward, per block of rows i:  S_i = q_i K^T * scale + mask,  P_i = exp(S_i - max) / sum,
                                y_i = P_i V,  lse_i = max + log(sum).
 Backward, per block:           P_i = exp(S_i - lse_i),  dP_i = dy_i V^T,
                                dS_i = P_i (dP_i - D_i) scale  with D_i = dy_i . y_i,
-                               dq_i = dS_i K;  after all blocks, dK = dS^T Q and dV = P^T dY
-                               (P and dS of every row kept in scratch).
+                               dq_i = dS_i K;  after all blocks, dK = dS^T Q and dV = P^T dY,
+                               four keys at a time (P and dS of every row kept in scratch).
+The forward's softmax takes a block's four rows through each step together (`four_row_maxima`,
+`_four_exps`); the backward folds the scale into its exp when there is no mask.
 
-The forward scales Q once as it is copied, so the scores come out scaled; the backward folds
-the scale into its exp when there is no mask. Key loops run to `last`, a multiple of LANES past
-the block's last visible key (scratch is padded with zeros; keys past the visible ones are
-zeroed by a select): no scalar remainder loops. Scratch is allocated once per thread, not per
-pair: at these sizes the allocations were a tenth of the backward. The worker count is an
-argument (numba.get_num_threads() in the caller), so that the kernels stay cacheable.
+Products: register tiles (_tile.py), four output rows of 8, 16 or 32 columns whose
+accumulators stay in vector registers for the whole sum, the operands in L1; the backward
+writes four rows of dQ, dK or dV straight from the registers into the gradient (only a last
+block of fewer rows goes through scratch).
 
-The forward's softmax takes a block's four rows through each step together, the row maxima
-(`four_row_maxima`) and the exps (`_four_exps`) in one loop each. Row by row, a baby GPT's rows
-of 8-64 keys ran mostly in the scalar remainders of loops that LLVM vectorises 64 keys at a
-time, and paid each loop's set-up four times: the softmax was nearly half the forward, which
-went 0.38 -> 0.32 ms on one core (in-process A/B, medians of 15 rounds). The backward's
-softmax gradient did not gain that way (0.51 -> 0.54 ms): its row loops stay. The backward
-writes four rows of dQ, dK or dV straight from the tiles' registers into the gradient (0.55 ->
-0.53 ms); only a last block of fewer rows goes through scratch.
+Memory: the inputs arrive as flat buffers with element strides (`rows_of` in attention.py),
+so that a row is a contiguous slice. Scratch is allocated once per thread, not per pair, and
+is flat: rows of features FEATURE_ROW apart, rows of keys KEY_ROW apart (8 more than the
+longest row, so rows of 2^k floats do not share L1 sets), each product compiled for its
+operand's row stride (`_rows_times`), so that LLVM needs one overlap check per loop rather than
+one per pair of row views. Key loops run to `last`, a multiple of LANES past the block's last
+visible key (scratch is zero-padded, keys past the visible ones zeroed by a select): no scalar
+remainder loops. Every index is unsigned and no loop slices a row view: Numba wraps a signed
+index at every load, and a view costs two reference-count updates.
 
-Scratch is flat: rows of features FEATURE_ROW apart, rows of keys KEY_ROW apart, the operand's
-row stride compiled into each product (`_rows_times`), indices unsigned. Why, when the products
-were loops that LLVM vectorised: before it vectorises a loop that stores four output rows and
-loads four input rows, LLVM must rule out that a store hits a later load. With eight separate
-row views it did so at run time, ~30 overlap checks (~200 instructions) before every pass of
-four terms, more than the pass's own 64 vector multiply-adds at a head size of 32. Rows at
-constant offsets in two arrays need one check. Backward: baby GPT 0.54 -> 0.48 ms, small GPT
-12.6 -> 10.1 ms, ViT 1.0 -> 0.76 ms. (The register tiles have no such checks: they are written
-as vector code.)
-
-Every index in the loops is unsigned, and no loop slices a row view. A signed index into a
-Numba array is wrapped (negative counts from the end): 3-4 more instructions per load, ~60 for
-the sixteen loads of a in each pass of four terms, more than a short pass's own work; a view
-costs two reference-count updates. On the AMD machine both went in one change: the
-baby-GPT backward 0.89 -> 0.67 ms and its forward 0.45 -> 0.42 ms (in-process A/B, medians).
+Why each of these choices, and what it was worth (in-process A/B timings): docs/kernels.md,
+"Attention".
 """
 
 from __future__ import annotations

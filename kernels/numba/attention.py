@@ -61,9 +61,8 @@ def big_enough(q, k, v, mask=None, causal=False, *rest) -> bool:
     head sizes up to 128 (where one thread takes each (batch, head) pair), at least two pairs or
     a causal mask"""
     # A single pair on the short path runs on one thread against BLAS's two. Causal, it skips
-    # the half of the scores that the reference computes and then masks, and wins: 1.4-2.8x
-    # forward and backward from 128 to 256 keys, heads of 32 to 128. Not causal, it loses at
-    # the larger sizes (0.68x backward at 256 keys, head 128). Bench settings, docs/kernels.md.
+    # the half of the scores that the reference computes and then masks, and wins; not causal,
+    # it loses at the larger sizes (docs/kernels.md, "Attention").
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     pairs = math.prod(batch)
     if short(q, k, v) and pairs < 2 and not causal:
@@ -154,7 +153,7 @@ def _unused_masks(tq: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """Stand-ins for the keep and bias masks a call does not have: one slice of tq rows of one
     element each (broadcast: no memory), so that taking row i, as the kernels do before they
     test the flags, stays in bounds (NUMBA_BOUNDSCHECK=1, NUMBA_DISABLE_JIT=1). Read-only, so
-    they are shared between calls (np.broadcast_to took ~4 µs a call)."""
+    they are shared between calls (np.broadcast_to is slow next to a small call)."""
     keep = np.broadcast_to(np.ones((1, 1, 1), np.bool_), (1, tq, 1))
     bias = np.broadcast_to(np.zeros((1, 1, 1), dtype), (1, tq, 1))
     return keep, bias
@@ -163,7 +162,7 @@ def _unused_masks(tq: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
 @functools.lru_cache(maxsize=64)
 def _no_masks(pairs: int, tq: int, dtype: np.dtype, causal: bool):
     """`_masks` of a call without a mask, made once per shape and shared (read-only): what a
-    GPT's every call passes, built in ~3 µs a call otherwise."""
+    GPT's every call passes, not built again at every call."""
     keep, bias = _unused_masks(tq, dtype)
     return keep, bias, read_only(np.zeros((2, pairs), np.int64)), read_only(_flags(None, causal))
 
@@ -213,7 +212,8 @@ def rows_of(arrays, batch: tuple[int, ...]) -> tuple[list[np.ndarray], list[list
     it spans, and each one's element strides for (batch, head, row).
 
     Why: the short kernels slice rows out of the buffers, which Numba compiles as contiguous
-    (vectorised) loops; rows of a strided 4-D view compile as strided loops, 5x slower. An array
+    (vectorised) loops; rows of a strided 4-D view compile as strided loops, which do not
+    vectorise. An array
     is copied first only if its rows are not contiguous or a stride is negative."""
     buffers, steps = [], []
     for a in arrays:
@@ -232,7 +232,7 @@ def gradients_like(q, k, v, batch: tuple[int, ...]):
     `empty_like_rows` lays it out; and when q, k and v are disjoint slices of one array that they
     fill (a transformer's fused QKV projection, cut by `split`), the gradients are the same
     slices of one new array. `split`'s backward then finds its three pieces side by side in one
-    array and returns that array instead of a concatenated copy (0.7 ms per baby-GPT step)."""
+    array and returns that array instead of a concatenated copy."""
     arrays, owner = (q, k, v), q.base
     if (
         owner is None

@@ -1,12 +1,11 @@
 """Numba kernel for linear: the matrix products run on Numba's threads, BLAS inside each.
 
-Why: on two cores a training step switches ~140 times between a matrix product (OpenBLAS's
-thread pool) and a Numba kernel (OpenMP's pool). Each pool must leave the cores to the other,
-so its workers sleep, and waking a sleeping worker costs tens of microseconds on a virtual
-machine: inside a baby-GPT step, layer_norm's forward took 119 µs against 15 µs on its own.
-With BLAS on one thread (`OPENBLAS_NUM_THREADS=1`, which `tinyformer train` sets) and each
-product's rows split over Numba's workers, one pool does all the work, and its workers can
-busy-wait between kernels instead of sleeping. The baby GPT's step went from 46 to ~38 ms.
+Why: a training step switches back and forth between matrix products and Numba kernels. With
+BLAS on its own thread pool, the two pools take turns with the cores and each must wake its
+sleeping workers after the other; with BLAS on one thread (`runtime.apply_settings` sets it at
+the first op) and each product's rows split over Numba's workers, one pool does all the work,
+and its workers can busy-wait between kernels instead of sleeping (docs/kernels.md, "Two
+thread pools on two cores take turns").
 
 Per worker w, owning a block of rows (the products are BLAS calls on the block):
     forward    y[w] = x[w] W^T + b         (the bias is added while the block is in cache)
@@ -15,9 +14,8 @@ Per worker w, owning a block of rows (the products are BLAS calls on the block):
                worker 0's goes straight into gW and gb, the others are added in parallel).
 
 The registry picks this kernel only when every BLAS library in the process runs on one thread:
-with a multi-threaded BLAS, the workers' concurrent calls fight over BLAS's own threads (4x
-slower, measured). Under `prefer("numba")` it always runs; small test products are
-single-threaded inside BLAS anyway.
+with a multi-threaded BLAS, the workers' concurrent calls fight over BLAS's own threads. Under
+`prefer("numba")` it always runs; small test products are single-threaded inside BLAS anyway.
 """
 
 from __future__ import annotations
@@ -34,8 +32,8 @@ MIN_ROWS = 64  # below this, one BLAS call on one thread is as quick as splittin
 
 
 def blas_single_threaded(*args, **kwargs) -> bool:
-    """every BLAS library loaded runs on one thread (OPENBLAS_NUM_THREADS=1, as the training
-    commands set) and the product has at least 64 (MIN_ROWS) rows"""
+    """every BLAS library loaded runs on one thread (as tinyformer sets it at the first op,
+    unless you chose otherwise) and the product has at least 64 (MIN_ROWS) rows"""
     return args[0].shape[0] >= MIN_ROWS and blas_one_thread()
 
 

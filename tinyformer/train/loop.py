@@ -32,7 +32,7 @@ from tinyformer.nn.module import Module
 from tinyformer.optim import clip_grad_norm_
 from tinyformer.optim.lr_scheduler import LRScheduler
 from tinyformer.optim.optimizer import Optimizer
-from tinyformer.runtime import RUNTIME_ENV
+from tinyformer.runtime import RUNTIME_ENV, settings
 from tinyformer.train.report import peak_rss_mib, plot_losses
 from tinyformer.train.state import checkpoint_errors, load_run, restore_run, save_run
 
@@ -227,7 +227,12 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
         log["peak_rss_mib"] = peak_rss_mib()
         runtime = {name: os.environ.get(name) for name in RUNTIME_ENV}
         config = dataclasses.asdict(cfg)
-        save_json(out / "log.json", {"config": config, "runtime_env": runtime, **log})
+        # runtime_env: what the restart set; process: what the run ran with (threads, malloc)
+        process = settings()
+        save_json(
+            out / "log.json",
+            {"config": config, "runtime_env": runtime, "process": process, **log},
+        )
         plot_losses(log, out / "loss.png", run.title, run.loss_label)
 
     def evaluate() -> None:
