@@ -1,5 +1,5 @@
 """Process settings the training commands run with (`tinyformer train ...` and
-`python -m tinyformer.bench` restart themselves once to apply them; the PyTorch side-by-side
+`python -m benchmarks` restart themselves once to apply them; the PyTorch side-by-side
 benchmarks apply them to both frameworks).
 """
 
@@ -37,7 +37,7 @@ RUNTIME_ENV = {
 }
 
 
-# The kernel benchmarks (`python -m tinyformer.bench`) compare each kernel with its NumPy
+# The kernel benchmarks (`python -m benchmarks`) compare each kernel with its NumPy
 # reference on two cores, so there BLAS keeps both threads (the references' matrix products
 # use them) and OpenMP's workers spin briefly, as the library does without these settings.
 BENCH_ENV = {

@@ -16,7 +16,7 @@ Per worker w, owning a block of rows (the products are BLAS calls on the block):
 
 The registry picks this kernel only when every BLAS library in the process runs on one thread:
 with a multi-threaded BLAS, the workers' concurrent calls fight over BLAS's own threads (4x
-slower, measured). Under `prefer("numba")` it always runs; small test products are
+slower, measured). Under `prefer("numba", force=True)` it always runs; small test products are
 single-threaded inside BLAS anyway.
 """
 
