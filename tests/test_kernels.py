@@ -344,7 +344,8 @@ def test_linear_kernel_matches_reference_over_uneven_row_blocks(dtype, needs):
     with threadpool_limits(limits=1, user_api="blas"):
         results = []
         for backend in ("numba", "numpy"):
-            with registry.prefer(backend):
+            with registry.prefer(backend):  # the kernel's rule holds: BLAS on one thread
+                assert registry.choose("linear.forward", x_strided, w, b).backend == backend
                 y = registry.call("linear.forward", x_strided, w, b)
                 grads = registry.call("linear.backward", gy, x_strided, w, *needs)
             results.append((y, *grads))
