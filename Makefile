@@ -75,7 +75,7 @@ docs-tutorials: $(NOTEBOOKS)
 	$(MAKE) docs PYTHON=$(PYTHON)
 
 bench:
-	$(PYTHON) -m tinyformer.bench --out bench-results
+	$(PYTHON) -m benchmarks --out bench-results
 
 clean:
 	rm -rf build dist site site-instructor bench-results .pytest_cache .hypothesis .ruff_cache *.egg-info \

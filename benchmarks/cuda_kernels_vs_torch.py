@@ -7,13 +7,13 @@ and writes JSON.
 
 Times: CUDA events around `--repeats` back-to-back calls from Python after 3 warm-up calls,
 divided by the count; so a call's time includes its launches' cost where the GPU waits for
-Python (the launch-bound regime these sizes are in). The cases are tests/test_cuda_gpu.py's.
+Python (the launch-bound regime these sizes are in). The cases are the GPU tests' own
+(`tinyformer.testing.kernel_cases`).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,11 +21,10 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tinyformer import registry
+from tinyformer.testing.kernel_cases import SIZES, kernel_cases, to_device
 
-from tests.test_cuda_gpu import SIZES, _cases, _to  # noqa: E402
-from tinyformer import registry  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _timer(device: str, fn: Callable[[], Any], repeats: int) -> float:
@@ -79,10 +78,10 @@ def _torch_op(name: str, args: tuple) -> Callable[[], Any] | None:
 def measure(device: str, sizes: list[str], repeats: int) -> list[dict[str, Any]]:
     rows = []
     for size in sizes:
-        for name, host_args, _ in _cases(size, np.float32):
+        for name, host_args, _ in kernel_cases(size, np.float32):
             if "cuda" not in registry.backends(name):
                 continue
-            args = tuple(_to(device, a) for a in host_args)
+            args = tuple(to_device(device, a) for a in host_args)
             row: dict[str, Any] = {"size": size, "primitive": name}
             call = lambda name=name, args=args: registry.call(name, *args)  # noqa: E731
             with registry.prefer("cuda"):

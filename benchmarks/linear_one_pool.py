@@ -64,7 +64,7 @@ def child(backend: str) -> None:
             backward = functools.partial(
                 registry.call, "linear.backward", gy, x, w, True, True, True
             )
-            with registry.prefer(backend):
+            with registry.prefer(backend, force=True):
                 fwd, bwd = median_us(forward), median_us(backward)
         rows.append({"shape": f"({ROWS},{n_in})->{n_out}", "forward_us": fwd, "backward_us": bwd})
     print(json.dumps(rows))

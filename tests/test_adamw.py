@@ -8,7 +8,7 @@ import pytest
 
 from tinyformer import backend as backends
 from tinyformer import registry
-from tinyformer.ops.adamw import adamw_step
+from tinyformer.optim.adamw_step import adamw_step
 from tinyformer.testing.checks import backend_device
 
 HYPER = {"lr": 1e-2, "beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.1}

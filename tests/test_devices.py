@@ -51,7 +51,7 @@ def test_every_op_runs_on_the_fake_device_as_on_the_host(spec):
 def test_adamw_reference_updates_fake_device_arrays_as_host_ones():
     """adamw.step has no op spec (it is no Function): its reference, called on fake-device
     arrays for a few steps, updates them in place to NumPy's values."""
-    from tinyformer.ops.adamw import adamw_step
+    from tinyformer.optim.adamw_step import adamw_step
 
     rng = np.random.default_rng(0)
     param, grad, m = (rng.standard_normal((3, 4)) for _ in range(3))

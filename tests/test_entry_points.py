@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.__main__ import main as bench_main
 from tinyformer import __version__, cli, nn
-from tinyformer.bench.__main__ import main as bench_main
 from tinyformer.runtime import RUNTIME_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +25,19 @@ def test_readme_python_snippets_run():
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 (our own README)
+
+
+def test_readme_layout_lists_every_top_level_module_as_spine_or_wing():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = text[text.index("## Layout") : text.index("## Commands")]
+    rows = [line for line in layout.splitlines() if line.startswith("| spine") or
+            line.startswith("| wing")]  # fmt: skip
+    listed = " ".join(rows)
+    package = ROOT / "tinyformer"
+    modules = [p.stem for p in package.glob("*.py") if p.stem != "__init__"]
+    modules += [p.name for p in package.iterdir() if (p / "__init__.py").exists()]
+    missing = [m for m in modules if not re.search(rf"[`/ ]{re.escape(m)}(\.py|/)", listed)]
+    assert not missing, f"README's layout table lacks {missing}: mark each spine or wing"
 
 
 def test_subpackages_are_attributes_after_import_tinyformer():
@@ -136,7 +149,7 @@ def test_bench_combines_runs_into_medians_with_the_spread(tmp_path, capsys):
 
 
 def test_combine_runs_takes_each_number_s_median_and_keeps_one_run_as_it_is():
-    from tinyformer.bench.kernels import combine_runs
+    from benchmarks.kernels import combine_runs
 
     def row(ref, kernel):
         return {"primitive": "p", "default": "numba", "numpy_ms": ref, "numba_ms": kernel,

@@ -14,12 +14,15 @@ import tinyformer.nn.functional as F
 from tinyformer import ops
 
 # Op files with no public wrapper, and why.
-INTERNAL = {"adamw": "AdamW's update primitive, reached through tinyformer.optim.AdamW"}
+INTERNAL: dict[str, str] = {}
+# Modules of ops/ that hold no op, and why.
+NOT_OPS = {"shared": "what references and kernels compute alike: imported by both"}
 # Ops reached only as Tensor methods, as in PyTorch.
 METHOD_ONLY = {"getitem": "__getitem__", "astype": "astype"}
 
 MODULES = [
-    m.name for m in pkgutil.iter_modules(ops.__path__) if not m.name.startswith("_")
+    m.name for m in pkgutil.iter_modules(ops.__path__)
+    if not m.name.startswith("_") and m.name not in NOT_OPS
 ]  # fmt: skip
 
 

@@ -344,7 +344,8 @@ def test_linear_kernel_matches_reference_over_uneven_row_blocks(dtype, needs):
     with threadpool_limits(limits=1, user_api="blas"):
         results = []
         for backend in ("numba", "numpy"):
-            with registry.prefer(backend):
+            with registry.prefer(backend):  # the kernel's rule holds: BLAS on one thread
+                assert registry.choose("linear.forward", x_strided, w, b).backend == backend
                 y = registry.call("linear.forward", x_strided, w, b)
                 grads = registry.call("linear.backward", gy, x_strided, w, *needs)
             results.append((y, *grads))
@@ -366,7 +367,7 @@ def test_bench_one_blas_thread_reaches_the_blas_kernels_call_in_a_fresh_process(
     code = """
 import sys
 import numpy as np
-from tinyformer.bench.kernels import _on_one_blas_thread
+from benchmarks.kernels import _on_one_blas_thread
 from tinyformer.kernels.numba.conv_transpose2d import _stamps_tile
 assert "scipy.linalg.cython_blas" not in sys.modules
 x, w = np.ones((4, 3, 5, 5), np.float32), np.ones((3, 2, 2, 2), np.float32)
@@ -382,7 +383,7 @@ print(_on_one_blas_thread(lambda: _stamps_tile(x, w, (2, 2), (0, 0), (0, 0), (1,
 # runs them, and must give the threads back after each call, even one that raises: the next
 # reference timed would run on one thread otherwise.
 def test_bench_runs_blas_calling_kernels_on_one_blas_thread_and_restores_it():
-    from tinyformer.bench.kernels import _on_one_blas_thread
+    from benchmarks.kernels import _on_one_blas_thread
     from tinyformer.kernels.numba._blas import blas_one_thread
 
     blas_one_thread()  # loads the BLAS Numba calls, so that the limits below reach it too

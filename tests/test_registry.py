@@ -85,7 +85,7 @@ def test_unknown_backend_and_primitive_are_clear_errors():
         registry.call("nope.forward", np.ones(1))
 
 
-def test_a_size_rule_picks_the_reference_for_small_calls_unless_preferred(monkeypatch):
+def test_a_size_rule_holds_in_prefer_blocks_and_yields_only_to_force(monkeypatch):
     table = dict(registry._table["log_softmax.forward"])
     monkeypatch.setitem(registry._table, "log_softmax.forward", table)
     calls = []
@@ -107,10 +107,42 @@ def test_a_size_rule_picks_the_reference_for_small_calls_unless_preferred(monkey
         assert calls == [200]
         with registry.prefer("numba"):
             registry.call("log_softmax.forward", np.ones((2, 3)))
+        assert calls == [200]  # a plain prefer() block keeps the rule
+        with registry.prefer("numba", force=True):
+            registry.call("log_softmax.forward", np.ones((2, 3)))
+            assert "where x has" not in registry.explain("log_softmax.forward", np.float64)
         assert calls == [200, 6]
         assert "for calls where x has at least 100 elements" in registry.explain(
             "log_softmax.forward", np.float64
         )
+    finally:
+        monkeypatch.undo()
+        registry._cache.clear()
+
+
+def test_a_kernel_never_sees_a_call_it_does_not_accept_even_forced(monkeypatch):
+    table = dict(registry._table["log_softmax.forward"])
+    monkeypatch.setitem(registry._table, "log_softmax.forward", table)
+    calls = []
+
+    def rows_of_three(x):
+        """rows have 3 entries"""
+        return x.shape[-1] == 3
+
+    def log_softmax_forward(x):
+        calls.append(x.shape)
+        return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+    registry.kernel(
+        "log_softmax.forward", backend="numba", dtypes=("float64",), accepts=rows_of_three
+    )(log_softmax_forward)
+    try:
+        with registry.prefer("numba", force=True):
+            y = registry.call("log_softmax.forward", np.ones((2, 4)))  # the reference's
+            registry.call("log_softmax.forward", np.ones((2, 3)))
+        assert calls == [(2, 3)]
+        np.testing.assert_allclose(y, np.full((2, 4), -np.log(4)))
+        assert "rows have 3 entries" in registry.explain("log_softmax.forward", np.float64)
     finally:
         monkeypatch.undo()
         registry._cache.clear()
@@ -164,7 +196,7 @@ def test_every_primitive_the_package_calls_has_a_reference_without_any_kernels()
     import sys
 
     names = sorted(_names_called())
-    assert len(names) > 20 and "adamw.step" in names  # the scan finds the calls
+    assert len(names) > 20 and "adamw.step_many" in names  # the scan finds the calls
     script = (
         "import sys, json; sys.modules['numba'] = None\n"
         "import tinyformer\nfrom tinyformer import registry\n"

@@ -6,10 +6,13 @@ versions live in `tinyformer/kernels/<backend>/<op>.py` and register the same na
 `@kernel(name, backend=..., dtypes=...)`; dropping such a file in is all it takes to add one.
 
 Choosing, on each call: a kernel of the preferred backend is used when one is registered for the
-primitive and the input's dtype (and, if the kernel declares a `when` rule, e.g. a minimum size,
-the call satisfies it), else the reference. The preference is, in order: the innermost
-`prefer(...)` block, the environment variable `TINYFORMER_BACKEND` (read at the first dispatch,
-not at import), else "numba" for NumPy arrays. `explain(name)` says what runs and why.
+primitive and the input's dtype, the call is one the kernel can do (its `accepts` rule, e.g. a
+stride of 1) and one where it pays (its `when` rule, e.g. a minimum size), else the reference.
+The preference is, in order: the innermost `prefer(...)` block, the environment variable
+`TINYFORMER_BACKEND` (read at the first dispatch, not at import), else "numba" for NumPy arrays.
+`prefer(backend, force=True)` sets `when` aside, so that tests and benchmarks reach a kernel at
+every size; nothing sets `accepts` aside, so a kernel never sees a call it cannot do and needs
+no fallback of its own. `explain(name)` says what runs and why.
 
 Kernel files are imported on the first dispatch. A backend whose library is not installed (no
 numba, no cupy) is skipped silently, and the references run; any other error in a kernel file is
@@ -59,7 +62,8 @@ class Implementation:
     backend: str
     fn: Callable[..., Any]
     dtypes: frozenset[np.dtype] | None  # None: any dtype
-    when: Callable[..., bool] | None = None  # run only where this is true of the arguments
+    when: Callable[..., bool] | None = None  # where it pays; forced blocks set it aside
+    accepts: Callable[..., bool] | None = None  # the calls it can do at all; always honoured
 
     def supports(self, dtype: np.dtype) -> bool:
         return self.dtypes is None or dtype in self.dtypes
@@ -67,6 +71,7 @@ class Implementation:
 
 _table: dict[str, dict[str, Implementation]] = {}
 _preferred: list[str] = []  # stack of prefer() blocks
+_forced: list[bool] = []  # beside it: whether each block sets `when` rules aside
 _state = {"kernels_loaded": False, "env": None}
 _cache: dict[tuple, Implementation] = {}
 
@@ -87,17 +92,20 @@ def kernel(
     backend: str,
     dtypes: tuple[Any, ...],
     when: Callable[..., bool] | None = None,
+    accepts: Callable[..., bool] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Register `fn` as a `backend` kernel of primitive `name` for the given dtypes.
 
-    `when`, a predicate on the primitive's arguments (its docstring says the rule), limits the
-    kernel to the calls where it beats the reference, e.g. problems big enough to amortise its
-    fixed costs. Inside an explicit `prefer(backend)` block the kernel runs regardless: that is
+    Two predicates on the primitive's arguments (each docstring says its rule) send other calls
+    to the reference: `accepts`, the calls the kernel can do at all (a stride of 1, heads that
+    fit its tiles), always; `when`, the calls where it beats the reference (problems big
+    enough to amortise its fixed costs), except inside `prefer(backend, force=True)`, which is
     how the tests and benchmarks reach it at every size.
     """
 
     def register(fn: Callable) -> Callable:
-        _add(Implementation(name, backend, fn, frozenset(np.dtype(d) for d in dtypes), when))
+        types = frozenset(np.dtype(d) for d in dtypes)
+        _add(Implementation(name, backend, fn, types, when, accepts))
         return fn
 
     return register
@@ -191,8 +199,11 @@ def choose(name: str, *args: Any, **kwargs: Any) -> Implementation:
     if isinstance(first, (list, tuple)):
         first = first[0] if first else None
     impl = implementation(name, first)
-    if impl.when is not None and not _preferred and not impl.when(*args, **kwargs):
-        impl = _table[name][REFERENCE]
+    if impl.accepts is not None and not impl.accepts(*args, **kwargs):
+        return _table[name][REFERENCE]
+    forced = bool(_forced) and _forced[-1]
+    if impl.when is not None and not forced and not impl.when(*args, **kwargs):
+        return _table[name][REFERENCE]
     return impl
 
 
@@ -202,14 +213,17 @@ def call(name: str, *args: Any, **kwargs: Any) -> Any:
 
 
 @contextlib.contextmanager
-def prefer(backend: str) -> Iterator[None]:
-    """Prefer `backend` inside the block; `prefer("numpy")` forces every reference."""
+def prefer(backend: str, *, force: bool = False) -> Iterator[None]:
+    """Prefer `backend` inside the block; `prefer("numpy")` forces every reference. A kernel
+    still runs only where its `when` rule holds, unless `force` (tests, benchmarks)."""
     _check_backend(backend, "prefer")
     _preferred.append(backend)
+    _forced.append(force)
     try:
         yield
     finally:
         _preferred.pop()
+        _forced.pop()
 
 
 def primitives() -> list[str]:
@@ -237,9 +251,12 @@ def explain(name: str, dtype: Any = np.float32, device: Any = None) -> str:
     )
     if impl.backend == wanted:
         why = f"{wanted} is preferred ({source}) and supports {np.dtype(dtype)}"
-        if impl.when is not None and not _preferred:
-            rule = " ".join((impl.when.__doc__ or impl.when.__name__).split())  # one line
-            why += f", for calls where {rule} (the reference runs for the others)"
+        rules = [impl.accepts]
+        if not (_forced and _forced[-1]):
+            rules.append(impl.when)
+        rules = [" ".join((r.__doc__ or r.__name__).split()) for r in rules if r is not None]
+        if rules:  # one line each
+            why += f", for calls where {' and '.join(rules)} (the reference runs for the others)"
     elif wanted not in _table[name]:
         library = BACKEND_LIBRARIES.get(wanted)
         missing = library is not None and importlib.util.find_spec(library) is None

@@ -21,7 +21,7 @@ threading layer and malloc as they are; the OpenMP workers then spin briefly, so
 starve BLAS's own threads.
 
 Only two settings need a fresh process (glibc and OpenBLAS read them at start-up): the training
-commands and `python -m tinyformer.bench` restart themselves once with `RUNTIME_ENV`.
+commands and `python -m benchmarks` restart themselves once with `RUNTIME_ENV`.
 """
 
 from __future__ import annotations

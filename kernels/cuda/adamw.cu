@@ -1,5 +1,5 @@
 // AdamW for every tensor of a parameter group in one launch (a "multi-tensor apply", as in
-// apex and PyTorch's fused optimizers). The math is tinyformer/ops/adamw.py's, per element:
+// apex and PyTorch's fused optimizers). The math is tinyformer/optim/adamw_step.py's, per element:
 //     m <- beta1 m + (1 - beta1) g
 //     v <- beta2 v + (1 - beta2) g^2
 //     p <- p * decay - step_size * m / (sqrt(v * inv_bc2) + eps)

@@ -18,7 +18,7 @@ import numpy as np
 from tinyformer.backend import get_array_module
 from tinyformer.kernels.cuda import _runtime
 from tinyformer.kernels.cuda._rows import FLOATS, SUFFIX
-from tinyformer.ops.adamw import adamw_step as reference
+from tinyformer.optim.adamw_step import adamw_step as reference
 from tinyformer.registry import kernel
 
 THREADS = 256

@@ -18,8 +18,6 @@ import numpy as np
 from tinyformer.backend import get_array_module
 from tinyformer.kernels.cuda import _runtime
 from tinyformer.kernels.cuda._rows import FLOATS, SUFFIX
-from tinyformer.ops.attention import attention_backward as reference_backward
-from tinyformer.ops.attention import attention_forward as reference_forward
 from tinyformer.registry import kernel
 
 __all__ = ["attention_backward", "attention_forward", "head_bound"]
@@ -91,11 +89,19 @@ def _grid(items: int, per_block: int, bh: int) -> tuple[int, int]:
     return _runtime.blocks(items, per_block), min(bh, MAX_GRID_Y)
 
 
-@kernel("attention.forward", backend="cuda", dtypes=FLOATS)
+def heads_fit(q: Any, k: Any, v: Any, *rest: Any) -> bool:
+    """the head dims are at most 128 (the widest compiled tiles)"""
+    return head_bound(q, v) is not None
+
+
+def heads_fit_backward(gy: Any, q: Any, k: Any, v: Any, *rest: Any) -> bool:
+    """the head dims are at most 128 (the widest compiled tiles)"""
+    return head_bound(q, v) is not None
+
+
+@kernel("attention.forward", backend="cuda", dtypes=FLOATS, accepts=heads_fit)
 def attention_forward(q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float) -> Any:
     bound = head_bound(q, v)
-    if bound is None:  # heads wider than the compiled tiles
-        return reference_forward(q, k, v, mask, causal, scale)
     xp = get_array_module(q)
     batch = _batch(q, k, v)
     q3, k3, v3 = (_flat(a, batch) for a in (q, k, v))
@@ -111,13 +117,11 @@ def attention_forward(q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: fl
     return y.reshape(*batch, tq, dv), lse.reshape(*batch, tq)
 
 
-@kernel("attention.backward", backend="cuda", dtypes=FLOATS)
+@kernel("attention.backward", backend="cuda", dtypes=FLOATS, accepts=heads_fit_backward)
 def attention_backward(
     gy: Any, q: Any, k: Any, v: Any, y: Any, lse: Any, mask: Any, causal: bool, scale: float
 ) -> tuple[Any, Any, Any]:
     bound = head_bound(q, v)
-    if bound is None:
-        return reference_backward(gy, q, k, v, y, lse, mask, causal, scale)
     xp = get_array_module(q)
     batch = _batch(q, k, v)
     gy3, q3, k3, v3, y3 = (_flat(a, batch) for a in (gy, q, k, v, y))

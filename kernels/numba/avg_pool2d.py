@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U
-from tinyformer.ops.avg_pool2d import _divisor
+from tinyformer.ops.shared import pool_divisors
 from tinyformer.registry import kernel
 
 
@@ -100,7 +100,7 @@ def _backward(gy, kh, kw, sh, sw, ph, pw, inv, gx):
 
 def _inverse_divisors(h, w, kernel, stride, padding, include_pad, dtype) -> np.ndarray:
     """(Ho, Wo): 1 / each window's divisor, the same for every plane."""
-    return 1 / _divisor(h, w, kernel, stride, padding, include_pad, dtype)
+    return 1 / pool_divisors(h, w, kernel, stride, padding, include_pad, dtype)
 
 
 @kernel("avg_pool2d.forward", backend="numba", dtypes=FLOATS)

@@ -47,8 +47,6 @@ from tinyformer.kernels.numba._conv2d_images import (
 )
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, element_strides, read_only, span
 from tinyformer.kernels.numba._tasks import claim, new_counter
-from tinyformer.ops.conv2d import conv2d_backward as reference_backward
-from tinyformer.ops.conv2d import conv2d_forward as reference_forward
 from tinyformer.registry import kernel
 
 RUN = 512  # positions per task: 4 output rows of RUN values stay in L1 beside 4 input rows
@@ -322,10 +320,8 @@ def _input_grid(x, kh, kw, padding, dilation):
     return xp, slot, wp
 
 
-@kernel("conv2d.forward", backend="numba", dtypes=FLOATS, when=stride_one)
+@kernel("conv2d.forward", backend="numba", dtypes=FLOATS, accepts=stride_one)
 def conv2d_forward(x, w, b, stride, padding, dilation, groups):
-    if tuple(stride) != (1, 1):
-        return reference_forward(x, w, b, stride, padding, dilation, groups)
     if per_image(x, w, padding, dilation, groups):
         return images_forward(x, w, b, padding, dilation)
     n = x.shape[0]
@@ -344,11 +340,9 @@ def conv2d_forward(x, w, b, stride, padding, dilation, groups):
     return y
 
 
-@kernel("conv2d.backward", backend="numba", dtypes=FLOATS, when=stride_one_backward)
+@kernel("conv2d.backward", backend="numba", dtypes=FLOATS, accepts=stride_one_backward)
 def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
     """-> gx, gw, gb."""
-    if tuple(stride) != (1, 1):
-        return reference_backward(gy, x, w, stride, padding, dilation, groups)
     if per_image(x, w, padding, dilation, groups):
         return images_backward(gy, x, w, padding, dilation)
     n, c, h, width = x.shape

@@ -48,8 +48,6 @@ from tinyformer.kernels.numba.conv2d import (
     _taps,
     _weight_grad,
 )
-from tinyformer.ops.conv_transpose2d import conv_transpose2d_backward as reference_backward
-from tinyformer.ops.conv_transpose2d import conv_transpose2d_forward as reference_forward
 from tinyformer.registry import kernel
 
 
@@ -221,10 +219,8 @@ def _backward_tiles(gy, x, w):
     return gx, parts.sum(axis=0).reshape(w.shape), sums.sum(axis=0)
 
 
-@kernel("conv_transpose2d.forward", backend="numba", dtypes=FLOATS, when=stamps_apart)
+@kernel("conv_transpose2d.forward", backend="numba", dtypes=FLOATS, accepts=stamps_apart)
 def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation, groups):
-    if not _apart(w, stride, dilation):
-        return reference_forward(x, w, b, stride, padding, output_padding, dilation, groups)
     if _stamps_tile(x, w, stride, padding, output_padding, dilation, groups):
         return _forward_tiles(x, w, b)
     n, ci, h, width = x.shape
@@ -255,11 +251,9 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
     return y
 
 
-@kernel("conv_transpose2d.backward", backend="numba", dtypes=FLOATS, when=stamps_apart_backward)
+@kernel("conv_transpose2d.backward", backend="numba", dtypes=FLOATS, accepts=stamps_apart_backward)
 def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilation, groups):
     """-> gx, gw, gb."""
-    if not _apart(w, stride, dilation):
-        return reference_backward(gy, x, w, stride, padding, output_padding, dilation, groups)
     if _stamps_tile(x, w, stride, padding, output_padding, dilation, groups):
         return _backward_tiles(gy, x, w)
     n, ci, h, width = x.shape

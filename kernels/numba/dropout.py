@@ -8,7 +8,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, flat
-from tinyformer.ops.dropout import _GOLDEN, splitmix64_unit  # the reference's hash
+from tinyformer.ops.shared import GOLDEN, splitmix64_unit  # the reference's hash
 from tinyformer.registry import kernel
 
 register_jitable(splitmix64_unit)  # the reference's hash, compiled where a kernel calls it
@@ -18,7 +18,7 @@ register_jitable(splitmix64_unit)  # the reference's hash, compiled where a kern
 def _uniform(i, base):
     """The reference's uniform for element i (0-based) of a seed's `base` (seed * golden ratio).
     Every operand stays uint64 (a plain int would turn the arithmetic into float64)."""
-    return splitmix64_unit(np.uint64(i + 1) * _GOLDEN + base)
+    return splitmix64_unit(np.uint64(i + 1) * GOLDEN + base)
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -42,7 +42,7 @@ def dropout_forward(x: np.ndarray, p: float, seed: int):
     # The hash's uint64 products wrap on purpose. Compiled, nothing warns; run as plain Python
     # (NUMBA_DISABLE_JIT=1, for debugging) NumPy would warn at every element.
     with np.errstate(over="ignore"):
-        base = np.uint64(seed) * _GOLDEN
+        base = np.uint64(seed) * GOLDEN
         _forward(x1, float(p), base, x.dtype.type(1.0 / (1.0 - p)), y, keep)
     return y.reshape(x.shape), keep.reshape(x.shape)
 

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U
-from tinyformer.ops._im2col import out_size
+from tinyformer.ops.shared import out_size
 from tinyformer.registry import kernel
 
 

@@ -1,7 +1,8 @@
 """Benchmark harness: time cases, print a table, keep the figures as JSON and a PNG chart.
 
-Run `python -m tinyformer.bench` (or `make bench`). Timings are the median of several repeats
-after a warm-up; they are measurements of this machine, not tests: nothing here asserts.
+The benchmarks themselves live in the repository's `benchmarks/` folder (`python -m benchmarks`,
+or `make bench`). Timings are the median of several repeats after a warm-up; they are
+measurements of this machine, not tests: nothing here asserts.
 """
 
 from __future__ import annotations

@@ -27,11 +27,6 @@ def pair(op: str, name: str, value: int | Sequence[int], minimum: int = 0) -> tu
     return int(out[0]), int(out[1])
 
 
-def out_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
-    """floor((size + 2 padding - dilation (kernel - 1) - 1) / stride) + 1, as in PyTorch."""
-    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
-
-
 def pad2d(x: np.ndarray, ph: int, pw: int, value: float = 0.0) -> np.ndarray:
     if ph == 0 and pw == 0:
         return x

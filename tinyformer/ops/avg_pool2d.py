@@ -13,32 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._im2col import check_image, out_size, pad2d, pair, scatter_windows, windows
+from tinyformer.ops._im2col import check_image, pad2d, pair, scatter_windows, windows
+from tinyformer.ops.shared import out_size, pool_divisors
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["avg_pool2d"]
 
 
-def _divisor(h, w, kernel, stride, padding, include_pad, dtype, xp=np):
-    """(Ho, Wo) window sizes to divide by, made by the array module `xp`."""
-    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
-    ho, wo = out_size(h, kh, sh, ph, 1), out_size(w, kw, sw, pw, 1)
-    if include_pad:
-        return xp.full((ho, wo), kh * kw, dtype)
-    ones = pad2d(xp.ones((1, 1, h, w), dtype), ph, pw)
-    return windows(ones, kh, kw, ho, wo, sh, sw, 1, 1).sum(axis=(2, 3))[0, 0]
-
-
 @registry.reference("avg_pool2d.forward")
 def avg_pool2d_forward(x, kernel, stride, padding, include_pad):
     xp = backend.get_array_module(x)
     h, w = x.shape[2:]
-    div = _divisor(h, w, kernel, stride, padding, include_pad, x.dtype, xp)
+    div = pool_divisors(h, w, kernel, stride, padding, include_pad, x.dtype, xp)
     view = windows(pad2d(x, *padding), *kernel, *div.shape, *stride, 1, 1)
     return view.sum(axis=(2, 3)) / div
 
@@ -48,7 +37,9 @@ def avg_pool2d_backward(gy, x_shape, kernel, stride, padding, include_pad):
     xp = backend.get_array_module(gy)
     n, c, h, w = x_shape
     (kh, kw), (ph, pw) = kernel, padding
-    g = gy / _divisor(h, w, kernel, stride, padding, include_pad, gy.dtype, xp)  # (N, C, Ho, Wo)
+    g = gy / pool_divisors(
+        h, w, kernel, stride, padding, include_pad, gy.dtype, xp
+    )  # (N, C, Ho, Wo)
     cols = xp.broadcast_to(g[:, :, None, None], (n, c, kh, kw, *g.shape[2:]))
     gxp = scatter_windows(cols, h + 2 * ph, w + 2 * pw, *stride, 1, 1)
     return gxp[:, :, ph : ph + h, pw : pw + w]

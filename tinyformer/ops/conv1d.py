@@ -25,8 +25,8 @@ import numpy as np
 
 from tinyformer import registry
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._im2col import out_size
 from tinyformer.ops.conv2d import check_groups
+from tinyformer.ops.shared import out_size
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 

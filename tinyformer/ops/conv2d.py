@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
-from tinyformer.ops._im2col import check_image, out_size, pad2d, pair, scatter_windows, windows
+from tinyformer.ops._im2col import check_image, pad2d, pair, scatter_windows, windows
+from tinyformer.ops.shared import out_size
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 

@@ -20,34 +20,19 @@ import numpy as np
 
 from tinyformer import backend, random, registry
 from tinyformer.autograd import Function, OpError
+from tinyformer.ops.shared import GOLDEN, splitmix64_unit
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["dropout"]
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-
-
-def splitmix64_unit(z: np.ndarray | np.uint64) -> np.ndarray | float:
-    """splitmix64's mixing of the counters z (uint64: an array here, one value in a kernel, which
-    compiles this same function), the top 53 bits as floats in [0, 1).
-
-    Unsigned 64-bit arithmetic wraps around, which is what the hash relies on.
-    """
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)) * (1.0 / (1 << 53))
-
 
 def uniform_hash(seed: int, n: int, xp: ModuleType = np) -> np.ndarray:
     """n floats in [0, 1): splitmix64 of the counters seed * golden + i (i = 1..n), made by the
     array module `xp` (numpy, or a device's: the same values on every device)."""
-    counters = xp.arange(1, n + 1, dtype=np.uint64) * _GOLDEN
+    counters = xp.arange(1, n + 1, dtype=np.uint64) * GOLDEN
     # seed as an array: a NumPy uint64 scalar product would warn when it wraps, arrays do not
-    return splitmix64_unit(counters + xp.full(n, seed, np.uint64) * _GOLDEN)
+    return splitmix64_unit(counters + xp.full(n, seed, np.uint64) * GOLDEN)
 
 
 def dropout_mask(shape: tuple[int, ...], p: float, seed: int, xp: ModuleType = np) -> np.ndarray:

@@ -19,7 +19,8 @@ import numpy as np
 
 from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError, is_grad_enabled
-from tinyformer.ops._im2col import check_image, out_size, pad2d, pair, windows
+from tinyformer.ops._im2col import check_image, pad2d, pair, windows
+from tinyformer.ops.shared import out_size
 from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, Sample, distinct
 

@@ -1,6 +1,6 @@
 """Adam and AdamW. Both run the `adamw.step_many` primitive once per parameter group and dtype
-(`tinyformer/ops/adamw.py`: the math and the NumPy reference, which runs `adamw.step`, a fused
-Numba kernel on the host, on each parameter; on a GPU one CUDA launch updates the whole group):
+(`tinyformer/optim/adamw_step.py`: the math and the NumPy reference; on the host a fused Numba
+kernel updates each parameter in one pass, on a GPU one CUDA launch updates the whole group):
 AdamW with its decoupled weight decay, Adam with weight decay added to the gradient (L2) and the
 primitive's own decay set to 0."""
 
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tinyformer import backend, registry, versions
-from tinyformer.ops.adamw import adamw_step_many  # noqa: F401  (registers the references)
+from tinyformer.optim.adamw_step import adamw_step_many  # noqa: F401  (registers the references)
 from tinyformer.optim.optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
@@ -45,8 +45,8 @@ class Adam(Optimizer):
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             wd = group["weight_decay"]
-            # One "adamw.step_many" call per array type and dtype: a device kernel updates the
-            # whole batch in one launch (on the host, its reference runs "adamw.step" on each).
+            # One "adamw.step_many" call per array type and dtype: the registry chooses once, and
+            # a device kernel updates the whole batch in one launch.
             batches: dict[tuple, tuple[list, ...]] = {}
             for p in group["params"]:
                 if p.grad is None:

@@ -10,19 +10,17 @@ character over the source characters.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-import tinyformer as tf
 from tinyformer.data.dates import DateTask
 from tinyformer.fileio import save_json
 from tinyformer.models.bahdanau import BahdanauConfig, RNNSearch
 from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
-from tinyformer.train.loop import resume_from, resume_into, train_loop
+from tinyformer.train.loop import Run, start_run
 from tinyformer.train.memory import check_batch_fits, sequence_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.seq2seq import date_run, exact_match
@@ -79,13 +77,11 @@ DEFAULT_ITERS = 600
 def train_bahdanau(cfg: TrainBahdanauConfig) -> dict[str, Any]:
     """Train (or resume) the RNNsearch date translator; returns the log (with final accuracy)."""
     with claim_out_dir(cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
-        return _train_bahdanau(cfg)
+        run, log = start_run(cfg, _build, default_iters=DEFAULT_ITERS)
+        return _report(run, log)
 
 
-def _train_bahdanau(cfg: TrainBahdanauConfig) -> dict[str, Any]:
-    cfg, state, saved = resume_from(cfg, cfg.out_dir)
-    if cfg.iters is None:
-        cfg = dataclasses.replace(cfg, iters=DEFAULT_ITERS)
+def _build(cfg: TrainBahdanauConfig, state: dict | None, saved: dict | None) -> Run:
     task = DateTask(seed=cfg.seed, test_dates=cfg.test_dates)
     if saved:
         mconf = config_from_checkpoint(saved["_path"], BahdanauConfig, saved["model_config"], state)
@@ -94,12 +90,15 @@ def _train_bahdanau(cfg: TrainBahdanauConfig) -> dict[str, Any]:
     # the decoder alone, on the ten characters of an ISO date: an embedding and a state each
     floor = sequence_floor(10, mconf.emb + mconf.dec_hidden)
     check_batch_fits(cfg.batch_size, floor, "this decoder on 10 tokens", cfg.device)
-    tf.manual_seed(cfg.seed)
     model = RNNSearch(mconf).to(cfg.device)
-    title = "RNN + additive attention: dates -> ISO 8601"
-    run = date_run(model, mconf, cfg, task, "bahdanau", title)
-    resume_into(run, state, saved)
-    log = train_loop(run)
+    return date_run(
+        model, mconf, cfg, task, "bahdanau", "RNN + additive attention: dates -> ISO 8601"
+    )
+
+
+def _report(run: Run, log: dict[str, Any]) -> dict[str, Any]:
+    """After a finished run: greedy exact match, the step time and the alignment plot."""
+    cfg, model, task = run.config, run.model, run.extra["task"]
     if len(log["loss"]) < cfg.iters:
         return log
     model.eval()

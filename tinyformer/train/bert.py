@@ -30,10 +30,6 @@ import numpy as np
 
 import tinyformer as tf
 from tinyformer import backend
-from tinyformer.data import load_text
-from tinyformer.data.mlm import mask_tokens, pad_batch
-from tinyformer.data.nsp import consecutive_pairs, nsp_examples, pack_pairs
-from tinyformer.data.sentences import split_runs, split_sentences, tamper_batch
 from tinyformer.data.wordpiece import WordPieceTokenizer
 from tinyformer.models.bert import (
     BertConfig,
@@ -43,7 +39,15 @@ from tinyformer.models.bert import (
 )
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import BELOW_ONE, COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
-from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.bert_data import (
+    Corpus,
+    classify_batch,
+    mlm_batch,
+    nsp_batch,
+    pair_batch,
+    prepare,
+)
+from tinyformer.train.loop import Run, start_run
 from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
@@ -110,109 +114,6 @@ class Phase:
     resume: bool = False
 
 
-@dataclass
-class Corpus:
-    tokenizer: WordPieceTokenizer
-    pretrain_ids: np.ndarray  # the corpus minus the test sentences, as one id stream
-    heldout_ids: np.ndarray  # the test sentences, for the masked-LM validation loss
-    train_sentences: list[str]  # for fine-tuning
-    test_sentences: list[str]  # never seen in pretraining or fine-tuning
-    # next-sentence prediction (empty without --nsp): (sentence, its next) pairs of the text
-    nsp_train: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # no test sentence
-    nsp_test: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # A: a test sentence
-    nsp_pool: list[str] = dataclasses.field(default_factory=list)  # the random Bs of training
-    piece_ids: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # sentence -> ids
-
-
-def prepare(cfg: TrainBertConfig, tokenizer: WordPieceTokenizer | None = None) -> Corpus:
-    raw = text = load_text(cfg.data)
-    sentences = split_sentences(text)
-    if len(sentences) < 2 * cfg.held_out:
-        raise ValueError(
-            f"train bert: the corpus has {len(sentences)} usable sentences; "
-            f"--held-out {cfg.held_out} needs at least {2 * cfg.held_out}"
-        )
-    order = np.random.default_rng([cfg.seed, 0]).permutation(len(sentences))
-    test = [sentences[i] for i in order[: cfg.held_out]]
-    train = [sentences[i] for i in order[cfg.held_out :]]
-    # Pretraining must not read the test sentences. They were cut from paragraphs with their
-    # line breaks made spaces, so the text is cut the same way before they are taken out
-    # (WordPiece splits on any whitespace, so nothing else changes).
-    text = " ".join(text.split())
-    for sentence in test:
-        text = text.replace(sentence, " ")
-    tokenizer = tokenizer or WordPieceTokenizer.train(text, cfg.vocab_size)
-    heldout = np.array([i for s in test for i in tokenizer.encode(s, add_special_tokens=False)])
-    ids = np.array(tokenizer.encode(text, add_special_tokens=False))
-    corpus = Corpus(tokenizer, ids, heldout, train, test)
-    if cfg.nsp:
-        _add_pairs(corpus, raw)
-    return corpus
-
-
-def _add_pairs(corpus: Corpus, text: str) -> None:
-    """The NSP pairs: training pairs hold no test sentence (so pretraining still never reads
-    one); a test pair starts with a test sentence, whose link to its next sentence pretraining
-    never saw. The test pairs' random Bs come from the whole corpus, as their true Bs do."""
-    held_out = set(corpus.test_sentences)
-    pairs = consecutive_pairs(split_runs(text))
-    corpus.nsp_train = [(a, b) for a, b in pairs if a not in held_out and b not in held_out]
-    corpus.nsp_test = [(a, b) for a, b in pairs if a in held_out]
-    train = corpus.nsp_pool = corpus.train_sentences
-    if not corpus.nsp_train or len(corpus.nsp_test) < 2:
-        raise ValueError(f"train bert --nsp: the corpus gives {len(corpus.nsp_train)} training "
-                         f"and {len(corpus.nsp_test)} held-out sentence pairs; it needs more "
-                         f"paragraphs of consecutive sentences")  # fmt: skip
-    sentences = {s for pair in pairs for s in pair} | set(train) | set(corpus.test_sentences)
-    encode = corpus.tokenizer.encode
-    corpus.piece_ids = {s: encode(s, add_special_tokens=False) for s in sentences}
-
-
-def mlm_batch(
-    ids: np.ndarray, tok: WordPieceTokenizer, cfg: TrainBertConfig, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Random windows of the id stream as [CLS] window [SEP], masked: (inputs, labels) (B, T)."""
-    width = cfg.seq_len - 2
-    starts = rng.integers(0, len(ids) - width, size=cfg.batch_size)
-    windows = ids[starts[:, None] + np.arange(width)]  # (B, T - 2)
-    n = cfg.batch_size
-    rows = np.concatenate([np.full((n, 1), tok.cls_id), windows, np.full((n, 1), tok.sep_id)], 1)
-    return mask_tokens(rows, mask_id=tok.mask_id, vocab_size=tok.vocab_size,
-                       special_ids=tok.special_ids, rng=rng)  # fmt: skip
-
-
-def pair_batch(
-    corpus: Corpus,
-    pairs: list[tuple[str, str]],
-    pool: list[str],
-    cfg: TrainBertConfig,
-    rng: np.random.Generator,
-) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
-    """Sentence pairs, B the true next or (by a fair coin) random from `pool`, packed as
-    [CLS] A [SEP] B [SEP]: ((ids, attention_mask, token_type_ids) (N, T), NSP labels (N,))."""
-    tok = corpus.tokenizer
-    firsts, seconds, nsp_labels = nsp_examples(pairs, pool, rng)
-    packed = pack_pairs(
-        [corpus.piece_ids[a] for a in firsts], [corpus.piece_ids[b] for b in seconds],
-        cls_id=tok.cls_id, sep_id=tok.sep_id, pad_id=tok.pad_id, max_length=cfg.seq_len,
-    )  # fmt: skip
-    return packed, nsp_labels
-
-
-def nsp_batch(
-    corpus: Corpus, cfg: TrainBertConfig, rng: np.random.Generator
-) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """A pretraining batch under --nsp: training pairs, packed and masked as BERT's are:
-    ((inputs, attention_mask, token_type_ids), (masked-LM labels, NSP labels))."""
-    tok = corpus.tokenizer
-    picks = rng.integers(0, len(corpus.nsp_train), size=cfg.batch_size)
-    pairs = [corpus.nsp_train[i] for i in picks]
-    (ids, mask, types), nsp_labels = pair_batch(corpus, pairs, corpus.nsp_pool, cfg, rng)
-    inputs, labels = mask_tokens(ids, mask_id=tok.mask_id, vocab_size=tok.vocab_size,
-                                 special_ids=tok.special_ids, rng=rng)  # fmt: skip
-    return (inputs, mask, types), (labels, nsp_labels)
-
-
 def _optimizer(model: Any, cfg: TrainBertConfig, lr: float, iters: int, warmup: int) -> tuple:
     optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=lr, betas=(0.9, 0.999))
     return optimizer, WarmupCosineLR(optimizer, min(warmup, iters), iters, 0.1)
@@ -223,8 +124,19 @@ def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dic
     `BertForPreTraining`); returns the model and the run's log."""
     phase = Phase(cfg.pretrain_iters, cfg.eval_interval, str(Path(cfg.out_dir) / "pretrain"),
                   cfg.progress, resume=cfg.resume)  # fmt: skip
-    phase, state, saved = resume_from(phase, phase.out_dir)
-    tok = corpus.tokenizer
+    training = _nsp_run if cfg.nsp else _mlm_run
+
+    def build(phase: Phase, state: dict | None, saved: dict | None) -> Run:
+        return training(cfg, corpus, phase, state, saved)
+
+    run, log = start_run(phase, build, seed=cfg.seed)
+    return run.model, log
+
+
+def _pretraining_model(
+    cfg: TrainBertConfig, corpus: Corpus, state: dict | None, saved: dict | None
+) -> tuple[Any, BertConfig]:
+    """The pretraining model, new or (on --resume) shaped as the saved one."""
     if saved:
         mconf = config_from_checkpoint(saved["_path"], BertConfig, saved["model_config"], state)
         if saved.get("bert_config", {}).get("nsp", False) != cfg.nsp:
@@ -232,22 +144,14 @@ def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dic
                              f"{'with' if not cfg.nsp else 'without'} --nsp: resume it "
                              f"{'with' if not cfg.nsp else 'without'} --nsp")  # fmt: skip
     else:
-        mconf = cfg.model_config(tok.vocab_size)
-    tf.manual_seed(cfg.seed)
+        mconf = cfg.model_config(corpus.tokenizer.vocab_size)
     model = (BertForPreTraining if cfg.nsp else BertForMaskedLM)(mconf).to(cfg.device)
-    optimizer, scheduler = _optimizer(model, cfg, cfg.lr, phase.iters, cfg.warmup)
-    # one fixed draw of the held-out pairs' random halves, the same at every evaluation, and
-    # as many training pairs (memorised, or understood? the two accuracies tell)
-    nsp_sets = {}
-    if cfg.nsp:
-        pool = corpus.train_sentences + corpus.test_sentences
-        rng = np.random.default_rng([cfg.seed, 4])
-        picks = rng.permutation(len(corpus.nsp_train))[: len(corpus.nsp_test)]
-        nsp_sets = {
-            "val": pair_batch(corpus, corpus.nsp_test, pool, cfg, rng),
-            "train": pair_batch(corpus, [corpus.nsp_train[i] for i in picks], corpus.nsp_pool,
-                                cfg, rng),
-        }  # fmt: skip
+    return model, mconf
+
+
+def _mlm_evaluation(model: Any, corpus: Corpus, cfg: TrainBertConfig) -> Any:
+    """Masked-LM loss and accuracy on the same masked windows of the corpus and of the
+    held-out sentences at every evaluation."""
 
     @tf.no_grad()
     def evaluate(it: int) -> dict[str, float]:
@@ -257,7 +161,7 @@ def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dic
         for split, ids in (("train", corpus.pretrain_ids), ("val", corpus.heldout_ids)):
             losses, hits, total = [], 0, 0
             for _ in range(8):
-                inputs, labels = mlm_batch(ids, tok, cfg, rng)
+                inputs, labels = mlm_batch(ids, corpus.tokenizer, cfg, rng)
                 logits, loss = model(inputs, labels)
                 logits = logits[0] if cfg.nsp else logits  # (masked-LM, NSP) logits
                 losses.append(loss.item())
@@ -267,33 +171,77 @@ def pretrain(cfg: TrainBertConfig, corpus: Corpus) -> tuple[BertForMaskedLM, dic
                     total + len(target),
                 )
             out[split], out[f"{split}_acc"] = float(np.mean(losses)), hits / total
-        for split, batch in nsp_sets.items():
-            out[f"nsp_{split}"], out[f"nsp_{split}_acc"] = _evaluate_nsp(model, batch)
         model.train()
         return out
 
-    def loss(inputs: tuple, labels: Any) -> Any:
-        if not cfg.nsp:
-            return model(inputs, labels)[1]
-        (ids, mask, types), (mlm_labels, nsp_labels) = inputs, labels
-        return model(ids, mlm_labels, mask, types, nsp_labels)[1]
+    return evaluate
 
-    def get_batch(rng: np.random.Generator) -> tuple:
-        if cfg.nsp:
-            return nsp_batch(corpus, cfg, rng)
-        return mlm_batch(corpus.pretrain_ids, tok, cfg, rng)
 
-    run = Run(
-        model, optimizer, scheduler, np.random.default_rng(cfg.seed),
-        get_batch=get_batch, evaluate=evaluate, config=phase, command="bert", loss=loss,
-        title="BERT masked-LM" + (" + NSP" if cfg.nsp else "") + " pretraining",
+def _pretraining_run(
+    cfg: TrainBertConfig, phase: Phase, model: Any, mconf: BertConfig, tok: WordPieceTokenizer,
+    **parts: Any,
+) -> Run:  # fmt: skip
+    """The Run of either pretraining, given its batches, evaluation and loss (`parts`)."""
+    optimizer, scheduler = _optimizer(model, cfg, cfg.lr, phase.iters, cfg.warmup)
+    return Run(
+        model, optimizer, scheduler, np.random.default_rng(cfg.seed), **parts, config=phase,
+        command="bert", title="BERT masked-LM" + (" + NSP" if cfg.nsp else "") + " pretraining",
         meta=lambda: {"model_config": dataclasses.asdict(mconf), "tokenizer": tok.to_dict(),
                       "bert_config": dataclasses.asdict(cfg)},
         resume_hint=f"tinyformer train bert --resume --out-dir {cfg.out_dir}"
         + (" --nsp" if cfg.nsp else ""),
     )  # fmt: skip
-    resume_into(run, state, saved)
-    return model, train_loop(run)
+
+
+def _mlm_run(
+    cfg: TrainBertConfig, corpus: Corpus, phase: Phase, state: dict | None, saved: dict | None
+) -> Run:
+    """Masked-LM pretraining on random windows of the corpus."""
+    model, mconf = _pretraining_model(cfg, corpus, state, saved)
+    tok = corpus.tokenizer
+    return _pretraining_run(
+        cfg, phase, model, mconf, tok,
+        get_batch=lambda rng: mlm_batch(corpus.pretrain_ids, tok, cfg, rng),
+        evaluate=_mlm_evaluation(model, corpus, cfg),
+        loss=lambda inputs, labels: model(inputs, labels)[1],
+    )  # fmt: skip
+
+
+def _nsp_run(
+    cfg: TrainBertConfig, corpus: Corpus, phase: Phase, state: dict | None, saved: dict | None
+) -> Run:
+    """BERT's joint pretraining: masked LM on packed sentence pairs, and next-sentence
+    prediction, whose loss and accuracy join the masked-LM evaluation."""
+    model, mconf = _pretraining_model(cfg, corpus, state, saved)
+    # one fixed draw of the held-out pairs' random halves, the same at every evaluation, and
+    # as many training pairs (memorised, or understood? the two accuracies tell)
+    pool = corpus.train_sentences + corpus.test_sentences
+    rng = np.random.default_rng([cfg.seed, 4])
+    picks = rng.permutation(len(corpus.nsp_train))[: len(corpus.nsp_test)]
+    nsp_sets = {
+        "val": pair_batch(corpus, corpus.nsp_test, pool, cfg, rng),
+        "train": pair_batch(corpus, [corpus.nsp_train[i] for i in picks], corpus.nsp_pool,
+                            cfg, rng),
+    }  # fmt: skip
+    masked_lm = _mlm_evaluation(model, corpus, cfg)
+
+    @tf.no_grad()
+    def evaluate(it: int) -> dict[str, float]:
+        out = masked_lm(it)
+        model.eval()
+        for split, batch in nsp_sets.items():
+            out[f"nsp_{split}"], out[f"nsp_{split}_acc"] = _evaluate_nsp(model, batch)
+        model.train()
+        return out
+
+    def loss(inputs: tuple, labels: tuple) -> Any:
+        (ids, mask, types), (mlm_labels, nsp_labels) = inputs, labels
+        return model(ids, mlm_labels, mask, types, nsp_labels)[1]
+
+    return _pretraining_run(
+        cfg, phase, model, mconf, corpus.tokenizer, evaluate=evaluate, loss=loss,
+        get_batch=lambda rng: nsp_batch(corpus, cfg, rng),
+    )  # fmt: skip
 
 
 def _evaluate_nsp(model: BertForPreTraining, batch: tuple, size: int = 100) -> tuple[float, float]:
@@ -309,33 +257,36 @@ def _evaluate_nsp(model: BertForPreTraining, batch: tuple, size: int = 100) -> t
     return float(np.sum(losses) / len(labels)), hits / len(labels)
 
 
-def _classify_batch(
-    sentences: list[str], corpus: Corpus, seq_len: int, rng: np.random.Generator
-) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-    tok = corpus.tokenizer
-    texts, labels = tamper_batch(sentences, rng)
-    ids, mask = pad_batch([tok.encode(t, max_length=seq_len) for t in texts], tok.pad_id)
-    return (ids, mask), labels
-
-
 def finetune(
     cfg: TrainBertConfig, corpus: Corpus, init: dict[str, Any] | None, name: str
 ) -> dict[str, Any]:
     """Fine-tune a classifier on the tampering task, from an encoder state dict (`init`, the
     "bert.*" entries of a pretrained model's state_dict, Tensors or arrays; they are copied) or
     from random weights (None). Returns the log; its evals hold test loss and accuracy."""
+    iters = cfg.finetune_iters
+    phase = Phase(iters, max(1, iters // 10), str(Path(cfg.out_dir) / name), cfg.progress)
+
+    def build(phase: Phase, state: None, saved: None) -> Run:  # a fine-tuning never resumes
+        return _finetuning_run(cfg, corpus, init, phase)
+
+    # seed + 1: the same classifier initialisation for both runs
+    return start_run(phase, build, seed=cfg.seed + 1)[1]
+
+
+def _finetuning_run(
+    cfg: TrainBertConfig, corpus: Corpus, init: dict[str, Any] | None, phase: Phase
+) -> Run:
     tok = corpus.tokenizer
     mconf = cfg.model_config(tok.vocab_size)
-    tf.manual_seed(cfg.seed + 1)  # the same classifier initialisation for both runs
     model = BertForSequenceClassification(mconf, num_labels=2)
     if init is not None:
         own = model.state_dict()
         model.load_state_dict({**own, **{k: v for k, v in init.items() if k in own}})
     model.to(cfg.device)
-    iters = cfg.finetune_iters
+    iters = phase.iters
     optimizer, scheduler = _optimizer(model, cfg, cfg.finetune_lr, iters, max(1, iters // 10))
     test_rng = np.random.default_rng([cfg.seed, 2])  # one fixed tampering of the test set
-    test = [_classify_batch(corpus.test_sentences[i : i + 100], corpus, cfg.seq_len, test_rng)
+    test = [classify_batch(corpus.test_sentences[i : i + 100], corpus, cfg.seq_len, test_rng)
             for i in range(0, len(corpus.test_sentences), 100)]  # fmt: skip
 
     @tf.no_grad()
@@ -352,17 +303,16 @@ def finetune(
 
     def get_batch(rng: np.random.Generator) -> tuple:
         picks = rng.choice(len(corpus.train_sentences), size=cfg.batch_size, replace=False)
-        return _classify_batch([corpus.train_sentences[i] for i in picks], corpus, cfg.seq_len, rng)
+        return classify_batch([corpus.train_sentences[i] for i in picks], corpus, cfg.seq_len, rng)
 
-    phase = Phase(iters, max(1, iters // 10), str(Path(cfg.out_dir) / name), cfg.progress)
-    run = Run(
+    return Run(
         model, optimizer, scheduler, np.random.default_rng([cfg.seed, 3]), get_batch=get_batch,
-        evaluate=evaluate, config=phase, command="bert", title=f"fine-tuning ({name})",
+        evaluate=evaluate, config=phase, command="bert",
+        title=f"fine-tuning ({Path(phase.out_dir).name})",
         meta=lambda: {"model_config": dataclasses.asdict(mconf), "tokenizer": tok.to_dict()},
         loss=lambda inputs, labels: model(inputs[0], labels, inputs[1])[1],
         resume_hint=f"tinyformer train bert --resume --out-dir {cfg.out_dir}",
     )  # fmt: skip
-    return train_loop(run)
 
 
 def train_bert(cfg: TrainBertConfig) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from tinyformer.train.args import (
     check_ranges,
     flag,
 )
-from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Run, start_run
 from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
@@ -121,20 +121,21 @@ def train_gpt(cfg: TrainGPTConfig, on_step: Any = None) -> dict[str, Any]:
     """Train (or resume) a GPT as configured; returns the run's log. `on_step(it)` is called
     after every completed step; returning True stops the run as Ctrl-C would."""
     with claim_out_dir(cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
-        return _train_gpt(cfg, on_step)
+        run, log = start_run(cfg, _build, on_step, default_iters=DEFAULT_ITERS)
+    cfg = run.config
+    if len(log["loss"]) == cfg.iters and cfg.sample_tokens:
+        print("\n--- sample ---")
+        tokenizer = run.extra["tokenizer"]
+        print(_generate(run.model, tokenizer, _start(tokenizer), cfg.sample_tokens, 0.8, 40, None))
+    return log
 
 
-def _train_gpt(cfg: TrainGPTConfig, on_step: Any) -> dict[str, Any]:
-    cfg, model_state, saved = resume_from(cfg, cfg.out_dir)
-    if cfg.iters is None:
-        cfg = dataclasses.replace(cfg, iters=DEFAULT_ITERS)
+def _build(cfg: TrainGPTConfig, state: dict | None, saved: dict | None) -> Run:
     text = load_text(cfg.data)
     if saved:
         with checkpoint_errors(saved["_path"]):
             tokenizer = tokenizer_from_dict(saved["tokenizer"])
-            mconf = config_from_checkpoint(
-                saved["_path"], GPTConfig, saved["model_config"], model_state
-            )
+            mconf = config_from_checkpoint(saved["_path"], GPTConfig, saved["model_config"], state)
     else:
         tokenizer = _tokenizer(cfg, text)
         mconf = cfg.model_config(tokenizer.vocab_size)
@@ -143,27 +144,19 @@ def _train_gpt(cfg: TrainGPTConfig, on_step: Any) -> dict[str, Any]:
     )
     check_batch_fits(cfg.batch_size, floor, f"this GPT on {mconf.block_size} tokens", cfg.device)
     data = LMData(np.array(tokenizer.encode(text)), mconf.block_size)
-
-    tf.manual_seed(cfg.seed)
-    batch_rng = np.random.default_rng(cfg.seed)
     model = GPT(mconf).to(cfg.device)
     optimizer = AdamW(
         weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2)
     )
     scheduler = WarmupCosineLR(optimizer, min(cfg.warmup, cfg.iters), cfg.iters, cfg.min_lr_ratio)
-    run = Run(
-        model, optimizer, scheduler, batch_rng,
+    return Run(
+        model, optimizer, scheduler, np.random.default_rng(cfg.seed),
         get_batch=lambda rng: data.get_batch("train", cfg.batch_size, rng),
         evaluate=lambda it: estimate_loss(model, data, cfg, it),
         meta=lambda: {"model_config": dataclasses.asdict(mconf), "tokenizer": tokenizer.to_dict()},
         config=cfg, command="gpt", title=f"GPT {cfg.config} on {cfg.data}",
+        extra={"tokenizer": tokenizer},
     )  # fmt: skip
-    resume_into(run, model_state, saved)
-    log = train_loop(run, on_step)
-    if len(log["loss"]) == cfg.iters and cfg.sample_tokens:
-        print("\n--- sample ---")
-        print(_generate(model, tokenizer, _start(tokenizer), cfg.sample_tokens, 0.8, 40, None))
-    return log
 
 
 def load_model(path: Any) -> tuple[GPT, Tokenizer, dict[str, Any]]:

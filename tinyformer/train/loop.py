@@ -1,4 +1,9 @@
-"""The training loop every `tinyformer train ...` command shares.
+"""The training loop every `tinyformer train ...` command shares, and the skeleton around it.
+
+A command holds its folder (`claim_out_dir`) and calls `start_run(cfg, build)`: under --resume
+the saved run and its settings come back, the iterations get their default, tinyformer's
+generator is seeded, `build` makes the command's own part (data, model, optimizer, schedule,
+evaluation: a `Run`), the saved state goes back into it, and `train_loop` trains.
 
 One step: draw a batch from the run's generator, forward, backward, clip the gradient norm,
 optimizer step, schedule step. Every `eval_interval` steps (and at the end) the run's
@@ -32,13 +37,14 @@ from tinyformer.nn.module import Module
 from tinyformer.optim import clip_grad_norm_
 from tinyformer.optim.lr_scheduler import LRScheduler
 from tinyformer.optim.optimizer import Optimizer
+from tinyformer.random import manual_seed
 from tinyformer.runtime import RUNTIME_ENV, settings
 from tinyformer.train.report import peak_rss_mib, plot_losses
 from tinyformer.train.state import checkpoint_errors, load_run, restore_run, save_run
 
 __all__ = [
     "NonFiniteLoss", "Run", "RunStopped", "StopFlag", "new_log", "resume_from", "resume_into",
-    "train_loop",
+    "start_run", "train_loop",
 ]  # fmt: skip
 
 
@@ -143,6 +149,8 @@ class Run:
     loss: Callable[[Any, Any], Any] | None = None
     resume_hint: str | None = None  # the command that continues this run, if not the default
     loss_label: str = "cross-entropy (nats/token)"  # the loss plot's axis
+    # the command's own objects that it uses after training (a tokenizer, its data)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class StopFlag:
@@ -318,3 +326,37 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
         f"{peak_rss_mib():.0f} MiB; {out / 'loss.png'}, {out / 'log.json'}, {ckpt_path}"
     )
     return log
+
+
+# (the configuration, the saved model state or None, the checkpoint's meta or None) -> the Run
+Build = Callable[[Any, dict | None, dict | None], Run]
+
+
+def start_run(
+    cfg: Any,
+    build: Build,
+    on_step: Callable[[int], bool] | None = None,
+    *,
+    out_dir: str | None = None,
+    default_iters: int | None = None,
+    seed: int | None = None,
+    saved: tuple[dict, dict] | None = None,
+) -> tuple[Run, dict[str, Any]]:
+    """Everything a training command does around what is its own (`build`): under --resume
+    take the run saved in `out_dir` (default `cfg.out_dir`) and its settings, give `iters` its
+    default, seed tinyformer's generator (`seed`, default `cfg.seed`), build the Run with
+    `build(cfg, state, meta)` (both None for a new run), put the saved weights, optimizer,
+    schedule, generators and log back in place, and train. The caller holds the folder
+    (`claim_out_dir`); `saved`, a checkpoint's (state, meta) the caller has read already,
+    replaces the resume step. Returns the Run (its `config` is the configuration it ran with)
+    and its log."""
+    if saved is None:
+        cfg, state, meta = resume_from(cfg, cfg.out_dir if out_dir is None else out_dir)
+    else:
+        state, meta = saved
+    if default_iters is not None and cfg.iters is None:
+        cfg = dataclasses.replace(cfg, iters=default_iters)
+    manual_seed(cfg.seed if seed is None else seed)
+    run = build(cfg, state, meta)
+    resume_into(run, state, meta)
+    return run, train_loop(run, on_step)

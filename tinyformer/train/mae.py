@@ -30,7 +30,7 @@ from tinyformer.models.mae import MAE, MAEConfig
 from tinyformer.models.vit import ViT
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, PROPER_FRACTION, check_ranges, flag
-from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Run, start_run
 from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
@@ -135,12 +135,21 @@ def pretrain(cfg: TrainMAEConfig, data: Images) -> tuple[MAE, dict[str, Any]]:
     """The masked-autoencoder run; returns the model and the run's log."""
     phase = Phase(cfg.pretrain_iters, cfg.eval_interval, str(Path(cfg.out_dir) / "pretrain"),
                   cfg.progress, resume=cfg.resume)  # fmt: skip
-    phase, state, saved = resume_from(phase, phase.out_dir)
+
+    def build(phase: Phase, state: dict | None, saved: dict | None) -> Run:
+        return _pretraining_run(cfg, data, phase, state, saved)
+
+    run, log = start_run(phase, build, seed=cfg.seed)
+    return run.model, log
+
+
+def _pretraining_run(
+    cfg: TrainMAEConfig, data: Images, phase: Phase, state: dict | None, saved: dict | None
+) -> Run:
     if saved:
         mconf = config_from_checkpoint(saved["_path"], MAEConfig, saved["model_config"], state)
     else:
         mconf = cfg.model_config(data.train.shape[2], data.train.shape[1])
-    tf.manual_seed(cfg.seed)
     model = MAE(mconf).to(cfg.device)
     optimizer, scheduler = _optimizer(weight_decay_groups(model, cfg.weight_decay), cfg.lr,
                                       phase.iters, cfg.warmup)  # fmt: skip
@@ -167,7 +176,7 @@ def pretrain(cfg: TrainMAEConfig, data: Images) -> tuple[MAE, dict[str, Any]]:
         idx = rng.integers(0, len(data.train), cfg.batch_size)
         return shift_augment(data.train[idx], rng, cfg.augment_shift), None
 
-    run = Run(
+    return Run(
         model, optimizer, scheduler, np.random.default_rng(cfg.seed), get_batch=get_batch,
         evaluate=evaluate, config=phase, command="mae",
         title=f"MAE pretraining on {cfg.data} ({mconf.mask_ratio:.0%} of patches hidden)",
@@ -177,8 +186,6 @@ def pretrain(cfg: TrainMAEConfig, data: Images) -> tuple[MAE, dict[str, Any]]:
         loss=lambda images, _: model(images)[1],
         resume_hint=f"tinyformer train mae --resume --out-dir {cfg.out_dir}",
     )  # fmt: skip
-    resume_into(run, state, saved)
-    return model, train_loop(run)
 
 
 def finetune(
@@ -186,12 +193,25 @@ def finetune(
 ) -> dict[str, Any]:
     """Train a ViT classifier from the encoder weights `init` (`MAE.encoder_state_dict()`) or
     from random weights (None). Returns the log; its evals hold test loss and accuracy."""
-    tf.manual_seed(cfg.seed + 1)  # the same classifier head for both runs
+    iters = cfg.finetune_iters
+    # six evaluations: enough for the accuracy curve; each also writes a checkpoint and a plot
+    phase = Phase(iters, max(1, iters // 5), str(Path(cfg.out_dir) / name), cfg.progress)
+
+    def build(phase: Phase, state: None, saved: None) -> Run:  # a fine-tuning never resumes
+        return _finetuning_run(cfg, data, mconf, init, phase)
+
+    # seed + 1: the same classifier head for both runs
+    return start_run(phase, build, seed=cfg.seed + 1)[1]
+
+
+def _finetuning_run(
+    cfg: TrainMAEConfig, data: Images, mconf: MAEConfig, init: dict[str, Any] | None, phase: Phase
+) -> Run:
     model = ViT(mconf.vit_config(data.num_classes))
     if init is not None:
         model.load_state_dict({**model.state_dict(), **init})
     model.to(cfg.device)
-    iters = cfg.finetune_iters
+    iters = phase.iters
     if cfg.probe:  # everything frozen but the head: what the features alone are worth
         for p in model.parameters():
             p.requires_grad_(False)
@@ -217,16 +237,13 @@ def finetune(
         idx = rng.integers(0, len(data.train), cfg.batch_size)
         return shift_augment(data.train[idx], rng, cfg.augment_shift), data.train_labels[idx]
 
-    # six evaluations: enough for the accuracy curve; each also writes a checkpoint and a plot
-    phase = Phase(iters, max(1, iters // 5), str(Path(cfg.out_dir) / name), cfg.progress)
-    run = Run(
+    return Run(
         model, optimizer, scheduler, np.random.default_rng([cfg.seed, 3]), get_batch=get_batch,
         evaluate=evaluate, config=phase, command="mae",
-        title=f"{'linear probe' if cfg.probe else 'fine-tuning'} ({name})",
+        title=f"{'linear probe' if cfg.probe else 'fine-tuning'} ({Path(phase.out_dir).name})",
         meta=lambda: {"model_config": dataclasses.asdict(model.config), "model_kind": "vit"},
         resume_hint=f"tinyformer train mae --resume --out-dir {cfg.out_dir}",
     )  # fmt: skip
-    return train_loop(run)
 
 
 def train_mae(cfg: TrainMAEConfig) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from tinyformer.train.args import (
     check_ranges,
     flag,
 )
-from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Run, start_run
 from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
@@ -127,19 +127,18 @@ def date_run(model: Any, mconf: Any, cfg: Any, task: DateTask, command: str, tit
         meta=lambda: {"model_config": dataclasses.asdict(mconf)}, config=cfg,
         command=command, title=title,
         loss=lambda inputs, targets: model(inputs[0], inputs[1], targets, cfg.label_smoothing)[1],
+        extra={"task": task},
     )  # fmt: skip
 
 
 def train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
     """Train (or resume) the date translator; returns the log (with final accuracies)."""
     with claim_out_dir(cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
-        return _train_seq2seq(cfg)
+        run, log = start_run(cfg, _build, default_iters=DEFAULT_ITERS)
+        return _report(run, log)
 
 
-def _train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
-    cfg, state, saved = resume_from(cfg, cfg.out_dir)
-    if cfg.iters is None:
-        cfg = dataclasses.replace(cfg, iters=DEFAULT_ITERS)
+def _build(cfg: TrainSeq2SeqConfig, state: dict | None, saved: dict | None) -> Run:
     task = DateTask(seed=cfg.seed, test_dates=cfg.test_dates)
     if saved:
         mconf = config_from_checkpoint(saved["_path"], Seq2SeqConfig, saved["model_config"], state)
@@ -148,11 +147,13 @@ def _train_seq2seq(cfg: TrainSeq2SeqConfig) -> dict[str, Any]:
     # the decoder alone, on the ten characters of an ISO date
     floor = transformer_floor(10, mconf.n_decoder_layers, mconf.d_model, mconf.d_ff)
     check_batch_fits(cfg.batch_size, floor, "this decoder on 10 tokens", cfg.device)
-    tf.manual_seed(cfg.seed)
     model = Transformer(mconf).to(cfg.device)
-    run = date_run(model, mconf, cfg, task, "seq2seq", "encoder-decoder: dates -> ISO 8601")
-    resume_into(run, state, saved)
-    log = train_loop(run)
+    return date_run(model, mconf, cfg, task, "seq2seq", "encoder-decoder: dates -> ISO 8601")
+
+
+def _report(run: Run, log: dict[str, Any]) -> dict[str, Any]:
+    """After a finished run: exact match, greedy and by beam search, and the alignment plot."""
+    cfg, model, task = run.config, run.model, run.extra["task"]
     if len(log["loss"]) < cfg.iters:
         return log
     model.eval()

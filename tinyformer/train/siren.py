@@ -27,7 +27,7 @@ from tinyformer import backend
 from tinyformer.models.siren import MODELS, SirenConfig, build_model
 from tinyformer.optim import Adam, LambdaLR
 from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
-from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Run, resume_from, start_run
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint
 
@@ -200,12 +200,23 @@ def _resume_settings(cfg: TrainSirenConfig) -> tuple[TrainSirenConfig, dict[str,
 def _fit(cfg: TrainSirenConfig, name: str, coords: Any, target: Any, saved: tuple | None) -> tuple:
     """Train one network through the shared loop in out_dir/name; -> (model, log)."""
     sub = dataclasses.replace(cfg, out_dir=str(Path(cfg.out_dir) / name))
-    state, meta = saved or (None, None)
+
+    def build(cfg: TrainSirenConfig, state: dict | None, meta: dict | None) -> Run:
+        return _network_run(cfg, name, coords, target, state, meta)
+
+    # resumed already, all networks at once (_resume_settings)
+    run, log = start_run(sub, build, saved=saved or (None, None))
+    return run.model, log
+
+
+def _network_run(
+    cfg: TrainSirenConfig, name: str, coords: Any, target: Any, state: dict | None,
+    meta: dict | None,
+) -> Run:  # fmt: skip
     if meta:
         mconf = config_from_checkpoint(meta["_path"], SirenConfig, meta["model_config"], state)
     else:
         mconf = cfg.model_config()
-    tf.manual_seed(cfg.seed)
     with checkpoint_errors(meta["_path"]) if meta else contextlib.nullcontext():
         model = build_model(name, mconf).to(cfg.device)
     optimizer = Adam(model.parameters(), lr=cfg.lr if name == "siren" else cfg.baseline_lr)
@@ -216,16 +227,14 @@ def _fit(cfg: TrainSirenConfig, name: str, coords: Any, target: Any, saved: tupl
         _, mse = model(coords, target)
         return {"mse": float(mse.item()), "psnr": _psnr_of_mse(float(mse.item()))}
 
-    run = Run(
+    return Run(
         model, optimizer, scheduler, np.random.default_rng(cfg.seed),
         get_batch=lambda rng: (coords, target),  # full batch: every pixel, every step
-        evaluate=evaluate, config=sub, command="siren", title=f"{name}: mean squared error",
+        evaluate=evaluate, config=cfg, command="siren", title=f"{name}: mean squared error",
         loss_label="mean squared error",
         meta=lambda: {"model_config": dataclasses.asdict(mconf), "network": name},
-        resume_hint=f"tinyformer train siren --resume --out-dir {cfg.out_dir}",
+        resume_hint=f"tinyformer train siren --resume --out-dir {Path(cfg.out_dir).parent}",
     )  # fmt: skip
-    resume_into(run, state, meta)
-    return model, train_loop(run)
 
 
 def _train_siren(cfg: TrainSirenConfig) -> dict[str, Any]:

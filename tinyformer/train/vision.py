@@ -35,7 +35,7 @@ from tinyformer.train.args import (
     check_ranges,
     flag,
 )
-from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Run, start_run
 from tinyformer.train.memory import check_batch_fits, conv_floor, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, load_run
@@ -288,11 +288,10 @@ def train_vision(cfg: TrainVisionConfig, on_step: Any = None) -> dict[str, Any]:
     if not cfg.resume:
         cfg.resolved()  # a model and data that do not fit are refused before the folder is
     with claim_out_dir(out_dir, resume=cfg.resume, overwrite=cfg.overwrite):
-        return _train_vision(cfg, out_dir, on_step)
+        return start_run(cfg, _build, on_step, out_dir=out_dir)[1]
 
 
-def _train_vision(cfg: TrainVisionConfig, out_dir: str, on_step: Any) -> dict[str, Any]:
-    cfg, model_state, saved = resume_from(cfg, out_dir)
+def _build(cfg: TrainVisionConfig, state: dict | None, saved: dict | None) -> Run:
     cfg = cfg.resolved()
     x_train, y_train, x_val, y_val = load_vision(cfg)
     check_shift(cfg.augment_shift, x_train.shape[-1])
@@ -300,9 +299,6 @@ def _train_vision(cfg: TrainVisionConfig, out_dir: str, on_step: Any) -> dict[st
     config = saved["model_config"] if saved else model_config(cfg, x_train, n_classes)
     floor, what = _batch_floor(cfg.model, config, x_train.shape[1:])
     check_batch_fits(cfg.batch_size, floor, what, cfg.device)
-
-    tf.manual_seed(cfg.seed)
-    batch_rng = np.random.default_rng(cfg.seed)
     with checkpoint_errors(saved["_path"]) if saved else contextlib.nullcontext():
         model = build_model(cfg.model, config).to(cfg.device)
     optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr)
@@ -323,13 +319,11 @@ def _train_vision(cfg: TrainVisionConfig, out_dir: str, on_step: Any) -> dict[st
             numbers["val_miou"] = val["miou"]
         return numbers
 
-    run = Run(
-        model, optimizer, scheduler, batch_rng, get_batch, evaluate,
+    return Run(
+        model, optimizer, scheduler, np.random.default_rng(cfg.seed), get_batch, evaluate,
         meta=lambda: {"model_kind": cfg.model, "model_config": config, "num_classes": n_classes},
         config=cfg, command=cfg.model, title=f"{cfg.model} on {cfg.data}",
     )  # fmt: skip
-    resume_into(run, model_state, saved)
-    return train_loop(run, on_step)
 
 
 def load_trained(path: Any) -> tuple[Module, TrainVisionConfig, dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""`python -m tinyformer.bench [--only SECTIONS] [--runs N] [--quick] [--out DIR]`: print the
+"""`python -m benchmarks [--only SECTIONS] [--runs N] [--quick] [--out DIR]`: print the
 tables, write JSON and PNG charts. Sections: engine, ops, kernels, vision (conv and pooling),
 memory; a pulse of the machine (`pulse.py`) before and after them tells a quiet run from a
 disturbed one. The kernel tables are timed `--runs` times, every table once a run, and report
@@ -13,6 +13,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from benchmarks.cases import BABY, engine_overhead, op_timings
+from benchmarks.kernels import (
+    attention_memory,
+    combine_runs,
+    geometric_mean,
+    kernel_timings,
+    time_cases,
+)
+from benchmarks.pulse import describe, gemm_rate, pulse
+from benchmarks.vision import vision_cases
 from tinyformer.bench import (
     machine,
     markdown_table,
@@ -21,16 +31,6 @@ from tinyformer.bench import (
     save_json,
     save_text,
 )
-from tinyformer.bench.cases import BABY, engine_overhead, op_timings
-from tinyformer.bench.kernels import (
-    attention_memory,
-    combine_runs,
-    geometric_mean,
-    kernel_timings,
-    time_cases,
-)
-from tinyformer.bench.pulse import describe, gemm_rate, pulse
-from tinyformer.bench.vision import vision_cases
 from tinyformer.fileio import check_writable
 from tinyformer.runtime import BENCH_ENV, restart_with_runtime_env
 
@@ -127,7 +127,7 @@ def _positive(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tinyformer.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
@@ -214,5 +214,5 @@ if __name__ == "__main__":
     # though); without them OpenBLAS threads left spinning by each reference's matrix products
     # hold a core while the kernel timed next runs (attention backward at baby shapes: 2.0x
     # instead of 2.8x).
-    restart_with_runtime_env("tinyformer.bench", BENCH_ENV)
+    restart_with_runtime_env("benchmarks", BENCH_ENV)
     raise SystemExit(main())

@@ -1,8 +1,8 @@
 """adamw_step: one AdamW update of a parameter, in place (Loshchilov & Hutter, "Decoupled Weight
 Decay Regularization").
 
-Not differentiable, so no Function: it is the primitive the optimizer calls for every parameter,
-kept here so that its math, reference and fast kernel follow the same rules as the ops.
+Not differentiable, so no op: a primitive of the optimizer, with a NumPy reference here and fast
+kernels in `kernels/<backend>/adamw.py` under the same registry rules as the ops' primitives.
 
 With gradient g, moments m and v, step t >= 1 (counting from 1):
     p <- p * (1 - lr * weight_decay)          decoupled weight decay, applied to p itself
@@ -13,8 +13,9 @@ With gradient g, moments m and v, step t >= 1 (counting from 1):
 The bias corrections undo the moments' start at zero. This is PyTorch's AdamW, step for step.
 
 `adamw_step_many` is the same update for a list of parameters, each with its own step count:
-the optimizer calls it once per parameter group, so that a device kernel can update the whole
-group in one launch. Its reference simply runs `adamw.step` on each parameter in turn.
+the optimizer calls it once per parameter group and dtype, so that the registry chooses once per
+group (not once per parameter) and a device kernel updates the whole group in one launch. Its
+reference runs `adamw_step` on each parameter in turn.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from tinyformer import backend, registry
+
+__all__ = ["adamw_step", "adamw_step_many"]
 
 
 @registry.reference("adamw.step")
@@ -66,12 +69,11 @@ def adamw_step_many(
     weight_decay: float,
     steps: Sequence[int],
 ) -> None:
-    """`adamw.step` on each parameter in place; `steps` holds each one's own step count. Each
-    update goes through the registry, so on the host the Numba kernel of `adamw.step` runs."""
+    """`adamw_step` on each parameter in place; `steps` holds each one's own step count."""
     if not len(params) == len(grads) == len(ms) == len(vs) == len(steps):
         raise ValueError("adamw.step_many: params, grads, ms, vs and steps differ in length")
     for param, grad, m, v, step in zip(params, grads, ms, vs, steps):
-        registry.call(
-            "adamw.step", param, grad, m, v, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
+        adamw_step(
+            param, grad, m, v, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
             weight_decay=weight_decay, step=step,
         )  # fmt: skip

@@ -172,7 +172,7 @@ def time_cases(
         name = _primitive_name(case)
 
         def forced(backend: str, case: Case = case, name: str = name) -> Callable[[], Any]:
-            with registry.prefer(backend):  # what `prefer` runs, called directly
+            with registry.prefer(backend, force=True):  # what runs, called directly
                 impl = registry.choose(name, *case.args, **case.kwargs)
             fn = functools.partial(impl.fn, *case.args, **case.kwargs)
             if case.blas_one_thread and backend != registry.REFERENCE:
@@ -271,7 +271,7 @@ def _forced_step(backend: str, *args: Any) -> Callable[[], None]:
     """`_attention_step(*args)` with the registry forced to `backend`."""
 
     def step() -> None:
-        with registry.prefer(backend):
+        with registry.prefer(backend, force=True):
             _attention_step(*args)
 
     return step

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from benchmarks.kernels import Case, _torch
 from tinyformer import registry
-from tinyformer.bench.kernels import Case, _torch
 
 
 def vision_cases(quick: bool = False, dtype=np.float32) -> list[Case]:
