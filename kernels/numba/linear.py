@@ -15,7 +15,8 @@ Per worker w, owning a block of rows (the products are BLAS calls on the block):
 
 The registry picks this kernel only when every BLAS library in the process runs on one thread:
 with a multi-threaded BLAS, the workers' concurrent calls fight over BLAS's own threads. Under
-`prefer("numba", force=True)` it always runs; small test products are single-threaded inside BLAS anyway.
+`prefer("numba", force=True)` it always runs; small test products are single-threaded inside
+BLAS anyway.
 """
 
 from __future__ import annotations
