@@ -3,14 +3,22 @@ PYTHON ?= python
 PIP := $(PYTHON) -m pip
 NOTEBOOKS := $(patsubst tutorials/%.py,tutorials/%.ipynb,$(wildcard tutorials/[0-9]*.py))
 PYTEST_FLAGS ?= -q -rs
+# Test processes side by side (pytest-xdist): auto is one per CPU core; WORKERS=0 runs in one.
+WORKERS ?= auto
+XDIST := -n $(WORKERS) --dist loadscope
+# Hypothesis examples per test (tests/conftest.py): ci for `make test` and CI, quick for `check`.
+HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help install dev test unit notebooks lint format docs docs-instructor docs-tutorials bench \
-	clean
+.PHONY: help install dev test check unit warm notebooks lint format docs docs-instructor \
+	docs-tutorials bench clean
 
 help:
 	@echo "install    pip install -e . (the library and its command line)"
+	@echo "check      lint, then the generic op suite and the tests of the ops, at a small"
+	@echo "           hypothesis budget: a quick signal while you edit (about 2 minutes)"
 	@echo "test       install the test tools, then run: lint, unit tests (with the planted-bug"
-	@echo "           check and, if torch is installed, the PyTorch oracle), notebooks, docs"
+	@echo "           check and, if torch is installed, the PyTorch oracle), notebooks, docs;"
+	@echo "           what CI runs: before you push (WORKERS=N test processes, default one per core)"
 	@echo "lint       ruff check + ruff format --check"
 	@echo "format     ruff format + ruff check --fix"
 	@echo "docs       build the students' MkDocs site into site/ (strict, offline): no instructor"
@@ -28,21 +36,37 @@ install:
 dev:
 	$(PIP) install -e ".[dev]"
 
-test: dev lint unit notebooks docs
+# lint, the kernel compiles and writing the notebooks are single processes: side by side first.
+test: dev
+	$(MAKE) -j2 lint warm $(NOTEBOOKS)
+	$(MAKE) unit notebooks docs
 
-unit:
-	$(PYTHON) -m pytest $(PYTEST_FLAGS)
+# The op tests: the generic suite, the per-op properties and errors, the planted-bug check.
+CHECK_TESTS := tests/test_ops_generic.py tests/test_op_properties.py tests/test_errors.py \
+	tests/test_gradcheck.py tests/test_mutation.py
+check: lint warm
+	HYPOTHESIS_PROFILE=quick $(PYTHON) -m pytest $(PYTEST_FLAGS) $(XDIST) $(CHECK_TESTS)
+
+unit: warm
+	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(PYTHON) -m pytest $(PYTEST_FLAGS) $(XDIST)
+
+# Compile every kernel once, so that the test workers load them from the caches instead of
+# each compiling its own copy (tinyformer/testing/warm.py).
+warm:
+	$(PYTHON) -m tinyformer.testing.warm
 
 # Notebooks are generated from their jupytext sources, then executed (headless matplotlib).
 tutorials/%.ipynb: tutorials/%.py
 	$(PYTHON) -m jupytext --to ipynb --set-kernel python3 -o $@ $<
 
 # They run with a TMPDIR of their own, which must be empty when they finish: a notebook that
-# leaves its runs behind fills the user's /tmp a little more every time it is run.
+# leaves its runs behind fills the user's /tmp a little more every time it is run. (pytest's
+# own temporary folder, which its workers need, goes elsewhere.)
 notebooks: $(NOTEBOOKS)
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	echo "TMPDIR=$$tmp MPLBACKEND=Agg TINYFORMER_SMALL=1 $(PYTHON) -m pytest --nbmake $(NOTEBOOKS)" && \
-	TMPDIR="$$tmp" MPLBACKEND=Agg TINYFORMER_SMALL=1 $(PYTHON) -m pytest --nbmake $(NOTEBOOKS) && \
+	@tmp=$$(mktemp -d) && base=$$(mktemp -d) && trap 'rm -rf "$$tmp" "$$base"' EXIT && \
+	echo "TMPDIR=$$tmp MPLBACKEND=Agg TINYFORMER_SMALL=1 $(PYTHON) -m pytest --nbmake $(XDIST) $(NOTEBOOKS)" && \
+	TMPDIR="$$tmp" MPLBACKEND=Agg TINYFORMER_SMALL=1 \
+	$(PYTHON) -m pytest --nbmake $(XDIST) --basetemp="$$base/pytest" $(NOTEBOOKS) && \
 	if [ -n "$$(ls -A "$$tmp")" ]; then \
 		echo "The notebooks left files in their TMPDIR ($$tmp):"; ls -A "$$tmp"; exit 1; \
 	fi

@@ -53,6 +53,8 @@ setup(
     extras_require={
         "dev": [
             "pytest>=7",
+            # `make test` runs the tests in one process per core (-n auto --dist loadscope)
+            "pytest-xdist>=3.2",
             "hypothesis>=6.80",
             "ruff>=0.5",
             "jupytext>=1.16",

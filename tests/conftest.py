@@ -2,17 +2,24 @@
 text corpus the training tests share."""
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-# CI: modest example counts; no deadline anywhere (a first JIT compile takes seconds).
-settings.register_profile(
-    "ci", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile(
-    "dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+from tests import mutation_log
+
+# Examples per hypothesis test; no deadline anywhere (a first JIT compile takes seconds).
+# quick: `make check`, while editing; ci: `make test` and CI; dev: a longer hunt for bugs.
+# The planted-bug check sets its own example count, so its kill rate is the same in all three.
+for _name, _examples in {"quick": 8, "ci": 25, "dev": 60}.items():
+    settings.register_profile(
+        _name,
+        max_examples=_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
@@ -27,6 +34,53 @@ def corpus(tmp_path):
     return str(path)
 
 
+# pytest-xdist (`make test`: -n auto --dist loadscope) hands tests to its workers one at a
+# time, except that the tests of a file defining a module- or class-scoped fixture (a built
+# site, a released assignment, a trained tokenizer) all go to one worker, which then computes it
+# once. (Its loadgroup would do this from marks, but cannot rename node ids under pytest 9.)
+SHARED_FIXTURE = re.compile(r"@pytest\.fixture\([^)]*scope=[\"'](module|class)[\"']")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which may not be installed
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    tests = Path(__file__).parent
+    shared = {
+        path.relative_to(tests.parent).as_posix()
+        for path in tests.rglob("test_*.py")
+        if SHARED_FIXTURE.search(path.read_text(encoding="utf-8"))
+    }
+
+    class FileWhenItSharesFixtures(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::")[0]
+            return path if path in shared else nodeid
+
+    return FileWhenItSharesFixtures(config, log)
+
+
+# The planted-bug outcomes travel with each test's report, so that the summary also counts the
+# tests that ran in pytest-xdist's worker processes.
+PLANTED: dict[str, bool] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if call.when == "call" and mutation_log.RESULTS:
+        report.user_properties.append(("planted_bugs", sorted(mutation_log.RESULTS.items())))
+        mutation_log.RESULTS.clear()
+
+
+def pytest_runtest_logreport(report):
+    for name, value in report.user_properties:
+        if name == "planted_bugs":
+            PLANTED.update(dict(value))
+
+
 # What the planted-bug summary calls each kind of mutant, by the end of its key in mutation_log
 MUTANT_KINDS = {":drift": "drifting kernels", ":dedicated": "bugs for dedicated tests"}
 
@@ -36,15 +90,13 @@ def _mutant_kind(key: str) -> str:
 
 
 def pytest_terminal_summary(terminalreporter):
-    from tests import mutation_log
-
-    if mutation_log.RESULTS:
+    if PLANTED:
         parts = []
         for label in ("backward bugs", *MUTANT_KINDS.values()):
-            outcomes = [v for k, v in mutation_log.RESULTS.items() if _mutant_kind(k) == label]
+            outcomes = [v for k, v in PLANTED.items() if _mutant_kind(k) == label]
             if outcomes:
                 parts.append(f"{sum(outcomes)} of {len(outcomes)} {label}")
-        caught, planted = sum(mutation_log.RESULTS.values()), len(mutation_log.RESULTS)
+        caught, planted = sum(PLANTED.values()), len(PLANTED)
         listed = " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 2 else parts)
         terminalreporter.write_line(
             f"planted-bug check: caught {listed} ({100.0 * caught / planted:.1f}% kill rate)"

@@ -10,17 +10,23 @@ everything that went into them, under `tinyformer.data.cache_dir()/cuda-emulator
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 HEADER = Path(__file__).with_name("_emulator.h")
 FLAGS = ("-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w")
@@ -63,28 +69,48 @@ def compile_module(source: str, entries: dict[str, Any], op: str) -> EmulatedMod
     library = _cache_dir() / f"{op}-{key.hexdigest()[:16]}.so"
     if not library.exists():
         library.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            cu = Path(tmp) / f"{op}.cu"
-            cu.write_text(text)
-            built = Path(tmp) / library.name
-            command = [
-                compiler,
-                *FLAGS,
-                "-include",
-                str(HEADER),
-                "-x",
-                "c++",
-                str(cu),
-                "-o",
-                str(built),
-            ]
-            done = subprocess.run(command, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise RuntimeError(
-                    f"{op}.cu does not compile for the CUDA emulator:\n{done.stderr}"
-                )
-            os.replace(built, library)  # atomic: a concurrent process sees all of it or nothing
+        with _build_lock(library):
+            if not library.exists():  # another process may have built it while we waited
+                _build(compiler, text, op, library)
     return EmulatedModule(ctypes.CDLL(str(library)), entries)
+
+
+@contextlib.contextmanager
+def _build_lock(library: Path) -> Iterator[None]:
+    """Hold an exclusive lock for building `library`, so that processes side by side (test
+    workers) wait for one build instead of each compiling it. Without fcntl, no lock: the
+    atomic rename still keeps the cache whole."""
+    if fcntl is None:
+        yield
+        return
+    with open(library.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build(compiler: str, text: str, op: str, library: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cu = Path(tmp) / f"{op}.cu"
+        cu.write_text(text)
+        built = Path(tmp) / library.name
+        command = [
+            compiler,
+            *FLAGS,
+            "-include",
+            str(HEADER),
+            "-x",
+            "c++",
+            str(cu),
+            "-o",
+            str(built),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{op}.cu does not compile for the CUDA emulator:\n{done.stderr}")
+        os.replace(built, library)  # atomic: a concurrent process sees all of it or nothing
 
 
 class EmulatedModule:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import hashlib
 import importlib.util
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -82,7 +84,43 @@ def compile_with_log(
     source: str, name: str, arch: str = "sm_90", options: Sequence[str] = ("-std=c++17",)
 ) -> tuple[bytes, str]:
     """compile_cuda's cubin and NVRTC's log of a successful compile: with "-Xptxas=-v" among
-    the options, each kernel's registers and shared memory."""
+    the options, each kernel's registers and shared memory.
+
+    A successful compile is kept on disk, under `tinyformer.data.cache_dir()/nvrtc`, keyed by a
+    hash of the NVRTC library and version, `arch`, `options`, `name` and `source`: the same
+    compile again is a file read. Failures are not kept."""
+    key = "\0".join([_library_path(), *map(str, version()), arch, *options, name, source])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    cached = _cache_dir() / f"{Path(name).stem}-{arch}-{digest}"
+    cubin_path, log_path = cached.with_suffix(".cubin"), cached.with_suffix(".log")
+    if cubin_path.exists():  # written after its log
+        return cubin_path.read_bytes(), log_path.read_text(encoding="utf-8")
+    cubin, log = _compile(source, name, arch, options)
+    _write_atomic(log_path, log.encode())
+    _write_atomic(cubin_path, cubin)
+    return cubin, log
+
+
+def _cache_dir() -> Path:
+    from tinyformer.data import cache_dir
+
+    return cache_dir() / "nvrtc"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a process reading it side by side sees all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _compile(source: str, name: str, arch: str, options: Sequence[str]) -> tuple[bytes, str]:
     lib = library()
     program = ctypes.c_void_p()
     _check(
