@@ -151,3 +151,11 @@ def test_train_rlhf_end_to_end_tiny(tmp_path, capsys):
         assert (out / path).stat().st_size > 0
     assert sample(str(out / "ppo"), "list ", 4).startswith("list ")  # a GPT checkpoint
     assert cli.main(["train", "rlhf", *flags]) == 2  # a finished run is not replaced silently
+
+
+def test_bad_flags_exit_2_naming_the_flag(tmp_path, capsys):
+    out = str(tmp_path / "out")
+    assert cli.main(["train", "rlhf", "--samples-per-prompt", "1", "--out-dir", out]) == 2
+    assert "--samples-per-prompt must be at least 2, got 1" in capsys.readouterr().err
+    assert cli.main(["train", "rlhf", "--kl-coef", "-0.1", "--out-dir", out]) == 2
+    assert "--kl-coef must be at least 0, got -0.1" in capsys.readouterr().err
