@@ -121,6 +121,13 @@ def test_the_labeler_counts_distinct_words_and_ranks_pairs():
                                   [1, -1, 0])  # fmt: skip
 
 
+def test_accuracy_counts_ties_as_half():
+    from tinyformer.train.rlhf_data import accuracy
+
+    assert accuracy(np.zeros(4)) == 0.5  # an untrained head: a coin, not "always wrong"
+    assert accuracy(np.array([1.0, -1.0, 2.0, 0.0])) == 0.625
+
+
 def test_train_rlhf_end_to_end_tiny(tmp_path, capsys):
     from tinyformer.train.gpt import TrainGPTConfig, sample, train_gpt
 

@@ -25,7 +25,7 @@ from tinyformer.models.gpt import GPT
 from tinyformer.models.rlhf import sequence_logprob
 from tinyformer.nn.rlhf import dpo_loss
 from tinyformer.train.loop import Run, train_loop
-from tinyformer.train.rlhf_data import Pairs, Phase, measure, optimizer_for
+from tinyformer.train.rlhf_data import Pairs, Phase, accuracy, measure, optimizer_for
 
 if TYPE_CHECKING:  # for annotations only: train/rlhf.py imports this module
     from tinyformer.train.rlhf import TrainRLHFConfig
@@ -68,7 +68,7 @@ def dpo(cfg: TrainRLHFConfig, sft_model: GPT, tokenizer: Tokenizer, train: Pairs
         margin = backend.to_host(cfg.dpo_beta * (chosen - rejected))
         policy.train()
         return {"test": float(np.logaddexp(0.0, -margin).mean()),
-                "test_acc": float((margin > 0).mean())}  # fmt: skip
+                "test_acc": accuracy(margin)}  # fmt: skip
 
     def get_batch(r: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         i = r.integers(0, len(train.chosen), cfg.batch_size)

@@ -39,6 +39,7 @@ from tinyformer.train.ppo import ppo
 from tinyformer.train.rlhf_data import (
     Pairs,
     Phase,
+    accuracy,
     encode,
     measure,
     optimizer_for,
@@ -59,12 +60,12 @@ class TrainRLHFConfig:
     method: str = flag("both", "what learns from the preferences", ["ppo", "dpo", "both"])
     prompt_len: int = flag(16, "prompt characters", valid=COUNT)
     completion_len: int = flag(24, "completion characters", valid=COUNT)
-    demos: int = flag(1024, "SFT demonstrations", valid=COUNT)
-    sft_iters: int = flag(300, "SFT steps", valid=COUNT)
+    demos: int = flag(512, "SFT demonstrations", valid=COUNT)
+    sft_iters: int = flag(150, "SFT steps", valid=COUNT)
     prompts: int = flag(256, "prompts sampled for preference pairs", valid=COUNT)
     samples_per_prompt: int = flag(4, "completions per prompt, all pairs ranked", valid=Range(2))
-    rm_iters: int = flag(300, "reward-model steps", valid=COUNT)
-    ppo_iters: int = flag(60, "PPO iterations (rollout + update)", valid=COUNT)
+    rm_iters: int = flag(150, "reward-model steps", valid=COUNT)
+    ppo_iters: int = flag(40, "PPO iterations (rollout + update)", valid=COUNT)
     rollout: int = flag(64, "completions sampled per PPO iteration", valid=COUNT)
     ppo_epochs: int = flag(4, "passes over each rollout", valid=COUNT)
     minibatch: int = flag(32, "completions per PPO gradient step", valid=COUNT)
@@ -74,7 +75,7 @@ class TrainRLHFConfig:
     vf_coef: float = flag(0.5, "weight of the value loss", valid=NONNEGATIVE)
     lam: float = flag(0.95, "GAE lambda", valid=NONNEGATIVE)
     ppo_lr: float = flag(3e-4, "PPO learning rate", valid=POSITIVE)
-    dpo_iters: int = flag(200, "DPO steps", valid=COUNT)
+    dpo_iters: int = flag(100, "DPO steps", valid=COUNT)
     dpo_beta: float = flag(0.1, "DPO's beta (strength of the implicit KL)", valid=POSITIVE)
     dpo_lr: float = flag(3e-4, "DPO learning rate", valid=POSITIVE)
     lr: float = flag(1e-3, "learning rate of SFT and the reward model", valid=POSITIVE)
@@ -188,7 +189,7 @@ def reward_model(
         out = {}
         for name, p in (("train", train), ("test", test)):
             margin = backend.to_host(model(p.chosen).data - model(p.rejected).data)
-            out[f"{name}_acc"] = float((margin > 0).mean())
+            out[f"{name}_acc"] = accuracy(margin)
         out["test"] = float(np.logaddexp(0.0, -margin).mean())  # the BT loss, held out
         model.train()
         return out

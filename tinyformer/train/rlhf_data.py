@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # for annotations only: train/rlhf.py imports this module
     from tinyformer.train.rlhf import TrainRLHFConfig
 
 __all__ = [
-    "Pairs", "Phase", "encode", "measure", "optimizer_for", "prompt_ids", "sample_completions",
+    "Pairs", "Phase", "accuracy", "encode", "measure", "optimizer_for", "prompt_ids",
+    "sample_completions",
 ]  # fmt: skip
 
 
@@ -52,6 +53,12 @@ class Pairs:
         mask = np.isin(self.prompt, test)
         pick = lambda m: Pairs(self.chosen[m], self.rejected[m], self.prompt[m])  # noqa: E731
         return pick(~mask), pick(mask)
+
+
+def accuracy(margin: np.ndarray) -> float:
+    """Share of pairs whose chosen completion a model ranks higher; a tie counts half (at the
+    start, when every margin is 0, that is 0.5: a coin, not "always wrong")."""
+    return float((margin > 0).mean() + 0.5 * (margin == 0).mean())
 
 
 def sample_completions(
