@@ -7,6 +7,7 @@ tinyformer train seq2seq          train an encoder-decoder Transformer to transl
 tinyformer train bahdanau         the same with an RNN encoder-decoder and additive attention
 tinyformer train mae              pretrain a ViT as a masked autoencoder, fine-tune it vs scratch
 tinyformer train siren            SIREN vs ReLU MLP vs Fourier features fitting one image (PSNR)
+tinyformer train rlhf             SFT, reward model, PPO and DPO on a baby GPT vs a readable labeler
 tinyformer embed --model DIR S..  sentence embeddings and similarities with a pretrained BERT
 tinyformer eval --ckpt DIR        accuracy or mIoU of a trained image model, and its plots
 tinyformer sample --ckpt DIR      sample text from a trained GPT
@@ -143,6 +144,14 @@ TRAINERS = {
         "fit an image with SIREN, a ReLU MLP and Fourier features; compare PSNR and gradients",
         "Coordinate MLPs (x, y) -> gray value, full-batch, the same depth, width and steps; "
         "reports PSNR and ms/step and plots the fits and their autograd gradients.",
+    ),
+    "rlhf": (
+        "tinyformer.train.rlhf", "TrainRLHFConfig", "train_rlhf",
+        "RLHF on a baby GPT: SFT, a reward model, PPO (and/or DPO) against a readable labeler",
+        "Start from a pretrained char-level GPT (--init; a small one is pretrained there if "
+        "absent), fine-tune it on demonstrations, fit a reward model to the labeler's pairwise "
+        "preferences, then PPO with a KL penalty to the SFT policy and/or DPO on the same "
+        "pairs; a table of the labeler's true score and the KL of every policy.",
     ),
 }  # fmt: skip
 

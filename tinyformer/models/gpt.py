@@ -94,10 +94,10 @@ class GPT(nn.Module):
             elif name.endswith("bias"):
                 init.zeros_(p)
 
-    def forward(self, idx: Any, targets: Any = None) -> tuple[Tensor, Tensor | None]:
-        """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy against targets
-        (B, T) when given (positions with target -100 are ignored). Host ids move to the
-        model's device here; targets go to the loss as they are (it moves them)."""
+    def hidden(self, idx: Any) -> Tensor:
+        """idx (B, T) token ids -> the final hidden states (B, T, C), after ln_f: what lm_head
+        reads, and what the heads of a reward model or a value function read (models.rlhf).
+        Host ids move to the model's device here."""
         idx = to_device_of(idx, self.wte.weight)  # (B, T) on the model's device
         if idx.ndim != 2:
             raise ValueError(f"GPT.forward: idx must be (B, T) token ids, got shape {idx.shape}")
@@ -115,7 +115,15 @@ class GPT(nn.Module):
         x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, C) + (T, C) -> (B, T, C)
         for block in self.h:
             x = block(x, is_causal=True)  # (B, T, C)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        return self.ln_f(x)  # (B, T, C)
+
+    def forward(self, idx: Any, targets: Any = None) -> tuple[Tensor, Tensor | None]:
+        """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy against targets
+        (B, T) when given (positions with target -100 are ignored). Host ids move to the
+        model's device here; targets go to the loss as they are (it moves them)."""
+        idx = to_device_of(idx, self.wte.weight)  # (B, T) on the model's device
+        logits = self.lm_head(self.hidden(idx))  # (B, T, V)
+        b, t = idx.shape
         if targets is None:
             return logits, None
         targets = array_of(targets)

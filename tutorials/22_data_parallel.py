@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 19. Training on several processes: all-reduce, DDP, ZeRO and a pipeline
+# # 22. Training on several processes: all-reduce, DDP, ZeRO and a pipeline
 #
 # Every model so far trained in one process. Large models train on many: each process (a
 # **rank**) holds the model and a shard of the batch, and the ranks average their gradients
@@ -89,15 +89,15 @@ print(f"largest difference between the mean of the halves' gradients and the who
 # Every rank sends 2 (N - 1) chunks of 1/N of the array: 2 (N - 1) / N times its size, which
 # stays under twice the size however many ranks there are.
 #
-# **Exercise 19.1** — write `ring_all_reduce(xs)`: `xs` holds one array per rank (all of one
+# **Exercise 22.1** — write `ring_all_reduce(xs)`: `xs` holds one array per rank (all of one
 # shape); return the list of what each rank holds at the end (each the sum of all `xs`) and
 # the bytes that rank 0 sent. Simulate a step by first collecting every rank's message, then
 # delivering them all (the ranks send at the same time).
 
 
 # %%
-# Exercise 19.1: ring_all_reduce(xs) -> (list of per-rank sums, bytes rank 0 sent)
-### BEGIN SOLUTION
+# Exercise 22.1: ring_all_reduce(xs) -> (list of per-rank sums, bytes rank 0 sent)
+### BEGIN SOLUTION A6.1 ring all-reduce, in the tutorial
 def ring_all_reduce(xs):
     n = len(xs)
     chunks = [np.array_split(np.array(a, dtype=float), n) for a in xs]
@@ -118,13 +118,13 @@ def ring_all_reduce(xs):
 ### END SOLUTION
 
 # %%
-# Check Exercise 19.1: every rank ends with the sum, and rank 0 sends 2 (N - 1) / N of the array.
+# Check Exercise 22.1: every rank ends with the sum, and rank 0 sends 2 (N - 1) / N of the array.
 for n in (2, 3, 4):
     xs = [rng.standard_normal(12) for _ in range(n)]
     out, sent = ring_all_reduce(xs)
     for held in out:
-        assert np.allclose(held, sum(xs)), f"Exercise 19.1: with {n} ranks a rank holds no sum"
-    assert sent == 2 * (n - 1) * xs[0].nbytes // n, f"Exercise 19.1: {n} ranks sent {sent} bytes"
+        assert np.allclose(held, sum(xs)), f"Exercise 22.1: with {n} ranks a rank holds no sum"
+    assert sent == 2 * (n - 1) * xs[0].nbytes // n, f"Exercise 22.1: {n} ranks sent {sent} bytes"
     print(f"{n} ranks: rank 0 sent {sent} bytes for an array of {xs[0].nbytes}")
 
 # %% [markdown]
@@ -151,12 +151,12 @@ for i, bucket in enumerate(buckets):
 # moments. ZeRO stage 1 gives each rank the moments of 1/N of the parameters; stage 2 also
 # shards the gradients, stage 3 the weights.
 #
-# **Exercise 19.2** — write `zero_bytes(p, n, stage)`: the bytes per rank for P float32
+# **Exercise 22.2** — write `zero_bytes(p, n, stage)`: the bytes per rank for P float32
 # parameters on N ranks, for stage 0 (plain data parallel) to 3.
 
 
 # %%
-# Exercise 19.2: zero_bytes(p, n, stage) -> bytes per rank
+# Exercise 22.2: zero_bytes(p, n, stage) -> bytes per rank
 ### BEGIN SOLUTION
 def zero_bytes(p, n, stage):
     weights, grads, moments = 4 * p, 4 * p, 8 * p
@@ -172,9 +172,9 @@ def zero_bytes(p, n, stage):
 ### END SOLUTION
 
 # %%
-# Check Exercise 19.2, then the table for the GPT-2 configuration.
-assert zero_bytes(10, 2, 0) == 160 and zero_bytes(10, 2, 1) == 120, "Exercise 19.2: stage 0/1"
-assert zero_bytes(10, 2, 3) == 80, "Exercise 19.2: stage 3 shards everything"
+# Check Exercise 22.2, then the table for the GPT-2 configuration.
+assert zero_bytes(10, 2, 0) == 160 and zero_bytes(10, 2, 1) == 120, "Exercise 22.2: stage 0/1"
+assert zero_bytes(10, 2, 3) == 80, "Exercise 22.2: stage 3 shards everything"
 p = GPTConfig(block_size=1024, vocab_size=50257, n_layer=12, n_head=12, n_embd=768).num_parameters()
 print(f"GPT-2 small: {p / 1e6:.0f}M parameters; GiB per rank")
 print("ranks | stage 0 | stage 1 | stage 2 | stage 3")

@@ -1,0 +1,253 @@
+"""`tinyformer train rlhf`: InstructGPT's three steps on a baby character-level GPT, and DPO.
+
+0. A pretrained GPT from `--init` (a `tinyformer train gpt` run folder). If the folder holds
+   none, a small one is pretrained there first (about a minute), and later runs reuse it.
+1. SFT: fine-tune it on demonstrations the labeler accepts (corpus windows whose completion
+   uses a word of `tinyformer.data.labeler.WORDS`), loss on the completion only. -> OUT/sft/
+2. Preference pairs: K completions per prompt sampled from the SFT policy, every pair the
+   labeler can tell apart (tinyformer.data.labeler). A reward model (the SFT trunk with a
+   scalar head) fitted with the Bradley-Terry loss; accuracy on held-out prompts. -> OUT/reward/
+3. PPO against the reward model with a per-token KL penalty to the SFT policy (train/ppo.py)
+   -> OUT/ppo/, and/or DPO on the same pairs (train/dpo.py) -> OUT/dpo/.
+
+The closing table (train/rlhf_report.py) measures every policy on held-out prompts with the
+labeler's true score and its KL divergence from the SFT policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tinyformer as tf
+from tinyformer import backend
+from tinyformer.data import Tokenizer, load_text
+from tinyformer.data.labeler import demonstrations, labeler_score
+from tinyformer.models.gpt import GPT
+from tinyformer.models.rlhf import HeadConfig, RewardModel
+from tinyformer.nn.rlhf import bradley_terry_loss
+from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
+from tinyformer.train.dpo import dpo
+from tinyformer.train.gpt import TrainGPTConfig, load_model, train_gpt
+from tinyformer.train.loop import Run, train_loop
+from tinyformer.train.ppo import ppo
+from tinyformer.train.rlhf_data import (
+    Pairs,
+    Phase,
+    accuracy,
+    encode,
+    measure,
+    optimizer_for,
+    prompt_ids,
+    sample_completions,
+)
+from tinyformer.train.rlhf_report import report
+from tinyformer.train.rundir import claim_out_dir
+
+__all__ = ["TrainRLHFConfig", "base_model", "make_pairs", "reward_model", "sft", "train_rlhf"]
+
+
+@dataclass
+class TrainRLHFConfig:
+    data: str = flag("pydoc", "corpus of the demonstrations and prompts (and of pretraining)")
+    init: str = flag("out/rlhf-base", "GPT run folder to start from; pretrained there if absent")
+    base_iters: int = flag(600, "pretraining steps when --init holds no run", valid=COUNT)
+    method: str = flag("both", "what learns from the preferences", ["ppo", "dpo", "both"])
+    prompt_len: int = flag(16, "prompt characters", valid=COUNT)
+    completion_len: int = flag(24, "completion characters", valid=COUNT)
+    demos: int = flag(512, "SFT demonstrations", valid=COUNT)
+    sft_iters: int = flag(150, "SFT steps", valid=COUNT)
+    prompts: int = flag(256, "prompts sampled for preference pairs", valid=COUNT)
+    samples_per_prompt: int = flag(4, "completions per prompt, all pairs ranked", valid=Range(2))
+    rm_iters: int = flag(150, "reward-model steps", valid=COUNT)
+    ppo_iters: int = flag(40, "PPO iterations (rollout + update)", valid=COUNT)
+    rollout: int = flag(64, "completions sampled per PPO iteration", valid=COUNT)
+    ppo_epochs: int = flag(4, "passes over each rollout", valid=COUNT)
+    minibatch: int = flag(32, "completions per PPO gradient step", valid=COUNT)
+    kl_coef: float = flag(0.1, "per-token KL penalty to the SFT policy (0: none)",
+                          valid=NONNEGATIVE)  # fmt: skip
+    clip_eps: float = flag(0.2, "PPO ratio clip", valid=POSITIVE)
+    vf_coef: float = flag(0.5, "weight of the value loss", valid=NONNEGATIVE)
+    lam: float = flag(0.95, "GAE lambda", valid=NONNEGATIVE)
+    ppo_lr: float = flag(3e-4, "PPO learning rate", valid=POSITIVE)
+    dpo_iters: int = flag(100, "DPO steps", valid=COUNT)
+    dpo_beta: float = flag(0.1, "DPO's beta (strength of the implicit KL)", valid=POSITIVE)
+    dpo_lr: float = flag(3e-4, "DPO learning rate", valid=POSITIVE)
+    lr: float = flag(1e-3, "learning rate of SFT and the reward model", valid=POSITIVE)
+    batch_size: int = flag(32, "sequences (SFT) or pairs (reward model, DPO) per step",
+                           valid=COUNT)  # fmt: skip
+    eval_prompts: int = flag(128, "held-out prompts every policy is measured on", valid=COUNT)
+    seed: int = flag(0, "seed for data, initialisation and sampling", valid=NONNEGATIVE)
+    out_dir: str = flag("out/rlhf", "folder for the runs, the table and the plots")
+    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
+    progress: bool = flag(True, "show progress bars")
+    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
+    @property
+    def seq_len(self) -> int:
+        return self.prompt_len + self.completion_len
+
+
+def base_model(cfg: TrainRLHFConfig) -> tuple[GPT, Tokenizer]:
+    """The pretrained GPT of --init, pretrained there first (small, fast) if it holds none."""
+    if not (Path(cfg.init) / "ckpt.npz").exists() and not Path(cfg.init).is_file():
+        print(f"0/3 no GPT in {cfg.init}: pretraining a small one there")
+        train_gpt(TrainGPTConfig(
+            data=cfg.data, n_layer=2, n_head=2, n_embd=64, block_size=max(64, cfg.seq_len),
+            iters=cfg.base_iters, batch_size=32, lr=3e-3, warmup=50, eval_interval=cfg.base_iters,
+            eval_iters=5, seed=cfg.seed, out_dir=cfg.init, sample_tokens=0,
+            progress=cfg.progress, device=cfg.device,
+        ))  # fmt: skip
+    model, tokenizer, _ = load_model(cfg.init)
+    if model.config.block_size < cfg.seq_len:
+        raise ValueError(
+            f"--init {cfg.init}: its context ({model.config.block_size}) is shorter than "
+            f"--prompt-len + --completion-len = {cfg.seq_len}"
+        )
+    return model.to(cfg.device), tokenizer
+
+
+def sft(cfg: TrainRLHFConfig, base: GPT, tokenizer: Tokenizer, text: str) -> GPT:
+    """Step 1: cross-entropy on the demonstrations' completion tokens (the prompt's ignored)."""
+    rng = np.random.default_rng([cfg.seed, 1])
+    demos = encode(tokenizer, demonstrations(text, cfg.prompt_len, cfg.completion_len,
+                                              cfg.demos, rng))  # fmt: skip
+    x, y = demos[:, :-1], demos[:, 1:].copy()  # (N, T - 1) each
+    y[:, : cfg.prompt_len - 1] = -100  # positions that predict prompt tokens: not learned
+    cut = len(x) * 9 // 10
+    optimizer, scheduler = optimizer_for(base, cfg.lr, cfg.sft_iters)
+
+    @tf.no_grad()
+    def evaluate(it: int) -> dict[str, float]:
+        base.eval()
+        out = {"val": float(base(x[cut:], y[cut:])[1].item())}
+        base.train()
+        return out
+
+    def get_batch(r: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        i = r.integers(0, cut, cfg.batch_size)
+        return x[i], y[i]
+
+    phase = Phase(cfg.sft_iters, max(1, cfg.sft_iters // 5), str(Path(cfg.out_dir) / "sft"),
+                  cfg.progress)  # fmt: skip
+    run = Run(
+        base, optimizer, scheduler, np.random.default_rng([cfg.seed, 2]), get_batch=get_batch,
+        evaluate=evaluate, config=phase, command="rlhf", title="SFT on demonstrations",
+        meta=lambda: {"model_config": dataclasses.asdict(base.config),
+                      "tokenizer": tokenizer.to_dict()},
+        resume_hint=f"tinyformer train rlhf --overwrite --out-dir {cfg.out_dir}",
+    )  # fmt: skip
+    train_loop(run)
+    return base.eval()
+
+
+def make_pairs(cfg: TrainRLHFConfig, policy: GPT, tokenizer: Tokenizer, text: str) -> Pairs:
+    """K completions per prompt from the policy; every pair of them the labeler ranks."""
+    k = cfg.samples_per_prompt
+    prompts = np.repeat(prompt_ids(cfg, tokenizer, text, cfg.prompts, 3), k, axis=0)  # (N K, P)
+    tf.manual_seed(cfg.seed + 3)
+    seqs = sample_completions(policy, prompts, cfg.completion_len)  # (N K, T)
+    scores = [labeler_score(tokenizer.decode(s[cfg.prompt_len :])) for s in seqs]
+    chosen, rejected, source = [], [], []
+    for p in range(cfg.prompts):
+        for a in range(p * k, p * k + k):
+            for b in range(a + 1, p * k + k):
+                if scores[a] != scores[b]:
+                    win, lose = (a, b) if scores[a] > scores[b] else (b, a)
+                    chosen.append(seqs[win])
+                    rejected.append(seqs[lose])
+                    source.append(p)
+    if len(chosen) < 2:
+        raise ValueError(f"the labeler ranked {len(chosen)} pairs: raise --prompts")
+    return Pairs(np.array(chosen), np.array(rejected), np.array(source))
+
+
+def reward_model(
+    cfg: TrainRLHFConfig, sft_model: GPT, tokenizer: Tokenizer, train: Pairs, test: Pairs
+) -> tuple[RewardModel, dict[str, Any]]:
+    """Step 2: the SFT trunk with a scalar head, Bradley-Terry on the pairs."""
+    model = RewardModel(HeadConfig(sft_model.config))
+    model.transformer.load_state_dict(sft_model.state_dict())
+    model.to(cfg.device)
+    optimizer, scheduler = optimizer_for(model, cfg.lr, cfg.rm_iters)
+
+    def loss(idx: np.ndarray, _: Any) -> Any:
+        r = model(idx)  # (2B,): chosen then rejected, one forward
+        return bradley_terry_loss(r[: len(idx) // 2], r[len(idx) // 2 :])
+
+    @tf.no_grad()
+    def evaluate(it: int) -> dict[str, float]:
+        model.eval()
+        out = {}
+        for name, p in (("train", train), ("test", test)):
+            margin = backend.to_host(model(p.chosen).data - model(p.rejected).data)
+            out[f"{name}_acc"] = accuracy(margin)
+        out["test"] = float(np.logaddexp(0.0, -margin).mean())  # the BT loss, held out
+        model.train()
+        return out
+
+    def get_batch(r: np.random.Generator) -> tuple[np.ndarray, None]:
+        i = r.integers(0, len(train.chosen), cfg.batch_size)
+        return np.concatenate([train.chosen[i], train.rejected[i]]), None
+
+    phase = Phase(cfg.rm_iters, max(1, cfg.rm_iters // 5), str(Path(cfg.out_dir) / "reward"),
+                  cfg.progress)  # fmt: skip
+    run = Run(
+        model, optimizer, scheduler, np.random.default_rng([cfg.seed, 4]), get_batch=get_batch,
+        evaluate=evaluate, config=phase, command="rlhf", loss=loss,
+        title="reward model (Bradley-Terry on the labeler's pairs)",
+        loss_label="-log sigmoid(r_chosen - r_rejected)",
+        meta=lambda: {"head_config": dataclasses.asdict(model.config)},
+        resume_hint=f"tinyformer train rlhf --overwrite --out-dir {cfg.out_dir}",
+    )  # fmt: skip
+    log = train_loop(run)
+    return model.eval(), log["evals"][-1]
+
+
+def train_rlhf(cfg: TrainRLHFConfig) -> dict[str, Any]:
+    """Every step; returns the results table's rows and the PPO / DPO logs."""
+    with claim_out_dir(cfg.out_dir, overwrite=cfg.overwrite):
+        return _train_rlhf(cfg)
+
+
+def _train_rlhf(cfg: TrainRLHFConfig) -> dict[str, Any]:
+    text = load_text(cfg.data)
+    cut = len(text) * 9 // 10  # prompts to measure on come from the last tenth only
+    base, tokenizer = base_model(cfg)
+    eval_prompts = prompt_ids(cfg, tokenizer, text[cut:], cfg.eval_prompts, 9)
+    pretrained = GPT(base.config).to(cfg.device)
+    pretrained.load_state_dict(base.state_dict())
+    print("1/3 supervised fine-tuning on the labeler's demonstrations")
+    start = time.perf_counter()
+    policy = sft(cfg, base, tokenizer, text[:cut])
+    minutes = (time.perf_counter() - start) / 60
+    # KL is measured from the SFT policy, the reference of PPO and DPO, for every row
+    rows = {
+        "pretrained": measure(cfg, pretrained.eval(), policy, tokenizer, eval_prompts),
+        "SFT": {**measure(cfg, policy, policy, tokenizer, eval_prompts), "minutes": minutes},
+    }
+    print("2/3 preference pairs from the SFT policy, and a reward model")
+    train_pairs, test_pairs = make_pairs(cfg, policy, tokenizer, text[:cut]).split(0.2, cfg.seed)
+    print(f"{len(train_pairs.chosen)} training pairs, {len(test_pairs.chosen)} held out")
+    results: dict[str, Any] = {"pairs": [len(train_pairs.chosen), len(test_pairs.chosen)]}
+    if cfg.method in ("ppo", "both"):
+        rm, rm_eval = reward_model(cfg, policy, tokenizer, train_pairs, test_pairs)
+        results["reward_model"] = rm_eval
+        print(f"reward model: held-out accuracy {rm_eval['test_acc']:.3f}")
+        print("3/3 PPO against the reward model")
+        rows["PPO"], results["ppo_log"] = ppo(cfg, policy, rm, tokenizer, text[:cut], eval_prompts)
+    if cfg.method in ("dpo", "both"):
+        print(f"{'3/3' if cfg.method == 'dpo' else '+'} DPO on the same pairs")
+        rows["DPO"], results["dpo_log"] = dpo(cfg, policy, tokenizer, train_pairs, test_pairs,
+                                              eval_prompts)  # fmt: skip
+    results["table"] = rows
+    report(cfg, results)
+    return results
