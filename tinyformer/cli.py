@@ -7,6 +7,7 @@ tinyformer train seq2seq          train an encoder-decoder Transformer to transl
 tinyformer train bahdanau         the same with an RNN encoder-decoder and additive attention
 tinyformer train mae              pretrain a ViT as a masked autoencoder, fine-tune it vs scratch
 tinyformer train siren            SIREN vs ReLU MLP vs Fourier features fitting one image (PSNR)
+tinyformer train vilbert          pretrain a two-stream ViLBERT on captioned digits, QA vs scratch
 tinyformer embed --model DIR S..  sentence embeddings and similarities with a pretrained BERT
 tinyformer eval --ckpt DIR        accuracy or mIoU of a trained image model, and its plots
 tinyformer sample --ckpt DIR      sample text from a trained GPT
@@ -154,6 +155,14 @@ TRAINERS = {
         "fit an image with SIREN, a ReLU MLP and Fourier features; compare PSNR and gradients",
         "Coordinate MLPs (x, y) -> gray value, full-batch, the same depth, width and steps; "
         "reports PSNR and ms/step and plots the fits and their autograd gradients.",
+    ),
+    "vilbert": (
+        "tinyformer.train.vilbert", "TrainViLBERTConfig", "train_vilbert",
+        "pretrain a two-stream ViLBERT on captioned digit scenes, fine-tune it vs scratch",
+        "Co-attention between image regions and words, pretrained with masked words, masked "
+        "regions and image-text alignment on generated scenes of two digits, then fine-tuned "
+        "to answer 'what is left of the two ?' from few labelled scenes, beside the same "
+        "fine-tuning from random weights; plots a co-attention map.",
     ),
 }  # fmt: skip
 
