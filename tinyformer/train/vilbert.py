@@ -75,14 +75,14 @@ class TrainViLBERTConfig:
     dropout: float = flag(0.1, "dropout")
     word_mask: float = flag(0.15, "share of caption words masked (at least one)",
                             valid=PROPER_FRACTION)  # fmt: skip
-    region_mask: float = flag(0.15, "chance that a region is masked", valid=FRACTION)
+    region_mask: float = flag(0.3, "chance that a region is masked", valid=FRACTION)
     pretrain_iters: int = flag(1500, "pretraining steps", valid=COUNT)
     finetune_iters: int = flag(300, "question-answering steps (each of the two runs)", valid=COUNT)
     finetune_examples: int = flag(
         100, "labelled question-answer scenes for fine-tuning", valid=COUNT
     )
     test_scenes: int = flag(1000, "held-out scenes every evaluation reads", valid=COUNT)
-    batch_size: int = flag(64, "scenes per batch", valid=COUNT)
+    batch_size: int = flag(32, "scenes per batch", valid=COUNT)
     lr: float = flag(1e-3, "peak learning rate of pretraining", valid=POSITIVE)
     finetune_lr: float = flag(5e-4, "peak learning rate of fine-tuning", valid=POSITIVE)
     warmup: int = flag(100, "linear warm-up steps (fine-tuning: a tenth of its steps)")
