@@ -87,8 +87,11 @@ class CoAttention(nn.Module):
     ) -> tuple[Tensor, Tensor] | tuple[Tensor, Tensor, Tensor, Tensor]:
         """text_pad (B, T): True at padding words, which the image's queries do not read."""
         t, i = self.ln_text(text), self.ln_image(image)
-        a_text, w_text = self.text_attn(t, i, need_weights=True)  # (B, T, Ct), (B, nh, T, S)
-        a_image, w_image = self.image_attn(i, t, key_padding_mask=text_pad, need_weights=True)
+        # text (B, T, Ct) [, weights (B, nh, T, S)]; image (B, S, Ci) [, weights (B, nh, S, T)]
+        a_text = self.text_attn(t, i, need_weights=need_weights)
+        a_image = self.image_attn(i, t, key_padding_mask=text_pad, need_weights=need_weights)
+        (a_text, w_text), (a_image, w_image) = (a_text, a_image) if need_weights else (
+            (a_text, None), (a_image, None))  # fmt: skip
         text, image = text + a_text, image + a_image
         text = text + self.mlp_text(self.ln_text_2(text))
         image = image + self.mlp_image(self.ln_image_2(image))
@@ -164,8 +167,8 @@ class ViLBERT(nn.Module):
             text = block(text, key_padding_mask=pad)
         maps = []
         for co, text_block, image_block in zip(self.co_layers, self.text_layers, self.image_layers):
-            text, image, *weights = co(text, image, pad, need_weights=True)
-            maps.append(tuple(weights))
+            text, image, *weights = co(text, image, pad, need_weights=need_weights)
+            maps.append(tuple(weights))  # empty without need_weights
             text, image = text_block(text, key_padding_mask=pad), image_block(image)
         text, image = self.ln_text_f(text), self.ln_image_f(image)
         return (text, image, maps) if need_weights else (text, image)

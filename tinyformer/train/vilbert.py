@@ -100,6 +100,7 @@ class TrainViLBERTConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        self.model_config()  # its checks (widths divisible by heads, ...) before any work
 
     def model_config(self) -> ViLBERTConfig:
         return ViLBERTConfig(
