@@ -90,12 +90,14 @@ class CoAttention(nn.Module):
         # text (B, T, Ct) [, weights (B, nh, T, S)]; image (B, S, Ci) [, weights (B, nh, S, T)]
         a_text = self.text_attn(t, i, need_weights=need_weights)
         a_image = self.image_attn(i, t, key_padding_mask=text_pad, need_weights=need_weights)
-        (a_text, w_text), (a_image, w_image) = (a_text, a_image) if need_weights else (
-            (a_text, None), (a_image, None))  # fmt: skip
+        weights = ()
+        if need_weights:
+            (a_text, w_text), (a_image, w_image) = a_text, a_image
+            weights = (w_text, w_image)
         text, image = text + a_text, image + a_image
         text = text + self.mlp_text(self.ln_text_2(text))
         image = image + self.mlp_image(self.ln_image_2(image))
-        return (text, image, w_text, w_image) if need_weights else (text, image)
+        return (text, image, *weights)
 
 
 class ViLBERT(nn.Module):
@@ -111,18 +113,17 @@ class ViLBERT(nn.Module):
         self.box_proj = nn.Linear(5, c.d_image)  # ViLBERT's 5-d location: x1, y1, x2, y2, area
         self.image_ln = nn.LayerNorm(c.d_image)
         self.drop = nn.Dropout(c.dropout)
-        hidden = {"dropout": c.dropout}
         self.text_blocks = nn.ModuleList(
-            nn.Block(c.d_text, c.n_head, **hidden) for _ in range(c.n_text_layer)
+            nn.Block(c.d_text, c.n_head, dropout=c.dropout) for _ in range(c.n_text_layer)
         )
         self.co_layers = nn.ModuleList(
             CoAttention(c.d_text, c.d_image, c.n_head, c.dropout) for _ in range(c.n_co_layer)
         )
         self.text_layers = nn.ModuleList(
-            nn.Block(c.d_text, c.n_head, **hidden) for _ in range(c.n_co_layer)
+            nn.Block(c.d_text, c.n_head, dropout=c.dropout) for _ in range(c.n_co_layer)
         )
         self.image_layers = nn.ModuleList(
-            nn.Block(c.d_image, c.n_head, **hidden) for _ in range(c.n_co_layer)
+            nn.Block(c.d_image, c.n_head, dropout=c.dropout) for _ in range(c.n_co_layer)
         )
         self.ln_text_f, self.ln_image_f = nn.LayerNorm(c.d_text), nn.LayerNorm(c.d_image)
         # both pooled to the text's width, so that their product is defined
