@@ -21,8 +21,9 @@
 # captions. Then a small labelled set teaches it to answer questions.
 #
 # Our pictures: two 8x8 digits on a 16x16 canvas, side by side or stacked. Our captions:
-# "a seven left of a two". Our question: "what is left of the two ?". The full command
-# (`tinyformer train vilbert`) runs in minutes on two cores; CI runs a short one.
+# "a seven left of a two". Our question: "what is left of the two ?". The full run (1500 + 2 x
+# 300 steps) took 11 minutes on a heavily loaded 2-core machine, and less on an idle one; CI
+# runs a short one.
 
 # %%
 import os
@@ -182,8 +183,9 @@ plt.show()
 
 # %% [markdown]
 # The middle panel: each word's attention over `[IMG]` and the two regions in the last
-# co-attention layer (mean over heads). After pretraining, digit names tend to look at the
-# region that holds their digit. The right panel: each region's attention over the words.
+# co-attention layer (mean over heads). After the full pretraining, a digit's name looked at
+# the region that holds that digit (`docs/vilbert.md`). The right panel: each region's
+# attention over the words.
 #
 # **Question:** the fine-tuned question answerer reads only the pooled `[CLS]` x `[IMG]`
 # product. Which co-attention layer's weights would you inspect to see *where* it found the
@@ -193,3 +195,8 @@ plt.show()
 for name in ("pretrained", "scratch"):
     print(f"{name:>10}: test accuracy {logs[name]['evals'][-1]['test_acc']:.1%}")
 workdir.cleanup()
+
+# %% [markdown]
+# With the full settings, the question answerer from the pretrained encoder reached 70.5% on
+# 1000 held-out scenes after 300 steps on 100 labelled scenes, and the same model from random
+# weights 37.3% (`docs/vilbert.md`). Chance is 10%.
