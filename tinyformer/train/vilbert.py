@@ -61,8 +61,8 @@ from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 from tinyformer.train.vision import split_indices
 
-__all__ = ["Digits", "TrainViLBERTConfig", "finetune", "pretrain", "pretrain_batch",
-           "qa_batch", "train_vilbert"]  # fmt: skip
+__all__ = ["Digits", "TrainViLBERTConfig", "evaluate_pretraining", "finetune", "load_split",
+           "pretrain", "pretrain_batch", "qa_batch", "train_vilbert"]  # fmt: skip
 
 
 @dataclass
