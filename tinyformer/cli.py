@@ -162,7 +162,7 @@ TRAINERS = {
         "Co-attention between image regions and words, pretrained with masked words, masked "
         "regions and image-text alignment on generated scenes of two digits, then fine-tuned "
         "to answer 'what is left of the two ?' from few labelled scenes, beside the same "
-        "fine-tuning from random weights; plots a co-attention map.",
+        "fine-tuning from random weights; plots a co-attention map. About 3 minutes on 2 cores.",
     ),
 }  # fmt: skip
 

@@ -22,8 +22,7 @@
 #
 # Our pictures: two 8x8 digits on a 16x16 canvas, side by side or stacked. Our captions:
 # "a seven left of a two". Our question: "what is left of the two ?". The full run (1500 + 2 x
-# 300 steps) took 11 minutes on a heavily loaded 2-core machine, and less on an idle one; CI
-# runs a short one.
+# 300 steps) took under 3 minutes on a loaded 2-core machine; CI runs a short one.
 
 # %%
 import os
