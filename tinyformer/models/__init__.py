@@ -18,6 +18,12 @@ from tinyformer.models.segmentation import FCN, SegConfig, SegNet, UNet
 from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.models.siren import FourierFeatureMLP, ReLUMLP, Siren, SirenConfig
 from tinyformer.models.swin import SWIN_CONFIGS, SwinConfig, SwinTransformer
+from tinyformer.models.vilbert import (
+    ViLBERT,
+    ViLBERTConfig,
+    ViLBERTForPreTraining,
+    ViLBERTForQuestionAnswering,
+)
 from tinyformer.models.vit import VIT_CONFIGS, ViT, ViTConfig, attention_rollout
 
 __all__ = [
@@ -25,6 +31,7 @@ __all__ = [
     "BertForSequenceClassification", "BertForTokenClassification", "CNN", "CNNConfig", "FCN",
     "FourierFeatureMLP", "GPT", "GPTConfig", "GPT_CONFIGS", "MAE", "MAEConfig", "RNNSearch",
     "ReLUMLP", "SWIN_CONFIGS", "SegConfig", "SegNet", "Seq2SeqConfig", "Siren", "SirenConfig",
-    "SwinConfig", "SwinTransformer", "Transformer", "UNet", "VIT_CONFIGS", "ViT", "ViTConfig",
+    "SwinConfig", "SwinTransformer", "Transformer", "UNet", "VIT_CONFIGS", "ViLBERT",
+    "ViLBERTConfig", "ViLBERTForPreTraining", "ViLBERTForQuestionAnswering", "ViT", "ViTConfig",
     "attention_rollout",
 ]  # fmt: skip
