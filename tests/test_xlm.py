@@ -18,6 +18,7 @@ from tinyformer.data.numerals import (
 )
 from tinyformer.data.tlm import pack_monolingual, pack_translation_pairs
 from tinyformer.models.xlm import XLM, XLMConfig, XLMForMaskedLM, XLMForSequenceClassification
+from tinyformer.train.state import load_run
 from tinyformer.train.xlm import TrainXLMConfig, pair_batch, prepare, pretrain_batch
 
 TINY = XLMConfig(vocab_size=12, n_langs=2, max_position=6, n_layer=1, n_head=2, d_model=4,
@@ -159,7 +160,8 @@ def test_train_xlm_command_runs_all_five_runs(tmp_path, capsys):
     flags = ["--pretrain-iters", "3", "--finetune-iters", "2", "--batch-size", "4",
              "--train-pairs", "20", "--test-pairs", "12", "--eval-interval", "10",
              "--d-model", "8", "--d-ff", "16", "--n-layer", "1", "--n-head", "2",
-             "--sentence-len", "2", "--out-dir", str(out), "--no-progress"]  # fmt: skip
+             "--sentence-len", "2", "--freeze-embeddings", "--out-dir", str(out),
+             "--no-progress"]  # fmt: skip
     assert cli.main(["train", "xlm", *flags]) == 0
     text = capsys.readouterr().out
     assert "zero-shot in B" in text and "MLM + TLM" in text and "MLM only" in text
@@ -170,6 +172,12 @@ def test_train_xlm_command_runs_all_five_runs(tmp_path, capsys):
                  "finetune-scratch"):  # fmt: skip
         assert (out / name / "ckpt.npz").is_file() and (out / name / "log.json").is_file()
     assert (out / "compare.png").stat().st_size > 0
+    # fine-tuning started from the pretrained encoder, and left its frozen tables alone
+    pre, _ = load_run(out / "pretrain-tlm" / "ckpt.npz")
+    tuned, _ = load_run(out / "finetune-tlm" / "ckpt.npz")
+    for name in ("tok_emb", "pos_emb", "lang_emb"):
+        np.testing.assert_array_equal(tuned[f"xlm.{name}.weight"], pre[f"xlm.{name}.weight"])
+    assert not np.array_equal(tuned["xlm.pooler.weight"], pre["xlm.pooler.weight"])
     # a second run would replace the first: refused, exit 2
     assert cli.main(["train", "xlm", *flags]) == 2
     assert "already holds a run" in capsys.readouterr().err

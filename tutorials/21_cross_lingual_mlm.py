@@ -46,7 +46,6 @@ workdir = tempfile.TemporaryDirectory(prefix="tiny-xlm-")
 cfg = TrainXLMConfig(
     pretrain_iters=20 if SMALL else 800,
     finetune_iters=10 if SMALL else 400,
-    finetune_lr=1e-3,
     eval_interval=10 if SMALL else 200,
     batch_size=8 if SMALL else 32,
     d_model=32 if SMALL else 64,

@@ -52,11 +52,14 @@ class TrainXLMConfig:
     d_model: int = flag(64, "width")
     d_ff: int = flag(256, "MLP hidden width")
     dropout: float = flag(0.1, "dropout in the encoder", valid=BELOW_ONE)
-    pretrain_iters: int = flag(600, "pretraining steps (each of the two runs)", valid=COUNT)
-    finetune_iters: int = flag(300, "fine-tuning steps (each of the three runs)", valid=COUNT)
+    pretrain_iters: int = flag(800, "pretraining steps (each of the two runs)", valid=COUNT)
+    finetune_iters: int = flag(400, "fine-tuning steps (each of the three runs)", valid=COUNT)
     batch_size: int = flag(32, "rows per batch", valid=Range(2))
     lr: float = flag(1e-3, "peak learning rate of pretraining", valid=POSITIVE)
-    finetune_lr: float = flag(3e-4, "peak learning rate of fine-tuning", valid=POSITIVE)
+    finetune_lr: float = flag(1e-3, "peak learning rate of fine-tuning", valid=POSITIVE)
+    freeze_embeddings: bool = flag(
+        False, "fine-tune with the token, position and language embeddings frozen"
+    )
     warmup: int = flag(50, "linear warm-up steps of pretraining", valid=NONNEGATIVE)
     weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     train_pairs: int = flag(2000, "labelled number pairs in language A to fine-tune on",
@@ -258,6 +261,9 @@ def finetune(
     if init is not None:
         own = model.state_dict()
         model.load_state_dict({**own, **{k: v for k, v in init.items() if k in own}})
+    if cfg.freeze_embeddings:  # B's tokens keep the places pretraining gave them, next to A's
+        for table in (model.xlm.tok_emb, model.xlm.pos_emb, model.xlm.lang_emb):
+            table.weight.requires_grad_(False)
     model.to(cfg.device)
     iters = cfg.finetune_iters
     optimizer, scheduler = _optimizer(model, cfg, cfg.finetune_lr, iters, max(1, iters // 10))
@@ -279,7 +285,8 @@ def finetune(
         picks = rng.integers(0, len(data.train[1]), cfg.batch_size)
         return pair_batch(data, data.train[0][picks], LANG_A), data.train[1][picks]
 
-    phase = Phase(iters, cfg.eval_interval, str(Path(cfg.out_dir) / name), cfg.progress)
+    every = max(1, min(cfg.eval_interval, iters // 5))  # at least five evaluations
+    phase = Phase(iters, every, str(Path(cfg.out_dir) / name), cfg.progress)
     run = Run(
         model, optimizer, scheduler, np.random.default_rng([cfg.seed, 3]), get_batch=get_batch,
         evaluate=evaluate, config=phase, command="xlm", title=f"fine-tuning in A ({name})",
