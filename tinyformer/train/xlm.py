@@ -37,7 +37,16 @@ from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 
-__all__ = ["NumeralData", "TrainXLMConfig", "finetune", "prepare", "pretrain", "train_xlm"]
+__all__ = [
+    "NumeralData",
+    "TrainXLMConfig",
+    "finetune",
+    "pair_batch",
+    "prepare",
+    "pretrain",
+    "pretrain_batch",
+    "train_xlm",
+]
 
 LANG_A, LANG_B = 0, 1
 
