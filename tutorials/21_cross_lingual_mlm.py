@@ -44,8 +44,8 @@ SMALL = bool(os.environ.get("TINYFORMER_SMALL"))
 # The runs go into a temporary directory, removed when this kernel stops.
 workdir = tempfile.TemporaryDirectory(prefix="tiny-xlm-")
 cfg = TrainXLMConfig(
-    pretrain_iters=20 if SMALL else 800,
-    finetune_iters=10 if SMALL else 400,
+    pretrain_iters=10 if SMALL else 800,
+    finetune_iters=5 if SMALL else 400,
     eval_interval=10 if SMALL else 200,
     batch_size=8 if SMALL else 32,
     d_model=32 if SMALL else 64,
