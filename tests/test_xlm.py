@@ -147,7 +147,7 @@ def test_classifier_reads_pairs_in_either_language_and_checks_inputs():
         assert (langs == lang).all()
         logits, loss = model(ids, langs, data.test[1], pos, mask)
         assert logits.shape == (10, 3) and np.isfinite(loss.item())
-    with pytest.raises(ValueError, match=r"langs must be in \[0, 2\), got values up to 3"):
+    with pytest.raises(ValueError, match=r"langs must be in \[0, 2\), got values from 3 to 3"):
         model(ids, langs + 2, None, pos, mask)
     with pytest.raises(ValueError, match=r"positions must have input_ids' shape"):
         model(ids, langs, None, pos[:, :2], mask)

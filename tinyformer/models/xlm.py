@@ -84,6 +84,14 @@ class XLM(nn.Module):
         """Token + position + language embeddings, before LayerNorm: (B, T) each -> (B, T, C).
         positions None: 0 .. T-1 in every row."""
         weight = self.tok_emb.weight
+        # a GPU would wrap a bad index silently: checked as given (host arrays, usually), before
+        # they move
+        for name, value, bound in (("positions", positions, self.config.max_position),
+                                   ("langs", langs, self.config.n_langs)):  # fmt: skip
+            value = None if value is None else array_of(value)
+            if value is not None and value.size and not 0 <= value.min() <= value.max() < bound:
+                raise ValueError(f"XLM: {name} must be in [0, {bound}), got values from "
+                                 f"{int(value.min())} to {int(value.max())}")  # fmt: skip
         ids, langs = to_device_of(ids, weight), to_device_of(langs, weight)
         if ids.ndim != 2 or langs.shape != ids.shape:
             raise ValueError(f"XLM: input_ids must be (B, T) and langs the same shape, got "
@@ -97,12 +105,6 @@ class XLM(nn.Module):
         if positions.shape != ids.shape:
             raise ValueError(f"XLM: positions must have input_ids' shape {ids.shape}, got "
                              f"{positions.shape}")  # fmt: skip
-        # checked on the host copy when there is one: a GPU would wrap a bad index silently
-        for name, value, bound in (("positions", positions, self.config.max_position),
-                                   ("langs", langs, self.config.n_langs)):  # fmt: skip
-            if value.size and (int(value.max()) >= bound or int(value.min()) < 0):
-                raise ValueError(f"XLM: {name} must be in [0, {bound}), got values up to "
-                                 f"{int(value.max())}")  # fmt: skip
         return self.tok_emb(ids) + self.pos_emb(positions) + self.lang_emb(langs)  # (B, T, C)
 
     def forward(
