@@ -3,6 +3,7 @@
 tinyformer train gpt [flags]      train a GPT (default: baby config on the embedded corpus)
 tinyformer train vit|swin|cnn|fcn|segnet|unet   train an image model (digits / generated shapes)
 tinyformer train bert             pretrain a tiny BERT (masked LM), then fine-tune it vs scratch
+tinyformer train xlm              cross-lingual MLM + TLM vs MLM only: zero-shot transfer
 tinyformer train seq2seq          train an encoder-decoder Transformer to translate dates
 tinyformer train bahdanau         the same with an RNN encoder-decoder and additive attention
 tinyformer train mae              pretrain a ViT as a masked autoencoder, fine-tune it vs scratch
@@ -120,6 +121,13 @@ TRAINERS = {
         "pretrain a tiny BERT, fine-tune it, compare with training from scratch",
         "Masked-LM pretraining on the corpus, then two fine-tuning runs on a sentence task "
         "(pretrained vs random weights); about 4 minutes on 2 cores.",
+    ),
+    "xlm": (
+        "tinyformer.train.xlm", "TrainXLMConfig", "train_xlm",
+        "cross-lingual pretraining (MLM + TLM vs MLM only), zero-shot transfer to a 2nd language",
+        "Numbers in two made-up languages with a shared BPE vocabulary: pretrain with masked LM "
+        "plus translation LM, and with masked LM only; fine-tune a classifier in language A "
+        "and test it in B, against random weights.",
     ),
     "seq2seq": (
         "tinyformer.train.seq2seq", "TrainSeq2SeqConfig", "train_seq2seq",

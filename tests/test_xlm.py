@@ -1,0 +1,184 @@
+"""Cross-lingual masked LM: the generated languages translate each other, TLM batches restart
+positions and switch languages at the translation, the language embeddings and the masked-LM
+loss pass gradcheck in float64, and `tinyformer train xlm` runs end to end."""
+
+import json
+
+import numpy as np
+import pytest
+
+import tinyformer as tf
+from tinyformer import cli
+from tinyformer.data.numerals import (
+    MAX_NUMBER,
+    compare_pairs,
+    count_sentence,
+    parse_number,
+    write_number,
+)
+from tinyformer.data.tlm import pack_monolingual, pack_translation_pairs
+from tinyformer.models.xlm import XLM, XLMConfig, XLMForMaskedLM, XLMForSequenceClassification
+from tinyformer.train.state import load_run
+from tinyformer.train.xlm import TrainXLMConfig, pair_batch, prepare, pretrain_batch
+
+TINY = XLMConfig(vocab_size=12, n_langs=2, max_position=6, n_layer=1, n_head=2, d_model=4,
+                 d_ff=8, dropout=0.0)  # fmt: skip
+SPECIAL = {"cls_id": 1, "sep_id": 2, "pad_id": 0}
+
+
+def test_every_number_reads_back_the_same_in_both_languages():
+    for n in range(MAX_NUMBER + 1):
+        a, b = write_number(n, "a"), write_number(n, "b")
+        assert parse_number(a, "a") == n == parse_number(b, "b")
+    assert write_number(247, "a") == "cel cem dafa kal"  # big-endian
+    assert write_number(247, "b") == "wor sovo ny ruz"  # little-endian
+    # a sentence and its translation: the same numbers, item by item
+    a, b = count_sentence(98, 4, "a").split(", "), count_sentence(98, 4, "b").split(", ")
+    assert [parse_number(w, "a") for w in a] == [parse_number(w, "b") for w in b] == [
+        98, 99, 100, 101]  # fmt: skip
+    with pytest.raises(ValueError, match="not a number in a"):
+        parse_number("wor sovo", "a")
+    with pytest.raises(ValueError, match="not a number written in a"):
+        parse_number("kal dafa", "a")  # a's words in b's order
+
+
+def test_the_languages_share_no_letter_and_only_the_comma_token():
+    a = " ".join(count_sentence(0, MAX_NUMBER + 1, "a"))
+    b = " ".join(count_sentence(0, MAX_NUMBER + 1, "b"))
+    assert set(a) & set(b) == {" ", ","}
+    tok = prepare(TrainXLMConfig(test_pairs=10, train_pairs=10)).tokenizer
+    shared = set(tok.encode(count_sentence(0, 1000, "a"))) & set(
+        tok.encode(count_sentence(0, 1000, "b"))
+    )
+    assert [tok.decode([i]) for i in shared] == [","]
+
+
+def test_relation_labels_follow_the_rule():
+    pairs, labels = compare_pairs(3000, np.random.default_rng(0))
+    assert pairs.min() >= 0 and pairs.max() <= MAX_NUMBER
+    np.testing.assert_array_equal(labels, np.sign(pairs[:, 0] - pairs[:, 1]) + 1)
+    assert np.bincount(labels).min() > 900  # the three relations equally often
+    unequal = pairs[:, 0] != pairs[:, 1]
+    near = np.abs(pairs[:, 0] - pairs[:, 1]) < 30
+    assert 0.4 < near[unequal].mean() < 0.65
+
+
+def test_translation_pairs_restart_positions_and_switch_languages():
+    ids, pos, langs, mask = pack_translation_pairs(
+        [[5, 6], [7]], [[8, 9, 10], [11]], [0, 1], [1, 0], **SPECIAL
+    )
+    np.testing.assert_array_equal(ids, [[1, 5, 6, 2, 8, 9, 10, 2], [1, 7, 2, 11, 2, 0, 0, 0]])
+    np.testing.assert_array_equal(pos, [[0, 1, 2, 3, 0, 1, 2, 3], [0, 1, 2, 0, 1, 0, 0, 0]])
+    np.testing.assert_array_equal(langs, [[0, 0, 0, 0, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(mask, [[1] * 8, [1] * 5 + [0] * 3])
+    ids, pos, langs, mask = pack_monolingual([[5, 6], [7]], [1, 0], **SPECIAL)
+    np.testing.assert_array_equal(pos, [[0, 1, 2, 3], [0, 1, 2, 0]])
+    np.testing.assert_array_equal(langs, [[1, 1, 1, 1], [0, 0, 0, 0]])
+
+
+def test_tlm_batches_mask_both_sides_and_mlm_batches_have_no_pairs():
+    cfg = TrainXLMConfig(batch_size=64, train_pairs=10, test_pairs=10)
+    data = prepare(cfg)
+    (inputs, pos, langs, mask), labels = pretrain_batch(data, cfg, True, np.random.default_rng(0))
+    pairs = slice(32, 64)  # the second half: translation pairs
+    restarts = (np.diff(pos[pairs], axis=1) < 0) & (mask[pairs, 1:] == 1)
+    assert (restarts.sum(1) == 1).all()  # one restart, where the translation starts
+    assert ((langs[pairs] == 0) & (mask[pairs] == 1)).any(1).all()
+    assert ((langs[pairs] == 1) & (mask[pairs] == 1)).any(1).all()
+    chosen = labels[pairs] != -100
+    assert (chosen & (langs[pairs] == 0)).any() and (chosen & (langs[pairs] == 1)).any()
+    assert not (chosen & (mask[pairs] == 0)).any()  # never padding
+    assert (inputs[pairs][chosen] == data.mask_id).mean() > 0.6
+    # a translation pair reads back as two sentences that name the same numbers
+    row = np.where(labels[40] != -100, labels[40], inputs[40])  # the ids before masking
+    cut = np.flatnonzero(row == data.sep_id)
+    first, second = row[1 : cut[0]], row[cut[0] + 1 : cut[1]]
+    la, lb = langs[40, 1], langs[40, cut[0] + 1]
+    read = [data.tokenizer.decode(part).split(", ") for part in (first, second)]
+    assert [parse_number(w, "ab"[la]) for w in read[0]] == [
+        parse_number(w, "ab"[lb]) for w in read[1]]  # fmt: skip
+    (_, pos, _, mask), _ = pretrain_batch(data, cfg, False, np.random.default_rng(0))
+    assert not ((np.diff(pos, axis=1) < 0) & (mask[:, 1:] == 1)).any()
+
+
+def test_embedding_with_language_and_restarted_positions_passes_gradcheck():
+    tf.manual_seed(0)
+    model = XLM(TINY).to(np.float64)
+    ids, pos, langs, _ = pack_translation_pairs([[5, 6]], [[7, 8, 9]], [0], [1], **SPECIAL)
+    x = model.embed(ids, langs, pos).data
+    w = {n: p.data for n, p in model.named_parameters()}
+    expected = w["tok_emb.weight"][ids] + w["pos_emb.weight"][pos] + w["lang_emb.weight"][langs]
+    np.testing.assert_allclose(x, expected, rtol=1e-12)
+    tables = [model.tok_emb.weight, model.pos_emb.weight, model.lang_emb.weight]
+    assert tf.gradcheck(lambda *_: model.embed(ids, langs, pos), tables)
+    # the language embedding changes what the encoder computes
+    other = model.eval()(ids, 1 - langs, pos).data
+    assert not np.allclose(model(ids, langs, pos).data, other)
+
+
+def test_tlm_loss_masking_passes_gradcheck_and_counts_only_labelled_positions():
+    tf.manual_seed(0)
+    model = XLMForMaskedLM(TINY).to(np.float64).eval()
+    ids, pos, langs, mask = pack_translation_pairs(
+        [[5, 6], [7]], [[8, 9, 10], [11]], [0, 1], [1, 0], **SPECIAL
+    )
+    labels = np.full(ids.shape, -100)
+    labels[0, 1], labels[0, 5], labels[1, 3] = 5, 9, 11  # both sides of a pair
+    logits, loss = model(ids, langs, labels, pos, mask)
+    full, _ = model(ids, langs, None, pos, mask)  # (B, T, V)
+    z = full.data[labels != -100]
+    lse = np.log(np.exp(z).sum(1))
+    np.testing.assert_allclose(logits.data, z, rtol=1e-12)
+    np.testing.assert_allclose(loss.item(), np.mean(lse - z[np.arange(3), [5, 9, 11]]))
+    # the tables the picked rows come from, and the tied output matrix's bias
+    xlm = model.xlm
+    params = [xlm.tok_emb.weight, xlm.pos_emb.weight, xlm.lang_emb.weight, model.mlm_bias]
+    assert tf.gradcheck(lambda *_: model(ids, langs, labels, pos, mask)[1], params)
+    with pytest.raises(ValueError, match="labels mark no position"):
+        model(ids, langs, np.full(ids.shape, -100), pos, mask)
+
+
+def test_classifier_reads_pairs_in_either_language_and_checks_inputs():
+    cfg = TrainXLMConfig(train_pairs=10, test_pairs=10)
+    data = prepare(cfg)
+    model = XLMForSequenceClassification(cfg.model_config(data.vocab_size)).eval()
+    for lang in (0, 1):
+        ids, pos, langs, mask = pair_batch(data, data.test[0], lang)
+        assert (langs == lang).all()
+        logits, loss = model(ids, langs, data.test[1], pos, mask)
+        assert logits.shape == (10, 3) and np.isfinite(loss.item())
+    with pytest.raises(ValueError, match=r"langs must be in \[0, 2\), got values from 3 to 3"):
+        model(ids, langs + 2, None, pos, mask)
+    with pytest.raises(ValueError, match=r"positions must have input_ids' shape"):
+        model(ids, langs, None, pos[:, :2], mask)
+    with pytest.raises(ValueError, match="d_model 10 is not divisible by n_head 4"):
+        XLMConfig(d_model=10, n_head=4)
+
+
+def test_train_xlm_command_runs_all_five_runs(tmp_path, capsys):
+    out = tmp_path / "xlm"
+    flags = ["--pretrain-iters", "3", "--finetune-iters", "2", "--batch-size", "4",
+             "--train-pairs", "20", "--test-pairs", "12", "--eval-interval", "10",
+             "--d-model", "8", "--d-ff", "16", "--n-layer", "1", "--n-head", "2",
+             "--sentence-len", "2", "--freeze-embeddings", "--out-dir", str(out),
+             "--no-progress"]  # fmt: skip
+    assert cli.main(["train", "xlm", *flags]) == 0
+    text = capsys.readouterr().out
+    assert "zero-shot in B" in text and "MLM + TLM" in text and "MLM only" in text
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["finetune"]) == {"tlm", "mlm", "scratch"}
+    assert {"acc_a", "acc_b"} <= set(results["finetune"]["tlm"])
+    for name in ("pretrain-tlm", "pretrain-mlm", "finetune-tlm", "finetune-mlm",
+                 "finetune-scratch"):  # fmt: skip
+        assert (out / name / "ckpt.npz").is_file() and (out / name / "log.json").is_file()
+    assert (out / "compare.png").stat().st_size > 0
+    # fine-tuning started from the pretrained encoder, and left its frozen tables alone
+    pre, _ = load_run(out / "pretrain-tlm" / "ckpt.npz")
+    tuned, _ = load_run(out / "finetune-tlm" / "ckpt.npz")
+    for name in ("tok_emb", "pos_emb", "lang_emb"):
+        np.testing.assert_array_equal(tuned[f"xlm.{name}.weight"], pre[f"xlm.{name}.weight"])
+    assert not np.array_equal(tuned["xlm.pooler.weight"], pre["xlm.pooler.weight"])
+    # a second run would replace the first: refused, exit 2
+    assert cli.main(["train", "xlm", *flags]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert cli.main(["train", "xlm", "--batch-size", "1", "--out-dir", str(tmp_path / "b")]) == 2
