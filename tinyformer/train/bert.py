@@ -47,7 +47,7 @@ from tinyformer.train.bert_data import (
     pair_batch,
     prepare,
 )
-from tinyformer.train.loop import Run, start_run
+from tinyformer.train.loop import Phase, Run, start_run
 from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
@@ -100,18 +100,6 @@ class TrainBertConfig:
             n_head=self.n_head, d_model=self.d_model, d_ff=self.d_ff, dropout=self.dropout,
             norm=self.norm,
         )  # fmt: skip
-
-
-@dataclass
-class Phase:
-    """What the shared training loop reads from a configuration, for one of the three runs."""
-
-    iters: int
-    eval_interval: int
-    out_dir: str
-    progress: bool = True
-    grad_clip: float = 1.0
-    resume: bool = False
 
 
 def _optimizer(model: Any, cfg: TrainBertConfig, lr: float, iters: int, warmup: int) -> tuple:

@@ -24,8 +24,8 @@ from tinyformer.data import Tokenizer
 from tinyformer.models.gpt import GPT
 from tinyformer.models.rlhf import sequence_logprob
 from tinyformer.nn.rlhf import dpo_loss
-from tinyformer.train.loop import Run, train_loop
-from tinyformer.train.rlhf_data import Pairs, Phase, accuracy, measure, optimizer_for
+from tinyformer.train.loop import Phase, Run, train_loop
+from tinyformer.train.rlhf_data import Pairs, accuracy, measure, optimizer_for
 
 if TYPE_CHECKING:  # for annotations only: train/rlhf.py imports this module
     from tinyformer.train.rlhf import TrainRLHFConfig

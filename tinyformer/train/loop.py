@@ -43,8 +43,8 @@ from tinyformer.train.report import peak_rss_mib, plot_losses
 from tinyformer.train.state import checkpoint_errors, load_run, restore_run, save_run
 
 __all__ = [
-    "NonFiniteLoss", "Run", "RunStopped", "StopFlag", "new_log", "resume_from", "resume_into",
-    "start_run", "train_loop",
+    "NonFiniteLoss", "Phase", "Run", "RunStopped", "StopFlag", "new_log", "resume_from",
+    "resume_into", "start_run", "train_loop",
 ]  # fmt: skip
 
 
@@ -151,6 +151,19 @@ class Run:
     loss_label: str = "cross-entropy (nats/token)"  # the loss plot's axis
     # the command's own objects that it uses after training (a tokenizer, its data)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclass
+class Phase:
+    """What the loop reads from a configuration, for one of a command's several runs (BERT's
+    pretraining and its fine-tunings, RLHF's stages): a `Run.config` of its own."""
+
+    iters: int
+    eval_interval: int
+    out_dir: str
+    progress: bool = True
+    grad_clip: float = 1.0
+    resume: bool = False
 
 
 class StopFlag:

@@ -30,7 +30,7 @@ from tinyformer.models.mae import MAE, MAEConfig
 from tinyformer.models.vit import ViT
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, PROPER_FRACTION, check_ranges, flag
-from tinyformer.train.loop import Run, start_run
+from tinyformer.train.loop import Phase, Run, start_run
 from tinyformer.train.memory import check_batch_fits, transformer_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
@@ -90,18 +90,6 @@ class TrainMAEConfig:
             self.decoder_n_layer, self.decoder_n_head, self.decoder_n_embd,
             norm_pix_loss=self.norm_pix_loss,
         )  # fmt: skip
-
-
-@dataclass
-class Phase:
-    """What the shared training loop reads from a configuration, for one of the three runs."""
-
-    iters: int
-    eval_interval: int
-    out_dir: str
-    progress: bool = True
-    grad_clip: float = 1.0
-    resume: bool = False
 
 
 @dataclass

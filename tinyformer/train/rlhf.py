@@ -34,11 +34,10 @@ from tinyformer.nn.rlhf import bradley_terry_loss
 from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
 from tinyformer.train.dpo import dpo
 from tinyformer.train.gpt import TrainGPTConfig, load_model, train_gpt
-from tinyformer.train.loop import Run, train_loop
+from tinyformer.train.loop import Phase, Run, train_loop
 from tinyformer.train.ppo import ppo
 from tinyformer.train.rlhf_data import (
     Pairs,
-    Phase,
     accuracy,
     encode,
     measure,

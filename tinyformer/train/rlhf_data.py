@@ -20,21 +20,9 @@ if TYPE_CHECKING:  # for annotations only: train/rlhf.py imports this module
     from tinyformer.train.rlhf import TrainRLHFConfig
 
 __all__ = [
-    "Pairs", "Phase", "accuracy", "encode", "measure", "optimizer_for", "prompt_ids",
+    "Pairs", "accuracy", "encode", "measure", "optimizer_for", "prompt_ids",
     "sample_completions",
 ]  # fmt: skip
-
-
-@dataclass
-class Phase:
-    """What the shared training loop reads from a configuration, for one stage."""
-
-    iters: int
-    eval_interval: int
-    out_dir: str
-    progress: bool = True
-    grad_clip: float = 1.0
-    resume: bool = False
 
 
 @dataclass

@@ -56,7 +56,7 @@ from tinyformer.train.args import (
     check_ranges,
     flag,
 )
-from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Phase, Run, resume_from, resume_into, train_loop
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 from tinyformer.train.vision import split_indices
@@ -107,18 +107,6 @@ class TrainViLBERTConfig:
             vocab_size=len(VOCAB), n_text_layer=self.n_text_layer, n_co_layer=self.n_co_layer,
             n_head=self.n_head, d_text=self.d_text, d_image=self.d_image, dropout=self.dropout,
         )  # fmt: skip
-
-
-@dataclass
-class Phase:
-    """What the shared training loop reads from a configuration, for one of the three runs."""
-
-    iters: int
-    eval_interval: int
-    out_dir: str
-    progress: bool = True
-    grad_clip: float = 1.0
-    resume: bool = False
 
 
 @dataclass

@@ -33,7 +33,7 @@ from tinyformer.data.tokenizers import BPETokenizer
 from tinyformer.models.xlm import XLMConfig, XLMForMaskedLM, XLMForSequenceClassification
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import BELOW_ONE, COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
-from tinyformer.train.loop import Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Phase, Run, resume_from, resume_into, train_loop
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 
@@ -96,18 +96,6 @@ class TrainXLMConfig:
             n_layer=self.n_layer, n_head=self.n_head, d_model=self.d_model, d_ff=self.d_ff,
             dropout=self.dropout,
         )  # fmt: skip
-
-
-@dataclass
-class Phase:
-    """What the shared training loop reads from a configuration, for one run."""
-
-    iters: int
-    eval_interval: int
-    out_dir: str
-    progress: bool = True
-    grad_clip: float = 1.0
-    resume: bool = False
 
 
 @dataclass
