@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyformer.testing import RandomDraw, all_specs
 from tinyformer.testing.checks import check_backend, kernel_backends
-from tinyformer.testing.specs import RandomDraw, all_specs
 
 __all__ = ["warm"]
 
