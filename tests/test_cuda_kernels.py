@@ -72,14 +72,19 @@ def _cuda_primitives() -> dict[str, str]:
 
 def test_every_cuda_kernel_has_its_source_reference_and_checks():
     covered = {p for spec in all_specs() for p in spec.primitives}
-    on_gpu = (CUDA_DIR.parent.parent / "tests" / "test_cuda_gpu.py").read_text()
+    root = CUDA_DIR.parent.parent
+    # the GPU tests' cases live beside the benchmarks that share them
+    on_gpu = "".join(
+        (root / path).read_text()
+        for path in ("tests/test_cuda_gpu.py", "tinyformer/testing/kernel_cases.py")
+    )
     primitives = _cuda_primitives()
     assert "softmax.forward" in primitives  # the kernel files were found at all
     for name, module in primitives.items():
         op = module.rsplit(".", 1)[-1]
         assert (CUDA_DIR / f"{op}.cu").is_file(), f"{name}: {module} has no {op}.cu beside it"
         assert registry.REFERENCE in registry.backends(name), f"{name} has no NumPy reference"
-        assert f'"{name}"' in on_gpu or name in DEDICATED, f"{name}: no case in test_cuda_gpu.py"
+        assert f'"{name}"' in on_gpu or name in DEDICATED, f"{name}: no GPU case (test_cuda_gpu.py)"
         if name not in covered:
             test = DEDICATED.get(name)
             assert test, f"{name}: no op spec lists it, so the generic suite never checks it"

@@ -121,7 +121,9 @@ def _backward(gy, x, w2, kh, kw, ph, pw, dh, dw, wp, workers, gx, parts, sums):
     length = (h + 2 * ph) * wp + dw * (kw - 1)
     g_length = front + max(ho, h + ph) * wp  # up to gx's taps' last read
     src_g, src_x, dst = gy.reshape(-1), x.reshape(-1), gx.reshape(-1)
-    tasks = new_counter()
+    # Worker p takes images p, p + workers, ...: a fixed share, not claimed from a counter, so
+    # that each image's weight gradient lands in the same partial sum every run (the sum's
+    # rounding, and so training, is then the same run after run).
     for p in prange(workers):
         grid, g_grid = np.zeros(c * length, x.dtype), np.zeros(co * g_length, x.dtype)
         gcols, out = np.empty((w2.shape[1], rows), x.dtype), np.empty((c, rows), x.dtype)
@@ -130,8 +132,7 @@ def _backward(gy, x, w2, kh, kw, ph, pw, dh, dw, wp, workers, gx, parts, sums):
         flat_cols, flat_g = cols.reshape(-1), g_t.reshape(-1)
         acc, part = parts[p], np.empty((k, co), x.dtype)
         acc[:] = 0
-        img = claim(tasks)
-        while img < n:
+        for img in range(p, n, workers):
             # gx = W2 gcols; the grid's pw columns before each row, and its rows below, dropped
             _lay(src_g, img * co * ho * wo, front, ho, wo, wp, g_grid, g_length, sums[img])
             _copy_taps(g_grid, g_length, ph * wp, kh, kw, dh, dw, wp, rows, flat_gcols)
@@ -151,7 +152,6 @@ def _backward(gy, x, w2, kh, kw, ph, pw, dh, dw, wp, workers, gx, parts, sums):
                     flat_g[t * U(co) + U(o)] = g_grid[at + t]
             np.dot(cols, g_t, part)
             acc += part
-            img = claim(tasks)
 
 
 def images_forward(x, w, b, padding, dilation):
