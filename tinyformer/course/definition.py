@@ -343,23 +343,15 @@ def assignment(name: str) -> Assignment:
 def solution_files(root: str | os.PathLike, a: Assignment) -> tuple[str, ...]:
     """The files under `root` (a checkout) that hold a solution region of one of `a`'s tasks,
     as paths from `root`, sorted: what `Assignment.files` lists."""
-    from tinyformer.course.markers import MarkerError, find_regions, syntax_of
+    from tinyformer.course.markers import solution_regions
 
     root, ids, found = Path(root), {t.id for t in a.tasks} | {a.name}, []
     for folder in ("tinyformer", "kernels"):
         for path in sorted((root / folder).rglob("*")):
-            syntax = syntax_of(path)
-            if syntax is None or not path.is_file() or "__pycache__" in path.parts:
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-            if "### BEGIN SOLUTION" not in text:
-                continue
-            try:  # real regions only: a docstring may quote a marker
-                regions = find_regions(text.splitlines(), str(path), syntax)
-            except MarkerError:
+            if "__pycache__" in path.parts:
                 continue
             # a library region is the library's own copy of an answer, not the student's file
-            if any(r.kind == "SOLUTION" and r.tag in ids and not r.library for r in regions):
+            if any(r.tag in ids and not r.library for r in solution_regions(path)):
                 found.append(path.relative_to(root).as_posix())
     return tuple(sorted(found))
 

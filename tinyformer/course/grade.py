@@ -35,7 +35,7 @@ from tinyformer.course import _tree, _verdicts
 from tinyformer.course import data as grading_data
 from tinyformer.course._sandbox import Child, ChildGone, Limits, reaping
 from tinyformer.course.definition import Assignment, Task, assignment
-from tinyformer.course.markers import MarkerError, find_regions, syntax_of
+from tinyformer.course.markers import solution_regions
 
 __all__ = ["CheckResult", "Grade", "grade", "has_solutions", "is_tree"]
 
@@ -130,18 +130,8 @@ def is_tree(path: Path) -> bool:
 def has_solutions(a: Assignment) -> bool:
     """Whether the running tinyformer's sources hold a solution region of each of `a`'s tasks."""
     wanted = {t.id for t in a.tasks}
-    for path in _tree.package_source().rglob("*"):
-        syntax = syntax_of(path)  # Python sources, and CUDA sources (A5.3's kernel)
-        if syntax is None or not path.is_file():
-            continue
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if "### BEGIN SOLUTION" not in text:
-            continue
-        try:  # real regions only: a docstring may quote a marker
-            regions = find_regions(text.splitlines(), str(path), syntax)
-        except MarkerError:
-            continue
-        wanted -= {r.tag for r in regions if r.kind == "SOLUTION"}
+    for path in _tree.package_source().rglob("*"):  # Python and CUDA sources (A5.3's kernel)
+        wanted -= {r.tag for r in solution_regions(path)}
         if not wanted:
             return True
     return False

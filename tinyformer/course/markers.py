@@ -34,7 +34,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 __all__ = [
     "CUDA",
@@ -43,6 +43,7 @@ __all__ = [
     "Region",
     "Syntax",
     "find_regions",
+    "solution_regions",
     "strip_notebook",
     "strip_source",
     "stub_message",
@@ -145,6 +146,23 @@ def find_regions(lines: list[str], where: str, syntax: Syntax = PYTHON) -> list[
     if open_at is not None:
         raise MarkerError(f"{where}:{open_at[0] + 1}: BEGIN {open_at[1]['kind']} is never ended")
     return regions
+
+
+def solution_regions(path: Path) -> list[Region]:
+    """The solution regions of the source file `path` ([] for a file that is no source, holds
+    no marker, or whose markers do not pair up: a docstring may quote one)."""
+    syntax = syntax_of(path)
+    if syntax is None or not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if "### BEGIN SOLUTION" not in text:
+        return []
+    try:
+        return [
+            r for r in find_regions(text.splitlines(), str(path), syntax) if r.kind == "SOLUTION"
+        ]
+    except MarkerError:
+        return []
 
 
 def strip_source(
