@@ -23,6 +23,14 @@ for _name, _examples in {"quick": 8, "ci": 25, "dev": 60}.items():
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
+def pytest_configure(config):
+    # The suite runs several processes side by side (pytest-xdist, notebooks, the commands the
+    # tests start), each with Numba's threads. An OpenMP worker that spins before it sleeps
+    # holds a core another process's kernel is waiting for, so every parallel kernel waits a
+    # scheduler tick: small kernels ran ~50x slower. Workers that sleep at once cost a wake-up.
+    os.environ.setdefault("GOMP_SPINCOUNT", "0")
+
+
 TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(300))
 
 

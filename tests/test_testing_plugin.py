@@ -36,6 +36,24 @@ CHECKS = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def numba_parallel_compiler_loaded():
+    """Compile the example's parallel Numba kernel once in this process, before any in-process
+    pytest run. Those runs restore `sys.modules` when they end, so the modules Numba imports on
+    its first parallel compile would be dropped and imported again by the next run, which
+    registers Numba's types twice ("duplicate registration"): the checks then fail or pass
+    depending on which test a worker happened to run first."""
+    import numpy as np
+
+    saved = {name: dict(impls) for name, impls in registry._table.items()}
+    try:
+        _import(EXAMPLE, "swiglu_ops_compiled").swiglu_forward_numba(np.ones((2, 4)))
+    finally:
+        registry._table.clear()
+        registry._table.update(saved)
+        registry._cache.clear()
+
+
 @pytest.fixture(autouse=True)
 def registry_restored():
     """The example registers primitives in this process: take them out again afterwards."""
