@@ -17,6 +17,7 @@ import pytest
 import tinyformer
 from tinyformer.cli import main
 from tinyformer.course import workspace
+from tinyformer.course.definition import COURSE
 from tinyformer.course.release import MANIFEST, release
 from tinyformer.course.sync import sync
 
@@ -42,7 +43,7 @@ def test_start_here_names_the_files_the_command_and_what_to_submit(made):
     assert 'pip install -e ".[course]"' in text and "tinyformer grade A2 ." in text
     assert "| A2.4 | layer_norm | `tinyformer/ops/layer_norm.py` | 7 |" in text
     assert "tinyformer assignment sync --from ../A1 --to ." in text
-    assert "- `course/A2_softmax_layernorm.py`" in text
+    assert "- `assignments/A2_softmax_layernorm.py`" in text
     assert "first assignment" in (made["A1"] / "START_HERE.md").read_text("utf-8")
 
 
@@ -75,7 +76,7 @@ def test_sync_carries_the_students_earlier_code_and_nothing_else(student, capsys
     )  # left a stub there
     assert (a2 / "tutorials/05_positional_encodings.py").read_text("utf-8") == ours
     assert (a2 / "tinyformer/ops/softmax.py").read_text("utf-8") == softmax_before
-    assert (a2 / "course/A1_autograd.py").is_file()  # the earlier notebook, the student's own
+    assert (a2 / "assignments/A1_autograd.py").is_file()  # the earlier notebook, the student's own
 
 
 def test_sync_leaves_a_file_whose_markers_the_student_broke(student):
@@ -99,7 +100,7 @@ def _fake_tree(root: Path) -> Path:
     (root / "tinyformer").mkdir(parents=True)
     (root / "tinyformer" / "__init__.py").write_text("")
     (root / "setup.py").write_text("")
-    (root / "course").mkdir()
+    (root / MANIFEST).parent.mkdir()
     (root / MANIFEST).write_text('{"assignment": "A2"}')
     return root
 
@@ -107,7 +108,7 @@ def _fake_tree(root: Path) -> Path:
 def test_workspace_check_stops_a_notebook_of_another_tree(tmp_path, capsys):
     other = _fake_tree(tmp_path / "A2")
     with pytest.raises(workspace.WorkspaceError) as err:
-        workspace.check(other / "course")
+        workspace.check(other / "assignments")
     message = str(err.value)
     assert f"not the folder you are working in, {other} (A2's release)" in message
     assert f"cd {other} && pip install -e ." in message and str(INSTRUCTOR) in message
@@ -117,7 +118,7 @@ def test_workspace_check_stops_a_notebook_of_another_tree(tmp_path, capsys):
 
 
 def test_workspace_check_passes_in_the_imported_tree(tmp_path, capsys):
-    assert workspace.check(INSTRUCTOR / "course") == INSTRUCTOR
+    assert workspace.check(INSTRUCTOR / "assignments") == INSTRUCTOR
     assert workspace.check(tmp_path) is None  # in no tinyformer tree: nothing to compare
     assert workspace.main([str(INSTRUCTOR)]) == 0
     assert workspace.main([str(_fake_tree(tmp_path / "A3"))]) == 1
@@ -125,7 +126,9 @@ def test_workspace_check_passes_in_the_imported_tree(tmp_path, capsys):
 
 
 def test_every_course_notebook_checks_its_workspace_first():
-    for notebook in sorted((INSTRUCTOR / "course").glob("A*.py")):
+    notebooks = sorted((INSTRUCTOR / "assignments").glob("A*.py"))
+    assert len(notebooks) == len(COURSE)  # an empty glob would pass vacuously
+    for notebook in notebooks:
         text = notebook.read_text("utf-8")
         first_cell = text.split("\n# %%\n")[1].split("\n# %%")[0]
         assert "workspace.check()" in first_cell, notebook.name

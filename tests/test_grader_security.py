@@ -29,6 +29,7 @@ from tinyformer.course import data as grading_data
 from tinyformer.course.definition import A2, A3, COURSE, solution_files
 from tinyformer.course.grade import grade
 from tinyformer.course.markers import strip_source
+from tinyformer.course.release import data_path
 
 INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
 SOFTMAX = "tinyformer/ops/softmax.py"
@@ -188,7 +189,7 @@ def test_forged_expected_values_in_the_submission(tmp_path):
     meta = grading_data.compute(A2)
     for s in meta["tasks"]["A2.1"]["softmax"]:
         s["out"] = [np.zeros_like(o) for o in s["out"]]
-    forged = tmp_path / "sub" / "course" / "A2.grading.npz"
+    forged = data_path(tmp_path / "sub", "A2")
     forged.parent.mkdir(parents=True)
     grading_data.save(forged, meta)
     result = _grade(tmp_path, {"softmax.py": _hostile("return x * 0")}, None)

@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "tinyformer"
 CORE = [
     "backend.py", "fake_device.py", "versions.py", "grad_mode.py", "indexing.py", "engine.py",
-    "tensor.py", "inplace.py", "torch_names.py", "creation.py", "autograd.py",
+    "tensor.py", "array_facts.py", "inplace.py", "torch_names.py", "creation.py", "autograd.py",
     "testing/specs.py",
 ]  # fmt: skip
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from tinyformer import backend
 from tinyformer import random as _random
-from tinyformer.tensor import DEFAULT_DTYPE, Tensor, _as_array, _data
+from tinyformer.array_facts import DEFAULT_DTYPE, as_array
+from tinyformer.tensor import Tensor, _data
 
 __all__ = [
     "arange",
@@ -32,7 +33,7 @@ __all__ = [
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
     """A new tensor holding a copy of `data` (Python floats become float32)."""
-    array = _as_array(data, dtype).copy()
+    array = as_array(data, dtype).copy()
     return Tensor(array, requires_grad=requires_grad, device=device)
 
 

@@ -3,10 +3,12 @@
 The array lives in `.data`: a NumPy array, or a device array (CuPy's on a GPU, or the fake
 device's in tests; `tinyformer.backend`), which stays where it is. Every method that computes
 something forwards to a function in `tinyformer.ops`, so each op is written once, in its own file.
-PyTorch's spellings (`dim=`, `x.size()`, `x.float()`, ...) come from `torch_names.py`, the in-place
-ops (`x.add_(y)`, `x[i] = v`, `x.zero_()`, ...) from `inplace.py`, whose writes into a graph
-are recorded through the IndexPut op.
-Python data becomes float32 by default (as in PyTorch); NumPy arrays keep their dtype.
+What only reads the array (`x.shape`, `x.item()`, `len(x)`, `repr(x)`) comes from the mixin in
+`array_facts.py`, which also turns data into the array (Python data becomes float32 by default,
+as in PyTorch; NumPy arrays keep their dtype). PyTorch's spellings (`dim=`, `x.size()`,
+`x.float()`, ...) come from `torch_names.py`, the in-place ops (`x.add_(y)`, `x[i] = v`,
+`x.zero_()`, ...) from `inplace.py`, whose writes into a graph are recorded through the
+IndexPut op.
 """
 
 from __future__ import annotations
@@ -17,30 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import backend, device_checks, engine
+from tinyformer import backend, engine
+from tinyformer.array_facts import ArrayFacts, as_array
 from tinyformer.inplace import InPlaceOps
-from tinyformer.torch_names import ElementCount, TorchSpellings, max_names, torch_names
+from tinyformer.torch_names import TorchSpellings, max_names, torch_names
 
 __all__ = ["Tensor"]
 
-DEFAULT_DTYPE = np.float32
 
-
-def _as_array(data: Any, dtype: Any = None) -> np.ndarray:
-    if isinstance(data, Tensor):
-        data = data.data
-    if isinstance(data, np.ndarray) or backend.is_device_array(data):
-        array = data if dtype is None else data.astype(dtype, copy=False)
-    else:
-        array = np.asarray(data, dtype=dtype)
-        if dtype is None and array.dtype == np.float64:  # Python floats: float32, as in PyTorch
-            array = array.astype(DEFAULT_DTYPE)
-    if array.dtype.kind not in "biuf":  # arrays too: complex ones would fail later, in some op
-        raise TypeError(f"Tensor: unsupported dtype {array.dtype} (tensors hold real numbers)")
-    return array
-
-
-class Tensor(InPlaceOps, TorchSpellings):
+class Tensor(ArrayFacts, InPlaceOps, TorchSpellings):
     """An array that can record the ops applied to it and differentiate through them.
 
     Args:
@@ -58,7 +45,7 @@ class Tensor(InPlaceOps, TorchSpellings):
     def __init__(
         self, data: Any, requires_grad: bool = False, dtype: Any = None, device: Any = None
     ) -> None:
-        array = _as_array(data, dtype)
+        array = as_array(data, dtype)
         self.data = array if device is None else backend.to_device(array, device)
         self.grad: np.ndarray | None = None
         self.grad_fn = None
@@ -129,75 +116,6 @@ class Tensor(InPlaceOps, TorchSpellings):
         self.requires_grad = value
         return self
 
-    # -- array facts ----------------------------------------------------------------------------
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.data.shape
-
-    @property
-    def ndim(self) -> int:
-        return self.data.ndim
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-    @property
-    def size(self) -> ElementCount:
-        """The element count, an int (NumPy's `x.size`); `x.size()` is the shape (PyTorch's)."""
-        return ElementCount(self.data.shape)
-
-    def numpy(self) -> np.ndarray:
-        """The underlying array (shared, not copied); on a device, an error, as in PyTorch."""
-        if not isinstance(self.data, np.ndarray):
-            raise TypeError(
-                f"can't convert {self.device} device type tensor to numpy: use .cpu() to copy "
-                f"the tensor to host memory first"
-            )
-        return self.data
-
-    def item(self) -> float | int | bool:
-        if self.data.size != 1:
-            raise ValueError(f"item: only a one-element tensor converts, this one has {self.shape}")
-        if backend.is_device_array(self.data):  # a read: the moment to raise deferred errors
-            device_checks.run()
-        return self.data.item()
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        return np.array(self.numpy(), dtype=dtype, copy=copy)
-
-    def __len__(self) -> int:
-        if self.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
-
-    def __iter__(self) -> Iterator[Tensor]:
-        # Without it Python iterates by indexing until an IndexError, and getitem's out-of-range
-        # error is an OpError: `for row in x` and `q, k, v = qkv` failed at the end of axis 0.
-        return (self[i] for i in range(len(self)))
-
-    def __bool__(self) -> bool:
-        return bool(self.item())
-
-    def __float__(self) -> float:
-        return float(self.item())
-
-    def __int__(self) -> int:
-        return int(self.item())
-
-    def __repr__(self) -> str:
-        host = backend.to_host(self.data)  # printing a device tensor copies it, as in PyTorch
-        body = np.array2string(host, separator=", ", prefix="tensor(", precision=4)
-        extra = "" if isinstance(self.data, np.ndarray) else f", device='{self.device}'"
-        if self.dtype != DEFAULT_DTYPE:
-            extra += f", dtype={self.dtype}"
-        if self.grad_fn is not None:
-            extra += f", grad_fn={self.grad_fn!r}"
-        elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
-
     # -- arithmetic sugar: each forwards to its op ---------------------------------------------
 
     def __add__(self, other: Any) -> Tensor:
@@ -244,6 +162,11 @@ class Tensor(InPlaceOps, TorchSpellings):
 
     def __getitem__(self, index: Any) -> Tensor:
         return _ops.getitem(self, index)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        # Without it Python iterates by indexing until an IndexError, and getitem's out-of-range
+        # error is an OpError: `for row in x` and `q, k, v = qkv` failed at the end of axis 0.
+        return (self[i] for i in range(len(self)))
 
     # Comparisons give boolean tensors, which carry no gradient.
     def __lt__(self, other: Any) -> Tensor:

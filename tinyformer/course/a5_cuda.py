@@ -1,4 +1,5 @@
-"""A5.3: softmax over the last axis as a CUDA kernel (the student's; see course/A5_kernels.py).
+"""A5.3: softmax over the last axis as a CUDA kernel (the student's; see
+assignments/A5_kernels.py).
 
 The kernel is `a5_softmax.cu`, beside this file; this module compiles it and launches it with
 one block per row, through tinyformer's CUDA runtime (`kernels/cuda/_runtime.py`). The input

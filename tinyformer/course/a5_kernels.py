@@ -1,4 +1,5 @@
-"""A5: softmax over the last axis as fused Numba kernels (the student's; see course/A5_kernels.py).
+"""A5: softmax over the last axis as fused Numba kernels (the student's; see
+assignments/A5_kernels.py).
 
 Forward, per row: one pass for the max m, one for e_j = exp(x_j - m) and their sum s, one to
 scale by 1/s, on a row that stays in L1 cache; rows run in parallel (`prange`). Backward, per

@@ -22,7 +22,7 @@ def add_course_commands(sub: argparse._SubParsersAction) -> None:
         "release",
         help="write a student version of an assignment",
         description="Copy the library with NAME's solutions stubbed and hidden tests removed, "
-        "NAME's notebooks, and the grading data (course/NAME.grading.npz).",
+        "NAME's notebooks, and the grading data (assignments/NAME.grading.npz).",
     )
     release.add_argument("name", metavar="NAME", help="the assignment, e.g. A2")
     release.add_argument("--out", required=True, metavar="DIR", help="folder to write")

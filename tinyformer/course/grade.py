@@ -12,7 +12,7 @@ reason. Nothing is written until every child's processes are gone.
 
 The instructor's values come from, in order: `--data FILE`; the running tinyformer, when it
 holds NAME's solutions (the instructor's tree: computed afresh, in memory); the running
-release's `course/NAME.grading.npz`. Never from DIR.
+release's `assignments/NAME.grading.npz`. Never from DIR.
 
 Scores follow Gradescope's results.json: `{"execution_time", "output", "tests": [{"name",
 "score", "max_score", "output", "visibility"}]}`; hidden tests are "after_published" (or as
@@ -36,6 +36,7 @@ from tinyformer.course import data as grading_data
 from tinyformer.course._sandbox import Child, ChildGone, Limits, reaping
 from tinyformer.course.definition import Assignment, Task, assignment
 from tinyformer.course.markers import solution_regions
+from tinyformer.course.release import data_path
 
 __all__ = ["CheckResult", "Grade", "grade", "has_solutions", "is_tree"]
 
@@ -138,7 +139,7 @@ def has_solutions(a: Assignment) -> bool:
 
 
 def _release_data(name: str) -> Path:
-    return _tree.package_source().parent / "course" / f"{name}.grading.npz"
+    return data_path(_tree.package_source().parent, name)
 
 
 def load_data(a: Assignment, data: str | os.PathLike | None) -> tuple[str, dict[str, Any]]:
@@ -163,7 +164,7 @@ def load_data(a: Assignment, data: str | os.PathLike | None) -> tuple[str, dict[
     else:
         raise ValueError(
             f"no grading data for {a.name}: the installed tinyformer is not the instructor's "
-            f"tree and has no course/{a.name}.grading.npz; give --data FILE"
+            f"tree and has no assignments/{a.name}.grading.npz; give --data FILE"
         )
     if meta.get("assignment") != a.name:
         raise ValueError(f"the grading data is {meta.get('assignment')!r}'s, not {a.name}'s")

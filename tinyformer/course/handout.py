@@ -92,7 +92,7 @@ tinyformer grade {a.name} .
 ```
 
 The table lists each task's checks and points, on the grading data in
-`course/{a.name}.grading.npz`. The hidden tests are not in this folder: they run when you
+`assignments/{a.name}.grading.npz`. The hidden tests are not in this folder: they run when you
 submit.
 
 ## 5. Submit

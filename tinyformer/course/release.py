@@ -20,8 +20,8 @@ outputs, caches and virtualenvs. `out/`, `site/` and `.git` are never copied, no
 instructor's pages (`docs/instructors.md`, `docs/course/`, `mkdocs-instructor.yml`), the course's
 tests (`tests/test_course.py`, which quotes answers to plant bugs), nor other
 assignments' notebooks. The grading data (the instructor's forward values, see
-`tinyformer.course.data`) goes to `course/NAME.grading.npz`, what was released to
-`course/RELEASE.json`, and a guide for the student to `START_HERE.md`. Python sources,
+`tinyformer.course.data`) goes to `assignments/NAME.grading.npz`, what was released to
+`assignments/RELEASE.json`, and a guide for the student to `START_HERE.md`. Python sources,
 notebooks and CUDA sources (`.cu`, `.cuh`) are stripped, each with its own comment syntax
 (`tinyformer.course.markers`); other files are copied.
 
@@ -53,10 +53,13 @@ from tinyformer.course.markers import (
 )
 
 __all__ = [
-    "MANIFEST", "Release", "data_path", "release", "source_root", "tree_files", "withheld_kernels",
+    "HANDOUTS", "MANIFEST", "Release", "data_path", "release", "source_root", "tree_files",
+    "withheld_kernels",
 ]  # fmt: skip
 
-MANIFEST = "course/RELEASE.json"
+# The student handouts (the notebooks), and beside them what a release adds for the student.
+HANDOUTS = "assignments"
+MANIFEST = f"{HANDOUTS}/RELEASE.json"
 NEVER_COPIED = {".git", "out", "site", "site-instructor"}
 # The assignments' notes and the instructor's page say what the hidden tests probe; the
 # course's own tests plant bugs by quoting lines of the answers.
@@ -86,7 +89,7 @@ class Release:
 
 def data_path(tree: str | os.PathLike, name: str) -> Path:
     """Where a release keeps assignment `name`'s grading data."""
-    return Path(tree) / "course" / f"{name}.grading.npz"
+    return Path(tree) / HANDOUTS / f"{name}.grading.npz"
 
 
 def source_root() -> Path:

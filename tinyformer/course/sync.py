@@ -4,10 +4,11 @@ As minitorch's module sync does, the student's own code of the earlier assignmen
 the next release, so that the library they build runs on their work. A release writes every
 stub between `### BEGIN YOUR CODE TAG note` and `### END YOUR CODE` lines
 (`tinyformer.course.release`); sync finds those regions in each file of NEW, and for each one
-of an assignment already due when NEW was released (NEW's `course/RELEASE.json`), or a tutorial
-exercise (untagged), replaces its body with the body of the same region in the same file of OLD
-(matched by tag and note, in order). NEW's own assignment and later ones are never touched.
-The notebooks of earlier assignments, which a release does not ship, are copied from OLD.
+of an assignment already due when NEW was released (NEW's `assignments/RELEASE.json`), or a
+tutorial exercise (untagged), replaces its body with the body of the same region in the same
+file of OLD (matched by tag and note, in order). NEW's own assignment and later ones are never
+touched. The notebooks of earlier assignments, which a release does not ship, are copied from
+OLD.
 
 A file whose markers the student removed or broke in OLD is reported and left as released.
 Each file is rewritten atomically.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 __all__ = ["WorkspaceError", "check", "imported_tree", "main", "mismatch", "tree_of"]
 
-_MANIFEST = ("course", "RELEASE.json")
+_MANIFEST = ("assignments", "RELEASE.json")  # where a release writes it (release.MANIFEST)
 
 
 class WorkspaceError(RuntimeError):

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinyformer.array_facts import DEFAULT_DTYPE
 from tinyformer.autograd import Function
 from tinyformer.ops._util import binary_operands, data_of, unbroadcast
-from tinyformer.tensor import DEFAULT_DTYPE, Tensor
+from tinyformer.tensor import Tensor
 from tinyformer.testing import OpSpec, binary_sample
 
 __all__ = ["div"]

@@ -1,6 +1,7 @@
 """Command-line flags from a dataclass: each field becomes `--field-name`, typed and documented
 by the field's default and its `help` metadata. No exec, no globals: the parsed flags build a
-new dataclass instance."""
+new dataclass instance. Also the checks of flags that are no dataclass's (`ranged`) and the
+`--device` flag of the commands that run a model outside training (`add_device_flag`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any, TypeVar
 
 __all__ = [
     "BELOW_ONE", "COUNT", "FRACTION", "NONNEGATIVE", "POSITIVE", "PROPER_FRACTION", "Range",
-    "add_dataclass_flags", "check_ranges", "dataclass_from_args", "flag", "ranged",
+    "add_dataclass_flags", "add_device_flag", "check_ranges", "dataclass_from_args", "flag",
+    "ranged",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -120,6 +122,14 @@ def ranged(kind: type, valid: Range) -> Callable[[str], Any]:
 
     parse.__name__ = kind.__name__  # argparse names the type in some messages
     return parse
+
+
+def add_device_flag(parser: argparse.ArgumentParser) -> None:
+    """`--device` for a command whose flags are not a dataclass's (`demo`, `eval`, `sample`,
+    ...); the training configs have a `device` field of their own."""
+    parser.add_argument(
+        "--device", default="cpu", help="cpu, or cuda (an NVIDIA GPU, through CuPy) (default: cpu)"
+    )
 
 
 def _base_type(annotation: Any) -> Any:

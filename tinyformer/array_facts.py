@@ -1,0 +1,105 @@
+"""The array inside a `Tensor`: how data becomes one, and what can be read off it.
+
+`as_array` turns what `Tensor(data)` and `tf.tensor(data)` are given into the array a tensor
+holds: NumPy and device arrays are kept as they are (cast only when a dtype is asked for),
+Python data becomes float32 by default, as in PyTorch. `ArrayFacts`, a mixin `Tensor`
+inherits, reads that array without computing anything new and without recording anything in
+the graph: `x.shape`, `x.ndim`, `x.dtype`, `x.size`, `x.numpy()`, `x.item()`, `len(x)`,
+`float(x)`, `repr(x)`. The methods that compute (and so call an op) live in `tensor.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinyformer import backend, device_checks
+from tinyformer.torch_names import ElementCount
+
+__all__ = ["DEFAULT_DTYPE", "ArrayFacts", "as_array"]
+
+DEFAULT_DTYPE = np.float32
+
+
+def as_array(data: Any, dtype: Any = None) -> np.ndarray:
+    """The array a tensor made from `data` holds (that of `data` itself when it is a tensor)."""
+    if isinstance(data, ArrayFacts):  # a Tensor: the only class that inherits ArrayFacts
+        data = data.data
+    if isinstance(data, np.ndarray) or backend.is_device_array(data):
+        array = data if dtype is None else data.astype(dtype, copy=False)
+    else:
+        array = np.asarray(data, dtype=dtype)
+        if dtype is None and array.dtype == np.float64:  # Python floats: float32, as in PyTorch
+            array = array.astype(DEFAULT_DTYPE)
+    if array.dtype.kind not in "biuf":  # arrays too: complex ones would fail later, in some op
+        raise TypeError(f"Tensor: unsupported dtype {array.dtype} (tensors hold real numbers)")
+    return array
+
+
+class ArrayFacts:
+    """What `Tensor` reads off its array `.data` (it inherits these)."""
+
+    __slots__ = ()  # Tensor keeps a fixed set of attributes
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def size(self) -> ElementCount:
+        """The element count, an int (NumPy's `x.size`); `x.size()` is the shape (PyTorch's)."""
+        return ElementCount(self.data.shape)
+
+    def numpy(self) -> np.ndarray:
+        """The underlying array (shared, not copied); on a device, an error, as in PyTorch."""
+        if not isinstance(self.data, np.ndarray):
+            raise TypeError(
+                f"can't convert {self.device} device type tensor to numpy: use .cpu() to copy "
+                f"the tensor to host memory first"
+            )
+        return self.data
+
+    def item(self) -> float | int | bool:
+        if self.data.size != 1:
+            raise ValueError(f"item: only a one-element tensor converts, this one has {self.shape}")
+        if backend.is_device_array(self.data):  # a read: the moment to raise deferred errors
+            device_checks.run()
+        return self.data.item()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return np.array(self.numpy(), dtype=dtype, copy=copy)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        host = backend.to_host(self.data)  # printing a device tensor copies it, as in PyTorch
+        body = np.array2string(host, separator=", ", prefix="tensor(", precision=4)
+        extra = "" if isinstance(self.data, np.ndarray) else f", device='{self.device}'"
+        if self.dtype != DEFAULT_DTYPE:
+            extra += f", dtype={self.dtype}"
+        if self.grad_fn is not None:
+            extra += f", grad_fn={self.grad_fn!r}"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
