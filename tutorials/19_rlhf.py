@@ -162,7 +162,9 @@ print("DPO loss is Bradley-Terry on beta * log-ratio margins:", same)
 # `--init` has none), SFT on corpus windows the labeler accepts, pairs sampled from the SFT
 # policy and ranked by the labeler, a reward model, PPO, and DPO. Small mode: a toy corpus of
 # three words and a tiny model, so that only the plumbing is shown; the full run's numbers are
-# in docs/rlhf.md.
+# in docs/rlhf.md. The full run takes the better part of an hour: stopped (the kernel's stop
+# button, or Ctrl-C in a terminal), `TrainRLHFConfig(..., resume=True)` or
+# `tinyformer train rlhf --resume` keeps its finished steps and continues the stopped one.
 
 # %%
 workdir = tempfile.TemporaryDirectory(prefix="rlhf-")

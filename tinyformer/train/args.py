@@ -70,11 +70,11 @@ def flag(
 def check_ranges(config: Any) -> None:
     """ValueError for the first field of the dataclass `config` outside its flag's range, or
     any number field that is NaN or infinite (with or without a range: the checks further on
-    compare, and NaN passes every comparison), naming the flag, the range and the value. None
-    means "the default", and is not checked. Also refuses flags that contradict each other
-    (--resume with --overwrite; --data-dir with a dataset that is not read from one) and an
-    empty --out-dir. Call it from the dataclass's __post_init__, so that the CLI and the
-    Python API both check."""
+    compare, and NaN passes every comparison), naming the flag, the range and the value, and
+    any field outside its flag's choices. None means "the default", and is not checked. Also
+    refuses flags that contradict each other (--resume with --overwrite; --data-dir with a
+    dataset that is not read from one) and an empty --out-dir. Call it from the dataclass's
+    __post_init__, so that the CLI and the Python API both check."""
     if getattr(config, "device", None) is not None:  # a GPU asked for and missing: say so now
         from tinyformer import backend
 
@@ -86,6 +86,9 @@ def check_ranges(config: Any) -> None:
             raise ValueError(f"{name} must be a finite number, got {value}")
         if valid is not None and value is not None and value not in valid:
             raise ValueError(f"{name} must be {valid}, got {value}")
+        choices = field.metadata.get("choices")  # argparse checks them; Python callers too
+        if choices is not None and value is not None and value not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
     if getattr(config, "resume", False) and getattr(config, "overwrite", False):
         raise ValueError(
             "--resume and --overwrite conflict: --resume continues the run in --out-dir, "

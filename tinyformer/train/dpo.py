@@ -7,13 +7,12 @@ log-probabilities of the chosen and rejected completions under the policy (one f
 both), against the SFT policy's (computed once), through `dpo_loss`.
 
 The evaluation reports the implicit reward's accuracy on held-out pairs, as the reward model's.
+The run is the shared training loop's, so Ctrl-C and `--resume` work as for every step.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,8 +23,9 @@ from tinyformer.data import Tokenizer
 from tinyformer.models.gpt import GPT
 from tinyformer.models.rlhf import sequence_logprob
 from tinyformer.nn.rlhf import dpo_loss
-from tinyformer.train.loop import Phase, Run, train_loop
+from tinyformer.train.loop import Phase, Run, start_run
 from tinyformer.train.rlhf_data import Pairs, accuracy, measure, optimizer_for
+from tinyformer.train.rlhf_run import Stage
 
 if TYPE_CHECKING:  # for annotations only: train/rlhf.py imports this module
     from tinyformer.train.rlhf import TrainRLHFConfig
@@ -43,8 +43,10 @@ def _seq_logprobs(model: GPT, seqs: np.ndarray, prompt_len: int, batch: int = 25
 
 
 def dpo(cfg: TrainRLHFConfig, sft_model: GPT, tokenizer: Tokenizer, train: Pairs, test: Pairs,
-        eval_prompts: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
-    """DPO from the SFT policy; returns (its row of the table, the run's log)."""
+        eval_prompts: np.ndarray, stage: Stage,
+        on_step: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any]]:  # fmt: skip
+    """DPO from the SFT policy, or on from the checkpoint `stage` holds; returns (its row of
+    the table, the run's log), the row None when `on_step` stopped the run (see train_loop)."""
     p = cfg.prompt_len
     sft_model.eval()
     ref = {name: (_seq_logprobs(sft_model, pairs.chosen, p),
@@ -53,7 +55,6 @@ def dpo(cfg: TrainRLHFConfig, sft_model: GPT, tokenizer: Tokenizer, train: Pairs
     policy = GPT(sft_model.config)
     policy.load_state_dict(sft_model.state_dict())
     policy.to(cfg.device)
-    optimizer, scheduler = optimizer_for(policy, cfg.dpo_lr, cfg.dpo_iters)
 
     def loss(idx: np.ndarray, i: np.ndarray) -> Any:
         logp = sequence_logprob(policy(idx)[0], idx, p)  # (2B,): chosen then rejected
@@ -74,18 +75,22 @@ def dpo(cfg: TrainRLHFConfig, sft_model: GPT, tokenizer: Tokenizer, train: Pairs
         i = r.integers(0, len(train.chosen), cfg.batch_size)
         return np.concatenate([train.chosen[i], train.rejected[i]]), i
 
-    folder = Path(cfg.out_dir) / "dpo"
-    phase = Phase(cfg.dpo_iters, max(1, cfg.dpo_iters // 5), str(folder), cfg.progress)
-    run = Run(
-        policy, optimizer, scheduler, np.random.default_rng([cfg.seed, 8]), get_batch=get_batch,
-        evaluate=evaluate, config=phase, command="rlhf", loss=loss,
-        title=f"DPO on the labeler's pairs (beta {cfg.dpo_beta})",
-        loss_label="DPO loss", meta=lambda: {"model_config": dataclasses.asdict(policy.config),
-                                              "tokenizer": tokenizer.to_dict()},
-        resume_hint=f"tinyformer train rlhf --overwrite --out-dir {cfg.out_dir}",
-    )  # fmt: skip
-    start = time.perf_counter()
-    log = train_loop(run)
-    minutes = (time.perf_counter() - start) / 60
-    policy.eval()  # train_loop saved it in folder, as `tinyformer sample --ckpt` reads it
+    def build(phase: Phase, state: dict | None, saved: dict | None) -> Run:
+        optimizer, scheduler = optimizer_for(policy, cfg.dpo_lr, cfg.dpo_iters)
+        return Run(
+            policy, optimizer, scheduler, np.random.default_rng([cfg.seed, 8]),
+            get_batch=get_batch, evaluate=evaluate, config=phase, command="rlhf", loss=loss,
+            title=f"DPO on the labeler's pairs (beta {cfg.dpo_beta})", loss_label="DPO loss",
+            meta=lambda: {"model_config": dataclasses.asdict(policy.config),
+                          "tokenizer": tokenizer.to_dict(), **stage.meta()},
+            resume_hint=f"tinyformer train rlhf --resume --out-dir {cfg.out_dir}",
+        )  # fmt: skip
+
+    phase = Phase(cfg.dpo_iters, max(1, cfg.dpo_iters // 5), str(stage.folder), cfg.progress)
+    # seeded for dropout, whatever ran before (PPO, or nothing when resumed)
+    _, log = start_run(phase, build, on_step, seed=cfg.seed + 8, saved=stage.saved)
+    if len(log["loss"]) < cfg.dpo_iters:
+        return None, log
+    minutes = stage.minutes
+    policy.eval()  # train_loop saved it in its folder, as `tinyformer sample --ckpt` reads it
     return {**measure(cfg, policy, sft_model, tokenizer, eval_prompts), "minutes": minutes}, log

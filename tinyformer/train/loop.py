@@ -44,7 +44,7 @@ from tinyformer.train.state import checkpoint_errors, load_run, restore_run, sav
 
 __all__ = [
     "NonFiniteLoss", "Phase", "Run", "RunStopped", "StopFlag", "new_log", "resume_from",
-    "resume_into", "start_run", "train_loop",
+    "resume_into", "saved_settings", "start_run", "train_loop",
 ]  # fmt: skip
 
 
@@ -72,16 +72,8 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
         return cfg, None, None
     path = Path(out_dir) / "ckpt.npz"
     state, saved = load_run(path, resume=True)
-    fields = dataclasses.fields(cfg)
     written = saved["train_config"]
-    # Settings this command does not have: another command wrote the run. (Settings it has
-    # that the run lacks are flags added since: they take their defaults.)
-    unknown = set(written) - {f.name for f in fields}
-    model = getattr(cfg, "model", None)  # vision: which model the command asked for
-    if unknown or written.get("model", model) != model:
-        what = f"a {written['model']} run" if "model" in written else "a run of another command"
-        raise ValueError(f"{path} holds {what}: resume it with the command that wrote it")
-    settings = {f.name: f.default for f in fields} | written
+    _refuse_another_commands(cfg, written, path)
     # A copied or moved run continues where it is now, not where it was first saved.
     keep = {"progress": cfg.progress, "resume": True, "out_dir": cfg.out_dir}
     if hasattr(cfg, "device"):  # a run saved on a GPU may go on on the CPU, and back
@@ -97,6 +89,27 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
             print(f"note: the saved run's learning-rate schedule ends at iteration {end}; "
                   f"iterations {max(end, done)}-{cfg.iters} go on at its final learning "
                   f"rate (a new schedule needs a new run)")  # fmt: skip
+    return saved_settings(cfg, written, path, keep), state, saved
+
+
+def _refuse_another_commands(cfg: Any, written: dict[str, Any], path: Any) -> None:
+    # Settings this command does not have: another command wrote the run. (Settings it has
+    # that the run lacks are flags added since: they take their defaults.)
+    unknown = set(written) - {f.name for f in dataclasses.fields(cfg)}
+    model = getattr(cfg, "model", None)  # vision: which model the command asked for
+    if unknown or written.get("model", model) != model:
+        what = f"a {written['model']} run" if "model" in written else "a run of another command"
+        raise ValueError(f"{path} holds {what}: resume it with the command that wrote it")
+
+
+def saved_settings(cfg: Any, written: dict[str, Any], path: Any, keep: dict[str, Any]) -> Any:
+    """A configuration of `cfg`'s type from the settings a run saved in the checkpoint at
+    `path` (`written`), but with the values in `keep`; flags given now that those settings
+    override are listed in a note. Settings `cfg` does not have mean that another command
+    wrote the run: a ValueError says so."""
+    _refuse_another_commands(cfg, written, path)
+    fields = dataclasses.fields(cfg)
+    settings = {f.name: f.default for f in fields} | written
     # Flags changed from their defaults that the saved settings override: say so, since a
     # resumed run keeps its model, data and schedule.
     ignored = [
@@ -112,8 +125,7 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
     if "overwrite" in settings:  # how the run was started, which a resumed run is not
         settings["overwrite"] = False
     with checkpoint_errors(path):
-        resumed = type(cfg)(**{**settings, **keep})
-    return resumed, state, saved
+        return type(cfg)(**{**settings, **keep})
 
 
 def resume_into(run: Run, state: dict | None, saved: dict | None) -> None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 
 __all__ = [
-    "check_batch_fits", "conv_floor", "physical_memory", "sequence_floor", "transformer_floor",
+    "check_batch_fits", "check_data_fits", "conv_floor", "physical_memory", "sequence_floor",
+    "transformer_floor",
 ]  # fmt: skip
 
 FLOAT32 = 4  # bytes
@@ -48,17 +49,33 @@ def conv_floor(pixels: int, in_channels: int, width: int) -> int:
     return FLOAT32 * pixels * (in_channels + 2 * width)
 
 
-def check_batch_fits(batch_size: int, per_example: int, what: str, device: str = "cpu") -> None:
-    """ValueError naming --batch-size when `batch_size` examples of `per_example` bytes (a
-    floor, from the functions above) exceed the machine's memory; `what` says whose floor.
-    Only on the CPU: a GPU's own memory is the limit there, and this does not read it."""
+def check_batch_fits(
+    batch_size: int, per_example: int, what: str, device: str = "cpu", flag: str = "--batch-size"
+) -> None:
+    """ValueError naming `flag` when `batch_size` examples of `per_example` bytes (a floor,
+    from the functions above) exceed the machine's memory; `what` says whose floor. Only on
+    the CPU: a GPU's own memory is the limit there, and this does not read it."""
     total = physical_memory()
     if device != "cpu" or total is None or batch_size * per_example <= total:
         return
     gib = 2**30
     raise ValueError(
-        f"--batch-size {batch_size}: one training step would keep at least "
+        f"{flag} {batch_size}: one training step would keep at least "
         f"{batch_size * per_example / gib:,.1f} GiB of activations ({per_example / 2**20:.3g} "
         f"MiB per example for {what}), more than this machine's {total / gib:.1f} GiB of "
         f"memory; at most {max(1, total // per_example):,} could fit, fewer in practice"
+    )
+
+
+def check_data_fits(flags: str, nbytes: float, what: str) -> None:
+    """ValueError naming `flags` (as given, e.g. "--prompts 8") when `what` they ask for
+    would hold at least `nbytes` (a floor), more than the machine's memory: a count of
+    examples so large that building them fails after minutes, or the machine starts to swap."""
+    total = physical_memory()
+    if total is None or nbytes <= total:
+        return
+    gib = 2**30
+    raise ValueError(
+        f"{flags}: {what} would hold at least {nbytes / gib:,.1f} GiB, more than this "
+        f"machine's {total / gib:.1f} GiB of memory"
     )

@@ -13,11 +13,18 @@ Human Preferences"):
 
 The log has, per iteration, the reward model's mean score, the mean KL from the SFT policy
 (summed over a completion's tokens) and the labeler's true mean score of the rollout.
+
+A checkpoint is written after every iteration (one costs seconds, a save milliseconds), in
+the training loop's format: the policy as a GPT under `model/` (so `tinyformer sample --ckpt`
+reads it), the value head under `value/`, AdamW's moments, both generators and the log.
+`--resume` continues from it exactly where the run stood; Ctrl-C finishes the iteration,
+saves and stops, as the loop does.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,8 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import tinyformer as tf
-from tinyformer import backend
-from tinyformer.checkpoint import save_checkpoint
+from tinyformer.checkpoint import CheckpointError
 from tinyformer.data import Tokenizer
 from tinyformer.data.labeler import labeler_score
 from tinyformer.fileio import save_json
@@ -34,21 +40,20 @@ from tinyformer.models.gpt import GPT
 from tinyformer.models.rlhf import HeadConfig, PolicyWithValue, RewardModel, completion_logprobs
 from tinyformer.nn.rlhf import gae, ppo_clip_loss, value_loss
 from tinyformer.optim import AdamW, clip_grad_norm_
+from tinyformer.optim.lr_scheduler import LambdaLR
+from tinyformer.train.loop import NonFiniteLoss, RunStopped, StopFlag
 from tinyformer.train.rlhf_data import measure, prompt_ids, sample_completions
 from tinyformer.train.rlhf_report import plot_ppo
+from tinyformer.train.rlhf_run import Stage
+from tinyformer.train.state import checkpoint_errors, extra_state, restore_run, save_run
 
 if TYPE_CHECKING:  # for annotations only: train/rlhf.py imports this module
     from tinyformer.train.rlhf import TrainRLHFConfig
 
-__all__ = ["ppo", "save_policy"]
+__all__ = ["ppo"]
 
-
-def save_policy(folder: Path, model: GPT, tokenizer: Tokenizer, log: dict[str, Any]) -> None:
-    """The policy as a GPT run checkpoint (so `tinyformer sample --ckpt` reads it) and its log."""
-    arrays = {f"model/{k}": backend.host_copy(v.data) for k, v in model.state_dict().items()}
-    meta = {"model_config": dataclasses.asdict(model.config), "tokenizer": tokenizer.to_dict()}
-    save_checkpoint(folder / "ckpt.npz", arrays, meta)  # the log is in log.json
-    save_json(folder / "log.json", log)
+# one number per iteration each; "evals" stays empty, for the loop's checkpoint format
+LOG_KEYS = ("reward", "kl", "score", "loss", "lr", "ms")
 
 
 @tf.no_grad()
@@ -74,8 +79,9 @@ def _rollout(cfg: TrainRLHFConfig, model: PolicyWithValue, ref: GPT, rm: RewardM
 
 
 def _update(cfg: TrainRLHFConfig, model: PolicyWithValue, optimizer: AdamW, seqs: np.ndarray,
-            roll: dict[str, Any], rng: np.random.Generator) -> float:  # fmt: skip
-    """`ppo_epochs` passes of minibatch steps over one rollout; returns the mean loss."""
+            roll: dict[str, Any], rng: np.random.Generator, it: int) -> float:  # fmt: skip
+    """`ppo_epochs` passes of minibatch steps over one rollout; returns the mean loss. A loss
+    or gradient norm that is not finite stops the run before the optimizer step."""
     p, t = cfg.prompt_len, seqs.shape[1]
     losses = []
     for _ in range(cfg.ppo_epochs):
@@ -90,15 +96,51 @@ def _update(cfg: TrainRLHFConfig, model: PolicyWithValue, optimizer: AdamW, seqs
             total = loss + vloss * cfg.vf_coef
             optimizer.zero_grad()
             total.backward()
-            clip_grad_norm_(model.parameters(), 1.0)
+            norm = clip_grad_norm_(model.parameters(), 1.0)
+            value = float(total.item())
+            _check_finite(cfg, it, loss=value, gradient_norm=float(norm.item()))
             optimizer.step()
-            losses.append(float(total.item()))
+            losses.append(value)
     return float(np.mean(losses))
 
 
+def _check_finite(cfg: TrainRLHFConfig, it: int, **numbers: float) -> None:
+    """Stop before an optimizer step that would make the weights NaN (as train_loop does)."""
+    for what, number in numbers.items():
+        if not math.isfinite(number):
+            path = Path(cfg.out_dir) / "ppo" / "ckpt.npz"
+            saved = f"{path} holds the last checkpoint, from iteration {it}" if it else (
+                "No PPO iteration was saved")  # fmt: skip
+            raise NonFiniteLoss(
+                f"PPO iteration {it + 1}: the {what.replace('_', ' ')} is {number}; the run "
+                f"stopped before the optimizer step. {saved}. Try a lower --ppo-lr or "
+                f"--kl-coef, in a new run (or with --overwrite)"
+            )
+
+
+def _resume(stage: Stage, model: PolicyWithValue, optimizer: AdamW, schedule: LambdaLR,
+            rng: np.random.Generator) -> dict[str, Any]:  # fmt: skip
+    """The log of the run saved in `stage`, its weights, optimizer and generators put back;
+    a new log if there is none to continue."""
+    if stage.saved is None:
+        return {**{key: [] for key in LOG_KEYS}, "evals": []}
+    state, meta = stage.saved
+    log, it = meta["log"], meta["iteration"]  # load_run checked the loop's entries
+    if not all(isinstance(log.get(k), list) and len(log[k]) == it for k in LOG_KEYS):
+        raise CheckpointError(f"{meta['_path']}: its metadata's log is not PPO's")
+    with checkpoint_errors(meta["_path"]):
+        model.policy.load_state_dict(state)
+        model.v_head.load_state_dict(extra_state(meta, "value"))
+    restore_run(meta, optimizer, schedule, rng)
+    return log
+
+
 def ppo(cfg: TrainRLHFConfig, sft_model: GPT, rm: RewardModel, tokenizer: Tokenizer, text: str,
-        eval_prompts: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
-    """PPO from the SFT policy; returns (its row of the table, the per-iteration log)."""
+        eval_prompts: np.ndarray, stage: Stage,
+        on_step: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any]]:  # fmt: skip
+    """PPO from the SFT policy, or on from the checkpoint `stage` holds; returns (its row of
+    the table, the per-iteration log). `on_step(it)` runs after every iteration; returning
+    True stops the run as Ctrl-C would (the row is then None)."""
     from tqdm import tqdm  # as train/loop.py: not loaded by `import tinyformer`
 
     tf.manual_seed(cfg.seed + 6)
@@ -106,31 +148,53 @@ def ppo(cfg: TrainRLHFConfig, sft_model: GPT, rm: RewardModel, tokenizer: Tokeni
     model.policy.load_state_dict(sft_model.state_dict())
     model.to(cfg.device)
     optimizer = AdamW(model.parameters(), lr=cfg.ppo_lr, betas=(0.9, 0.95), weight_decay=0.0)
+    schedule = LambdaLR(optimizer, lambda step: 1.0)  # constant: a run checkpoint holds one
     rng = np.random.default_rng([cfg.seed, 6])
-    folder = Path(cfg.out_dir) / "ppo"
-    folder.mkdir(parents=True, exist_ok=True)
-    log: dict[str, Any] = {"reward": [], "kl": [], "score": [], "loss": [], "lr": [], "ms": []}
-    start = time.perf_counter()
-    bar = tqdm(range(cfg.ppo_iters), disable=not cfg.progress, unit="it", dynamic_ncols=True)
-    for it in bar:
-        tick = time.perf_counter()
-        prompts = prompt_ids(cfg, tokenizer, text, cfg.rollout, 100 + it)
-        seqs = sample_completions(model.policy, prompts, cfg.completion_len)  # (B, T)
-        roll = _rollout(cfg, model, sft_model, rm, seqs)
-        scores = [labeler_score(tokenizer.decode(s[cfg.prompt_len :])) for s in seqs]
-        log["loss"].append(_update(cfg, model, optimizer, seqs, roll, rng))
-        for key, value in (("reward", roll["reward"]), ("kl", roll["kl"]),
-                           ("score", float(np.mean(scores)))):  # fmt: skip
-            log[key].append(value)
-        log["lr"].append(cfg.ppo_lr)
-        log["ms"].append((time.perf_counter() - tick) * 1e3)
-        bar.set_postfix(reward=f"{log['reward'][-1]:.2f}", kl=f"{log['kl'][-1]:.2f}",
-                        score=f"{log['score'][-1]:.2f}")  # fmt: skip
+    log = _resume(stage, model, optimizer, schedule, rng)
+    stage.folder.mkdir(parents=True, exist_ok=True)
+    path = stage.folder / "ckpt.npz"
+    meta = {"model_config": dataclasses.asdict(model.policy.config),
+            "tokenizer": tokenizer.to_dict(),
+            "train_config": {"iters": cfg.ppo_iters, "out_dir": str(stage.folder)}}  # fmt: skip
+    bar = tqdm(total=cfg.ppo_iters, initial=len(log["loss"]), disable=not cfg.progress,
+               unit="it", dynamic_ncols=True)  # fmt: skip
+    with StopFlag() as stop:
+        for it in range(len(log["loss"]), cfg.ppo_iters):
+            _iteration(cfg, model, optimizer, sft_model, rm, tokenizer, text, rng, log, it)
+            save_run(path, model.policy, optimizer, schedule, rng,
+                     {**meta, **stage.meta(), "iteration": it + 1, "log": log},
+                     extra={"value": model.v_head})  # fmt: skip
+            save_json(stage.folder / "log.json", log)
+            bar.update()
+            bar.set_postfix(reward=f"{log['reward'][-1]:.2f}", kl=f"{log['kl'][-1]:.2f}",
+                            score=f"{log['score'][-1]:.2f}")  # fmt: skip
+            if (on_step is not None and on_step(it + 1)) or stop.requested:
+                bar.close()
+                print(f"stopped at PPO iteration {it + 1}; checkpoint in {path}. Continue with:")
+                print(f"  tinyformer train rlhf --resume --out-dir {cfg.out_dir}")
+                if stop.signum is not None:
+                    raise RunStopped(stop.signum, it + 1, log)
+                return None, log
     bar.close()
-    minutes = (time.perf_counter() - start) / 60
+    minutes = stage.minutes
     model.eval()
-    save_policy(folder, model.policy, tokenizer, log)
-    plot_ppo(log, folder / "ppo.png", cfg.kl_coef)
+    plot_ppo(log, stage.folder / "ppo.png", cfg.kl_coef)
     row = {**measure(cfg, model.policy, sft_model, tokenizer, eval_prompts), "minutes": minutes}
-    print(f"PPO: {folder / 'ppo.png'}, {folder / 'log.json'}, {folder / 'ckpt.npz'}")
+    print(f"PPO: {stage.folder / 'ppo.png'}, {stage.folder / 'log.json'}, {path}")
     return row, log
+
+
+def _iteration(cfg: TrainRLHFConfig, model: PolicyWithValue, optimizer: AdamW, ref: GPT,
+               rm: RewardModel, tokenizer: Tokenizer, text: str, rng: np.random.Generator,
+               log: dict[str, Any], it: int) -> None:  # fmt: skip
+    """Rollout, scoring and update of iteration `it`, its numbers appended to `log`."""
+    tick = time.perf_counter()
+    prompts = prompt_ids(cfg, tokenizer, text, cfg.rollout, 100 + it)
+    seqs = sample_completions(model.policy, prompts, cfg.completion_len)  # (B, T)
+    roll = _rollout(cfg, model, ref, rm, seqs)
+    scores = [labeler_score(tokenizer.decode(s[cfg.prompt_len :])) for s in seqs]
+    loss = _update(cfg, model, optimizer, seqs, roll, rng, it)
+    for key, value in (("reward", roll["reward"]), ("kl", roll["kl"]), ("loss", loss),
+                       ("score", float(np.mean(scores))), ("lr", cfg.ppo_lr),
+                       ("ms", (time.perf_counter() - tick) * 1e3)):  # fmt: skip
+        log[key].append(value)

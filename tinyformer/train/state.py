@@ -30,8 +30,8 @@ from tinyformer.optim.lr_scheduler import LRScheduler
 from tinyformer.optim.optimizer import Optimizer
 
 __all__ = [
-    "checkpoint_errors", "config_from_checkpoint", "load_run", "optimizer_arrays", "restore_run",
-    "save_run",
+    "checkpoint_errors", "config_from_checkpoint", "extra_state", "load_run", "optimizer_arrays",
+    "restore_run", "save_run",
 ]  # fmt: skip
 
 # What a run checkpoint's metadata holds (train_loop writes them all), and each one's JSON type
@@ -71,10 +71,17 @@ def save_run(
     scheduler: LRScheduler,
     batch_rng: np.random.Generator,
     meta: dict[str, Any],
+    extra: dict[str, Module] | None = None,
 ) -> None:
-    """Write everything needed to continue the run exactly where it stands."""
+    """Write everything needed to continue the run exactly where it stands. `extra`: modules
+    trained beside `model` whose weights go under their own prefix (`<prefix>/<name>`), so
+    that `model/` stays a model that `sample` and `eval` can read (PPO's value head)."""
     # state_dict shares the model's memory: copy to the host now, before training changes it
-    arrays = {f"model/{k}": backend.host_copy(v.data) for k, v in model.state_dict().items()}
+    arrays = {}
+    for prefix, module in {"model": model, **(extra or {})}.items():
+        arrays |= {
+            f"{prefix}/{k}": backend.host_copy(v.data) for k, v in module.state_dict().items()
+        }
     optim_arrays, optim_meta = optimizer_arrays(optimizer.state_dict())
     arrays.update(optim_arrays)
     meta = {
@@ -100,6 +107,17 @@ def load_run(path: Any, resume: bool = False) -> tuple[dict[str, np.ndarray], di
         raise CheckpointError(f"{path}: {bad}; a model with them computes only NaN")
     meta["_arrays"], meta["_path"] = arrays, path
     return model_state, meta
+
+
+def extra_state(meta: dict[str, Any], prefix: str) -> dict[str, np.ndarray]:
+    """The state_dict `save_run` kept under `prefix` (one of its `extra` modules), from the
+    meta of `load_run`, its weights checked as the model's are."""
+    start = prefix + "/"
+    arrays = {k: v for k, v in meta["_arrays"].items() if k.startswith(start)}
+    bad = non_finite(arrays)
+    if bad:
+        raise CheckpointError(f"{meta['_path']}: {bad}; a model with them computes only NaN")
+    return {k[len(start) :]: v for k, v in arrays.items()}
 
 
 def restore_run(
