@@ -10,7 +10,7 @@ import pytest
 
 from tinyformer import cli
 from tinyformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from tinyformer.train import TrainGPTConfig, load_model, train_gpt
+from tinyformer.train import TrainGPTConfig, load_model, loop, train_gpt
 
 
 def _config(corpus, out, **changes):
@@ -66,6 +66,19 @@ def test_a_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert load_checkpoint(path)[1]["iteration"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["c.npz"]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("every, drawn", [(30.0, [12]), (0.0, [0, 5, 10, 12])])
+def test_the_loss_plot_is_drawn_at_the_end_and_at_most_every_so_often(
+    corpus, tmp_path, monkeypatch, every, drawn
+):
+    # a short run draws loss.png once, when it ends; one slower than the interval at every
+    # checkpoint (a plot costs ~0.5 s, more than a short run's whole step budget)
+    iterations = []
+    monkeypatch.setattr(loop, "PLOT_EVERY_S", every)
+    monkeypatch.setattr(loop, "plot_losses", lambda log, *args: iterations.append(len(log["loss"])))
+    train_gpt(_config(corpus, tmp_path / "run"))
+    assert iterations == drawn
 
 
 def test_training_writes_checkpoint_log_and_plot(corpus, tmp_path):

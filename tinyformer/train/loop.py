@@ -220,6 +220,9 @@ def _format(numbers: dict[str, float]) -> str:
 # On a GPU, reading a number back waits for every queued kernel; the loss and the gradient
 # norm are read in batches of this many steps there. On the host a read costs nothing.
 DEVICE_READ_EVERY = 10
+# Drawing loss.png takes about half a second: while a run goes on it is redrawn at a checkpoint
+# only this long after the last drawing, and always when the run ends or stops.
+PLOT_EVERY_S = 30.0
 
 
 def _check_finite(what: str, value: float, it: int, now: int, lr: float, saved: Path, log: dict):
@@ -252,7 +255,10 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
     ckpt_path = out / "ckpt.npz"
     it = len(log["loss"])
 
-    def checkpoint() -> None:
+    last_plot = time.perf_counter()  # a run shorter than PLOT_EVERY_S draws it once, at its end
+
+    def checkpoint(final: bool = False) -> None:
+        nonlocal last_plot
         if not writer:
             return
         meta = {**run.meta(), "train_config": dataclasses.asdict(cfg), "iteration": it, "log": log}
@@ -266,14 +272,16 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
             out / "log.json",
             {"config": config, "runtime_env": runtime, "process": process, **log},
         )
-        plot_losses(log, out / "loss.png", run.title, run.loss_label)
+        if final or time.perf_counter() - last_plot >= PLOT_EVERY_S:
+            plot_losses(log, out / "loss.png", run.title, run.loss_label)
+            last_plot = time.perf_counter()
 
-    def evaluate() -> None:
+    def evaluate(final: bool = False) -> None:
         if log["evals"] and log["evals"][-1]["iter"] == it:
             return  # resumed right after this evaluation
         numbers = run.evaluate(it)
         log["evals"].append({"iter": it, **numbers})
-        checkpoint()
+        checkpoint(final)
         bar.write(f"iter {it:5d}: {_format(numbers)}")
 
     # Steps whose loss and gradient norm are not read yet: (loss, norm, lr), read by `read`.
@@ -333,7 +341,7 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
                                 ms=f"{log['ms'][-1]:.0f}")  # fmt: skip
             if (on_step is not None and on_step(it)) or stop.requested:
                 read()
-                checkpoint()
+                checkpoint(final=True)
                 bar.close()
                 print(f"stopped at iteration {it}; checkpoint in {ckpt_path}. Continue with:")
                 print("  " + (run.resume_hint or f"tinyformer train {run.command} --resume "
@@ -343,7 +351,7 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
                 return log
             if it % cfg.eval_interval == 0 or it == cfg.iters:
                 read()  # the log is complete before a checkpoint saves it
-        evaluate()
+        evaluate(final=True)
     bar.close()
     steady = log["ms"][len(log["ms"]) // 10 :] or log["ms"]
     print(
