@@ -61,11 +61,12 @@ tutorials/%.ipynb: tutorials/%.py
 
 # They run with a TMPDIR of their own, which must be empty when they finish: a notebook that
 # leaves its runs behind fills the user's /tmp a little more every time it is run. (pytest's
-# own temporary folder, which its workers need, goes elsewhere.)
+# own temporary folder, which its workers need, goes elsewhere.) Two notebooks run side by
+# side, so Numba's OpenMP workers sleep as soon as they are idle (tests/conftest.py says why).
 notebooks: $(NOTEBOOKS)
 	@tmp=$$(mktemp -d) && base=$$(mktemp -d) && trap 'rm -rf "$$tmp" "$$base"' EXIT && \
 	echo "TMPDIR=$$tmp MPLBACKEND=Agg TINYFORMER_SMALL=1 $(PYTHON) -m pytest --nbmake $(XDIST) $(NOTEBOOKS)" && \
-	TMPDIR="$$tmp" MPLBACKEND=Agg TINYFORMER_SMALL=1 \
+	TMPDIR="$$tmp" MPLBACKEND=Agg TINYFORMER_SMALL=1 GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-0} \
 	$(PYTHON) -m pytest --nbmake $(XDIST) --basetemp="$$base/pytest" $(NOTEBOOKS) && \
 	if [ -n "$$(ls -A "$$tmp")" ]; then \
 		echo "The notebooks left files in their TMPDIR ($$tmp):"; ls -A "$$tmp"; exit 1; \
