@@ -12,14 +12,15 @@ from tinyformer import cli
 from tinyformer.data.numerals import (
     MAX_NUMBER,
     compare_pairs,
-    count_sentence,
     parse_number,
     write_number,
+    write_numbers,
 )
-from tinyformer.data.tlm import pack_monolingual, pack_translation_pairs
+from tinyformer.data.tlm import mask_first_sentence, pack_monolingual, pack_translation_pairs
 from tinyformer.models.xlm import XLM, XLMConfig, XLMForMaskedLM, XLMForSequenceClassification
 from tinyformer.train.state import load_run
-from tinyformer.train.xlm import TrainXLMConfig, pair_batch, prepare, pretrain_batch
+from tinyformer.train.xlm import TrainXLMConfig, translation_retrieval
+from tinyformer.train.xlm_data import pair_batch, prepare, pretrain_batch
 
 TINY = XLMConfig(vocab_size=12, n_langs=2, max_position=6, n_layer=1, n_head=2, d_model=4,
                  d_ff=8, dropout=0.0)  # fmt: skip
@@ -30,12 +31,14 @@ def test_every_number_reads_back_the_same_in_both_languages():
     for n in range(MAX_NUMBER + 1):
         a, b = write_number(n, "a"), write_number(n, "b")
         assert parse_number(a, "a") == n == parse_number(b, "b")
-    assert write_number(247, "a") == "cel cem dafa kal"  # big-endian
-    assert write_number(247, "b") == "wor sovo ny ruz"  # little-endian
+    assert write_number(247, "a") == "cel cem dafa kal"  # 2 hundred 40 7
+    assert write_number(247, "b") == "ny ruz sovo wor"  # the same grammar, other words
     # a sentence and its translation: the same numbers, item by item
-    a, b = count_sentence(98, 4, "a").split(", "), count_sentence(98, 4, "b").split(", ")
-    assert [parse_number(w, "a") for w in a] == [parse_number(w, "b") for w in b] == [
-        98, 99, 100, 101]  # fmt: skip
+    a, b = (
+        write_numbers([98, 7, 310], "a").split(", "),
+        write_numbers([98, 7, 310], "b").split(", "),
+    )
+    assert [parse_number(w, "a") for w in a] == [parse_number(w, "b") for w in b] == [98, 7, 310]
     with pytest.raises(ValueError, match="not a number in a"):
         parse_number("wor sovo", "a")
     with pytest.raises(ValueError, match="not a number written in a"):
@@ -43,24 +46,32 @@ def test_every_number_reads_back_the_same_in_both_languages():
 
 
 def test_the_languages_share_no_letter_and_only_the_comma_token():
-    a = " ".join(count_sentence(0, MAX_NUMBER + 1, "a"))
-    b = " ".join(count_sentence(0, MAX_NUMBER + 1, "b"))
+    a = " " + write_numbers(range(MAX_NUMBER + 1), "a")
+    b = " " + write_numbers(range(MAX_NUMBER + 1), "b")
     assert set(a) & set(b) == {" ", ","}
-    tok = prepare(TrainXLMConfig(test_pairs=10, train_pairs=10)).tokenizer
-    shared = set(tok.encode(count_sentence(0, 1000, "a"))) & set(
-        tok.encode(count_sentence(0, 1000, "b"))
-    )
+    data = prepare(TrainXLMConfig(test_pairs=10, train_pairs=10))
+    tok = data.tokenizer
+    shared = set(tok.encode(a)) & set(tok.encode(b))
     assert [tok.decode([i]) for i in shared] == [","]
+    # at the default vocabulary size every word but the two zeros is one token, the same
+    # token in a sentence as alone
+    assert len(data.encode(247, 0)) == len(data.encode(247, 1)) == 4
+    assert data.sentence([247, 5], 1) == [*data.encode(247, 1), tok.encode(",")[0],
+                                          *data.encode(5, 1)]  # fmt: skip
 
 
 def test_relation_labels_follow_the_rule():
-    pairs, labels = compare_pairs(3000, np.random.default_rng(0))
-    assert pairs.min() >= 0 and pairs.max() <= MAX_NUMBER
-    np.testing.assert_array_equal(labels, np.sign(pairs[:, 0] - pairs[:, 1]) + 1)
-    assert np.bincount(labels).min() > 900  # the three relations equally often
-    unequal = pairs[:, 0] != pairs[:, 1]
-    near = np.abs(pairs[:, 0] - pairs[:, 1]) < 30
-    assert 0.4 < near[unequal].mean() < 0.65
+    for share in (0.0, 0.5):
+        pairs, labels = compare_pairs(3000, np.random.default_rng(0), near=share)
+        assert pairs.min() >= 0 and pairs.max() <= MAX_NUMBER
+        np.testing.assert_array_equal(labels, np.sign(pairs[:, 0] - pairs[:, 1]) + 1)
+        assert np.bincount(labels).min() > 900  # the three relations equally often
+        unequal = pairs[:, 0] != pairs[:, 1]
+        near = np.abs(pairs[:, 0] - pairs[:, 1]) < 30
+        # a uniform gap is below 30 by chance 3% of the time
+        assert share < near[unequal].mean() < share + 0.1
+    with pytest.raises(ValueError, match="near must be in"):
+        compare_pairs(3, np.random.default_rng(0), near=1.5)
 
 
 def test_translation_pairs_restart_positions_and_switch_languages():
@@ -76,8 +87,8 @@ def test_translation_pairs_restart_positions_and_switch_languages():
     np.testing.assert_array_equal(langs, [[1, 1, 1, 1], [0, 0, 0, 0]])
 
 
-def test_tlm_batches_mask_both_sides_and_mlm_batches_have_no_pairs():
-    cfg = TrainXLMConfig(batch_size=64, train_pairs=10, test_pairs=10)
+def test_tlm_batches_mask_the_first_sentence_and_mlm_batches_have_no_pairs():
+    cfg = TrainXLMConfig(batch_size=64, train_pairs=10, test_pairs=10, sentence_len=2)
     data = prepare(cfg)
     (inputs, pos, langs, mask), labels = pretrain_batch(data, cfg, True, np.random.default_rng(0))
     pairs = slice(32, 64)  # the second half: translation pairs
@@ -86,8 +97,10 @@ def test_tlm_batches_mask_both_sides_and_mlm_batches_have_no_pairs():
     assert ((langs[pairs] == 0) & (mask[pairs] == 1)).any(1).all()
     assert ((langs[pairs] == 1) & (mask[pairs] == 1)).any(1).all()
     chosen = labels[pairs] != -100
+    first = np.cumsum(inputs[pairs] == data.sep_id, axis=1) == 0
+    assert chosen.any(1).all() and not (chosen & ~first).any()  # the translation stays whole
     assert (chosen & (langs[pairs] == 0)).any() and (chosen & (langs[pairs] == 1)).any()
-    assert not (chosen & (mask[pairs] == 0)).any()  # never padding
+    assert 0.4 < chosen.sum() / (first & (inputs[pairs] != data.cls_id)).sum() < 0.6
     assert (inputs[pairs][chosen] == data.mask_id).mean() > 0.6
     # a translation pair reads back as two sentences that name the same numbers
     row = np.where(labels[40] != -100, labels[40], inputs[40])  # the ids before masking
@@ -97,8 +110,50 @@ def test_tlm_batches_mask_both_sides_and_mlm_batches_have_no_pairs():
     read = [data.tokenizer.decode(part).split(", ") for part in (first, second)]
     assert [parse_number(w, "ab"[la]) for w in read[0]] == [
         parse_number(w, "ab"[lb]) for w in read[1]]  # fmt: skip
-    (_, pos, _, mask), _ = pretrain_batch(data, cfg, False, np.random.default_rng(0))
+    (_, pos, _, mask), labels = pretrain_batch(data, cfg, False, np.random.default_rng(0))
     assert not ((np.diff(pos, axis=1) < 0) & (mask[:, 1:] == 1)).any()
+    assert ((labels != -100).sum(1) >= 1).all()
+
+
+def test_mask_first_sentence_leaves_the_translation_and_special_tokens_alone():
+    ids, _, _, _ = pack_translation_pairs([[5, 6, 7, 8]], [[9, 10]], [0], [1], **SPECIAL)
+    ids = np.repeat(ids, 200, axis=0)
+    inputs, labels = mask_first_sentence(ids, sep_id=2, mask_id=3, vocab_size=12,
+                                         special_ids=(0, 1, 2, 3), rng=np.random.default_rng(0),
+                                         mlm_probability=0.5)  # fmt: skip
+    np.testing.assert_array_equal(inputs[:, 5:], ids[:, 5:])  # [SEP] 9 10 [SEP]
+    assert (inputs[:, 0] == 1).all() and (labels[:, [0, 5, 6, 7, 8]] == -100).all()
+    assert ((labels != -100).sum(1) == 2).all()  # half of the 4 words
+    np.testing.assert_array_equal(labels[labels != -100], ids[labels != -100])
+    with pytest.raises(ValueError, match="sep_id 2 is not in special_ids"):
+        mask_first_sentence(ids, sep_id=2, mask_id=3, vocab_size=12, special_ids=(0, 1, 3),
+                            rng=np.random.default_rng(0))  # fmt: skip
+
+
+class _Lookup:
+    """A stand-in encoder: each token's vector from `table`, times one per position (a sum
+    would give 112 and 211 the same mean)."""
+
+    def __init__(self, table: np.ndarray, rng: np.random.Generator) -> None:
+        self.table, self.pos = table, rng.normal(size=(64, table.shape[1]))
+
+    def __call__(self, ids, langs, positions, mask):
+        return tf.Tensor(self.table[ids] * self.pos[positions])
+
+
+def test_translation_retrieval_finds_translations_only_when_they_align():
+    data = prepare(TrainXLMConfig(train_pairs=10, test_pairs=10))
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(data.vocab_size, 16))
+    # every word of B gets the vector of its translation in A (the grammar is the same, and
+    # every word but zero is one token)
+    for n in range(1, MAX_NUMBER + 1):
+        table[data.encode(n, 1)] = table[data.encode(n, 0)]
+    assert translation_retrieval(_Lookup(table, rng), data) > 0.99
+    shuffled = table.copy()
+    b_words = sorted({i for n in range(1000) for i in data.encode(n, 1)})
+    shuffled[b_words] = rng.normal(size=(len(b_words), 16))
+    assert translation_retrieval(_Lookup(shuffled, rng), data) < 0.05
 
 
 def test_embedding_with_language_and_restarted_positions_passes_gradcheck():
@@ -155,30 +210,42 @@ def test_classifier_reads_pairs_in_either_language_and_checks_inputs():
         XLMConfig(d_model=10, n_head=4)
 
 
-def test_train_xlm_command_runs_all_five_runs(tmp_path, capsys):
+def test_train_xlm_command_runs_every_run(tmp_path, capsys):
     out = tmp_path / "xlm"
-    flags = ["--pretrain-iters", "3", "--finetune-iters", "2", "--batch-size", "4",
-             "--train-pairs", "20", "--test-pairs", "12", "--eval-interval", "10",
-             "--d-model", "8", "--d-ff", "16", "--n-layer", "1", "--n-head", "2",
-             "--sentence-len", "2", "--freeze-embeddings", "--out-dir", str(out),
+    flags = ["--pretrain-iters", "3", "--finetune-iters", "2", "--finetune-seeds", "2",
+             "--batch-size", "4", "--train-pairs", "20", "--test-pairs", "12",
+             "--eval-interval", "10", "--d-model", "8", "--d-ff", "16", "--n-layer", "1",
+             "--n-head", "2", "--sentence-len", "2", "--out-dir", str(out),
              "--no-progress"]  # fmt: skip
     assert cli.main(["train", "xlm", *flags]) == 0
     text = capsys.readouterr().out
-    assert "zero-shot in B" in text and "MLM + TLM" in text and "MLM only" in text
+    assert "zero-shot in B" in text and "MLM + TLM" in text and "translation retrieval" in text
     results = json.loads((out / "results.json").read_text())
     assert set(results["finetune"]) == {"tlm", "mlm", "scratch"}
-    assert {"acc_a", "acc_b"} <= set(results["finetune"]["tlm"])
-    for name in ("pretrain-tlm", "pretrain-mlm", "finetune-tlm", "finetune-mlm",
-                 "finetune-scratch"):  # fmt: skip
+    tlm = results["finetune"]["tlm"]
+    assert len(tlm["runs"]) == 2
+    assert tlm["acc_b"] == pytest.approx(np.mean([r["acc_b"] for r in tlm["runs"]]))
+    assert 0 <= results["pretrain"]["tlm"]["retrieval"] <= 1
+    runs = [f"finetune-{name}-{k}" for name in ("tlm", "mlm", "scratch") for k in (1, 2)]
+    for name in ("pretrain-tlm", "pretrain-mlm", *runs):
         assert (out / name / "ckpt.npz").is_file() and (out / name / "log.json").is_file()
     assert (out / "compare.png").stat().st_size > 0
     # fine-tuning started from the pretrained encoder, and left its frozen tables alone
     pre, _ = load_run(out / "pretrain-tlm" / "ckpt.npz")
-    tuned, _ = load_run(out / "finetune-tlm" / "ckpt.npz")
+    tuned, _ = load_run(out / "finetune-tlm-2" / "ckpt.npz")
     for name in ("tok_emb", "pos_emb", "lang_emb"):
         np.testing.assert_array_equal(tuned[f"xlm.{name}.weight"], pre[f"xlm.{name}.weight"])
     assert not np.array_equal(tuned["xlm.pooler.weight"], pre["xlm.pooler.weight"])
+    # the two runs from one encoder differ (seeds), the same run from two encoders starts alike
+    first, _ = load_run(out / "finetune-tlm-1" / "ckpt.npz")
+    assert not np.array_equal(first["classifier.weight"], tuned["classifier.weight"])
     # a second run would replace the first: refused, exit 2
     assert cli.main(["train", "xlm", *flags]) == 2
     assert "already holds a run" in capsys.readouterr().err
-    assert cli.main(["train", "xlm", "--batch-size", "1", "--out-dir", str(tmp_path / "b")]) == 2
+    for bad in (["--batch-size", "1"], ["--tlm-mask", "1.0"], ["--finetune-seeds", "0"],
+                ["--near", "-0.1"]):  # fmt: skip
+        assert cli.main(["train", "xlm", *bad, "--out-dir", str(tmp_path / "b")]) == 2
+        err = capsys.readouterr().err
+        assert bad[0] in err and len(err.strip().splitlines()) == 1, err
+    with pytest.raises(ValueError, match="--pooling must be mean or cls"):
+        TrainXLMConfig(pooling="max")  # the command line's choices check it there

@@ -2,15 +2,16 @@
 
 The two languages share no letters (A spells with a-m, B with n-z), so a byte-level BPE
 vocabulary trained on both has no token in common between them except the comma; the model
-cannot line the languages up by spelling. They also disagree on word order:
+cannot line the languages up by spelling. They share their grammar: both write big-endian, as
+English does, so a number has the same shape in both and only the words differ:
 
-- A writes big-endian, as English does: 247 -> "cel cem dafa kal" (2 hundred, 40, 7).
-- B writes little-endian, with the hundreds word after its digit: 247 -> "wor sovo ny ruz"
-  (7, 40, 2 hundred).
+- A: 247 -> "cel cem dafa kal" (2 hundred 40 7);
+- B: 247 -> "ny ruz sovo wor" (2 hundred 40 7).
 
-A "sentence" is a count of consecutive numbers separated by commas, "n, n+1, n+2": text with
-structure for a masked LM to learn (which word may follow which, what comes next), in each
-language on its own. The parallel corpus pairs a sentence with its translation.
+A "sentence" is a list of numbers separated by commas, "n1, n2, n3". Drawn at random, its
+numbers say nothing about each other: one language alone teaches a masked LM its grammar
+(which word may follow which), but nothing that tells B's "wor" is A's "kal", because every
+digit word is as likely as any other. Only a sentence next to its translation says that.
 
 The downstream task is an NLI-style relation between two numbers: is the first LESS than,
 the SAME as, or GREATER than the second (labels 0, 1, 2)?
@@ -18,11 +19,13 @@ the SAME as, or GREATER than the second (labels 0, 1, 2)?
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 __all__ = [
-    "LABELS", "LANGUAGES", "MAX_NUMBER", "compare_pairs", "count_sentence", "parse_number",
-    "write_number",
+    "LABELS", "LANGUAGES", "MAX_NUMBER", "compare_pairs", "parse_number", "write_number",
+    "write_numbers",
 ]  # fmt: skip
 
 MAX_NUMBER = 999
@@ -50,16 +53,13 @@ def _check(language: str, n: int) -> None:
 
 
 def write_number(n: int, language: str) -> str:
-    """The words for `n` (0-999) in `language` ("a" or "b")."""
+    """The words for `n` (0-999) in `language` ("a" or "b"), big-endian: "2 hundred 40 7"."""
     _check(language, n)
     if n == 0:
         return _ZERO[language]
     h, t, u = n // 100, n // 10 % 10, n % 10
     units, tens, hundred = _UNITS[language], _TENS[language], _HUNDRED[language]
-    if language == "a":  # big-endian: "2 hundred 40 7"
-        words = [units[h], hundred if h else "", tens[t], units[u]]
-    else:  # little-endian: "7 40 2 hundred"
-        words = [units[u], tens[t], units[h], hundred if h else ""]
+    words = [units[h], hundred if h else "", tens[t], units[u]]
     return " ".join(w for w in words if w)
 
 
@@ -82,28 +82,30 @@ def parse_number(text: str, language: str) -> int:
             n += last_unit
         else:
             raise ValueError(f"parse_number: {word!r} in {text!r} is not a number in {language}")
-    if write_number(n, language) != " ".join(words):  # words out of their language's order
+    if write_number(n, language) != " ".join(words):  # words out of order
         raise ValueError(f"parse_number: {text!r} is not a number written in {language}")
     return n
 
 
-def count_sentence(start: int, length: int, language: str) -> str:
-    """ "start, start+1, ...": `length` consecutive numbers in words, comma-separated."""
-    if length < 1 or start + length - 1 > MAX_NUMBER:
-        raise ValueError(f"count_sentence: {length} numbers from {start} pass {MAX_NUMBER}")
-    return ", ".join(write_number(start + i, language) for i in range(length))
+def write_numbers(numbers: Iterable[int], language: str) -> str:
+    """A sentence: the numbers in words, comma-separated ("n1, n2, n3")."""
+    return ", ".join(write_number(int(n), language) for n in numbers)
 
 
-def compare_pairs(size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def compare_pairs(
+    size: int, rng: np.random.Generator, near: float = 0.25
+) -> tuple[np.ndarray, np.ndarray]:
     """`size` number pairs (size, 2) and their relation labels (size,): 0 if the first is less
     than the second, 1 if they are the same, 2 if it is greater; the three equally often.
-    Unequal pairs are near each other half of the time (a gap below 30), so that reading the
+    A fraction `near` of the unequal pairs differ by less than 30, so that reading the
     hundreds word alone is not enough."""
+    if not 0.0 <= near <= 1.0:
+        raise ValueError(f"compare_pairs: near must be in [0, 1], got {near}")
     labels = rng.integers(0, 3, size)
-    gap = np.where(rng.random(size) < 0.5, rng.integers(1, 30, size),
+    gap = np.where(rng.random(size) < near, rng.integers(1, 30, size),
                    rng.integers(1, MAX_NUMBER + 1, size))  # fmt: skip
     low = rng.integers(0, MAX_NUMBER + 1 - gap)  # low + gap stays in 0-999
     high = low + gap
     x = np.where(labels == 2, high, low)
-    y = np.where(labels == 0, high, np.where(labels == 1, low, low))
+    y = np.where(labels == 0, high, low)
     return np.stack([x, y], axis=1), labels.astype(np.int64)

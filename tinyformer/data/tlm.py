@@ -8,6 +8,8 @@ real tokens). Two kinds of row:
   the translation starts, so a word and its translation can sit at the same position; the
   language ids change there too. Masking the pair (`tinyformer.data.mlm.mask_tokens`) hides
   words on both sides, and the model may read the other side to fill them in.
+  `mask_first_sentence` masks the first sentence only, and more of it: every blank then has
+  its answer, unmasked, in the translation.
 
 Padding (on the right) gets id `pad_id`, position 0, the row's last language and mask 0.
 """
@@ -18,9 +20,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tinyformer.data.mlm import pad_batch
+from tinyformer.data.mlm import mask_tokens, pad_batch
 
-__all__ = ["pack_monolingual", "pack_translation_pairs"]
+__all__ = ["mask_first_sentence", "pack_monolingual", "pack_translation_pairs"]
 
 Batch = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -67,3 +69,22 @@ def pack_translation_pairs(
                   for h, t, la, lb in zip(heads, tails, first_langs, second_langs)], 0)  # fmt: skip
     langs = np.where(mask == 1, langs, np.asarray(second_langs)[:, None])
     return ids, positions, langs, mask
+
+
+def mask_first_sentence(
+    ids: np.ndarray, *, sep_id: int, mask_id: int, vocab_size: int, special_ids: Sequence[int],
+    rng: np.random.Generator, mlm_probability: float = 0.5,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """BERT's masking (`tinyformer.data.mlm.mask_tokens`) of packed pairs ids (B, T), over the
+    first sentence only (up to the first [SEP]); the translation stays whole -> (inputs,
+    labels) (B, T), labels -100 outside the chosen positions. `special_ids` are never chosen;
+    they must include `sep_id`."""
+    if sep_id not in special_ids:
+        raise ValueError(f"mask_first_sentence: sep_id {sep_id} is not in special_ids")
+    first = np.cumsum(ids == sep_id, axis=1) == 0  # (B, T): [CLS] and the first sentence
+    # the translation is kept out of the choice by showing it as [SEP]s, then put back
+    inputs, labels = mask_tokens(
+        np.where(first, ids, sep_id), mask_id=mask_id, vocab_size=vocab_size,
+        special_ids=special_ids, rng=rng, mlm_probability=mlm_probability,
+    )  # fmt: skip
+    return np.where(first, inputs, ids), labels

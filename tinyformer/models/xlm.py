@@ -17,7 +17,9 @@ positions in a batch.
                                           LayerNorm                        -> (B, T, C)
                                        -> n_layer blocks (attention over non-padding keys)
     masked-LM head:  Linear C->C, GELU, LayerNorm, x @ tok_emb^T + bias  -> (N, V)
-    classifier:      Linear C->L on tanh(Linear(hidden[:, 0]))           -> (B, L)
+    classifier:      Linear C->L on tanh(Linear(pooled))                 -> (B, L)
+                     pooled: hidden[:, 0] ("cls", BERT's), or the mean over the real
+                     tokens ("mean")                                     -> (B, C)
 """
 
 from __future__ import annotations
@@ -120,9 +122,18 @@ class XLM(nn.Module):
             x = layer(x, key_padding_mask=pad)  # (B, T, C)
         return x
 
-    def pool(self, hidden: Tensor) -> Tensor:
-        """hidden (B, T, C) -> tanh(W h_0 + b) (B, C): the first token's vector."""
-        return F.tanh(self.pooler(getitem(hidden, (slice(None), 0))))
+    def pool(self, hidden: Tensor, attention_mask: Any = None, how: str = "cls") -> Tensor:
+        """hidden (B, T, C) -> tanh(W h + b) (B, C), h the first token's vector ("cls") or the
+        mean of the vectors of the real tokens ("mean"; attention_mask (B, T), None: all)."""
+        if how == "cls":
+            return F.tanh(self.pooler(getitem(hidden, (slice(None), 0))))
+        b, t, _ = hidden.shape
+        xp = backend.get_array_module(hidden.data)
+        if attention_mask is None:
+            attention_mask = xp.ones((b, t))
+        weight = to_device_of(attention_mask, self.tok_emb.weight).astype(hidden.dtype)
+        weight = weight / weight.sum(1, keepdims=True)  # (B, T), rows sum to 1
+        return F.tanh(self.pooler((hidden * Tensor(weight[:, :, None])).sum(1)))  # (B, C)
 
 
 def masked_lm_loss(
@@ -179,12 +190,16 @@ class XLMForMaskedLM(nn.Module):
 
 
 class XLMForSequenceClassification(nn.Module):
-    """The encoder, the pooler and a linear classifier on the first token's vector (XLM's
-    cross-lingual NLI: fine-tuned in one language, tested in the others)."""
+    """The encoder, the pooler and a linear classifier on the first token's vector or the
+    mean of all (`pooling` "cls" or "mean"); XLM's cross-lingual NLI: fine-tuned in one
+    language, tested in the others."""
 
-    def __init__(self, config: XLMConfig, num_labels: int = 3) -> None:
+    def __init__(self, config: XLMConfig, num_labels: int = 3, pooling: str = "cls") -> None:
         super().__init__()
-        self.config, self.num_labels = config, num_labels
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"XLMForSequenceClassification: pooling must be 'cls' or 'mean', "
+                             f"got {pooling!r}")  # fmt: skip
+        self.config, self.num_labels, self.pooling = config, num_labels, pooling
         self.xlm = XLM(config)
         self.drop = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.d_model, num_labels)
@@ -200,6 +215,7 @@ class XLMForSequenceClassification(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """-> logits (B, L), and their mean cross-entropy against labels (B,) when given."""
         hidden = self.xlm(input_ids, langs, positions, attention_mask)  # (B, T, C)
-        logits = self.classifier(self.drop(self.xlm.pool(hidden)))  # (B, L)
+        pooled = self.xlm.pool(hidden, attention_mask, self.pooling)  # (B, C)
+        logits = self.classifier(self.drop(pooled))  # (B, L)
         loss = None if labels is None else F.cross_entropy(logits, array_of(labels))
         return logits, loss
