@@ -24,7 +24,7 @@
 #
 # 1. Two made-up languages that write the numbers 0-999, and a BPE vocabulary shared by both.
 # 2. How a TLM row is packed: positions restart at the translation, language ids switch there.
-# 3. Pretrain with MLM + TLM, and with MLM only.
+# 3. Pretrain with MLM + TLM, and with MLM only, and probe whether the languages line up.
 # 4. Fine-tune a "less / same / greater" classifier in language A and test it in B.
 #
 # `tinyformer train xlm` runs the full comparison (docs/xlm.md); CI runs a short one here.
@@ -35,22 +35,29 @@ import tempfile
 
 import numpy as np
 
-from tinyformer.data.mlm import mask_tokens
-from tinyformer.data.numerals import count_sentence, write_number
-from tinyformer.data.tlm import pack_translation_pairs
-from tinyformer.train.xlm import TrainXLMConfig, finetune, prepare, pretrain, pretrain_batch
+from tinyformer.data.numerals import write_number, write_numbers
+from tinyformer.data.tlm import mask_first_sentence, pack_translation_pairs
+from tinyformer.train.xlm import (
+    TrainXLMConfig,
+    finetune,
+    number_vectors,
+    pretrain,
+    translation_retrieval,
+)
+from tinyformer.train.xlm_data import prepare, pretrain_batch
 
 SMALL = bool(os.environ.get("TINYFORMER_SMALL"))
 # The runs go into a temporary directory, removed when this kernel stops.
 workdir = tempfile.TemporaryDirectory(prefix="tiny-xlm-")
 cfg = TrainXLMConfig(
-    pretrain_iters=10 if SMALL else 800,
-    finetune_iters=5 if SMALL else 400,
-    eval_interval=10 if SMALL else 200,
+    pretrain_iters=10 if SMALL else 5000,
+    finetune_iters=5 if SMALL else 600,
+    finetune_seeds=1,
+    eval_interval=10 if SMALL else 1000,
     batch_size=8 if SMALL else 32,
     d_model=32 if SMALL else 64,
     d_ff=64 if SMALL else 256,
-    train_pairs=100 if SMALL else 2000,
+    train_pairs=100 if SMALL else 8000,
     test_pairs=60 if SMALL else 600,
     out_dir=workdir.name,
     progress=False,
@@ -61,20 +68,21 @@ for n in (7, 47, 247, 999):
     print(f"{n:>4}   A: {write_number(n, 'a'):<22} B: {write_number(n, 'b')}")
 
 # %% [markdown]
-# A writes big-endian ("2 hundred, 40, 7"), B little-endian ("7, 40, 2 hundred"), and they
-# spell with disjoint letters (a-m and n-z). The BPE vocabulary is trained on text in both;
-# here is how it cuts a sentence of each, and which tokens the two have in common:
+# Both write big-endian ("2 hundred 40 7"), with disjoint letters (a-m and n-z): the same
+# grammar, different words. The BPE vocabulary is trained on text in both; here is how it cuts
+# a sentence of each, and which tokens the two have in common:
 
 # %%
-a, b = count_sentence(246, 3, "a"), count_sentence(246, 3, "b")
+a, b = " " + write_numbers([246, 31, 7], "a"), " " + write_numbers([246, 31, 7], "b")
 print([tok.decode([i]) for i in tok.encode(a)])
 print([tok.decode([i]) for i in tok.encode(b)])
 print("shared tokens:", [tok.decode([i]) for i in set(tok.encode(a)) & set(tok.encode(b))])
 
 # %% [markdown]
-# Only the comma. An MLM trained on each language alone has almost nothing to tie "kal" to
-# "wor" (both 7), except that the two languages have the same structure: numbers count up,
-# a digit word is followed by a tens word or a comma. TLM gives the tie directly.
+# Only the comma. The pretraining sentences are lists of *random* numbers, so a masked LM
+# trained on each language alone learns the grammar (a digit word, then "hundred", then a
+# tens word...) but has nothing to tie "kal" to "wor" (both 7): in either language every digit
+# word is as likely as any other. TLM gives the tie directly.
 #
 # **Exercise.** A TLM row is `[CLS] a [SEP] b [SEP]`. Write `my_tlm_row(len_a, len_b,
 # lang_a, lang_b)` returning the positions and language ids (each a list of
@@ -102,14 +110,17 @@ print("positions:", positions[0])
 print("languages:", langs[0])
 
 # %% [markdown]
-# Masking is BERT's (15% of the real tokens, 80/10/10), over the whole row, so words are
-# hidden on both sides:
+# XLM masks 15% of the whole row, so words are hidden on both sides. Here each token of the
+# first sentence becomes [MASK] with probability 1/2 and the translation stays whole: every
+# blank has its answer next door, in the other language, and nowhere else (the numbers are
+# random, so the rest of the sentence does not give it away).
 
 # %%
 rng = np.random.default_rng(0)
-specials = (data.pad_id, data.cls_id, data.sep_id, data.mask_id)
-inputs, labels = mask_tokens(ids, mask_id=data.mask_id, vocab_size=tok.vocab_size,
-                             special_ids=specials, rng=rng, mlm_probability=0.3)  # fmt: skip
+inputs, labels = mask_first_sentence(
+    ids, sep_id=data.sep_id, mask_id=data.mask_id, special_ids=data.special_ids(), rng=rng,
+    mlm_probability=cfg.tlm_mask,
+)  # fmt: skip
 names = {data.cls_id: "[CLS]", data.sep_id: "[SEP]", data.mask_id: "[MASK]"}
 print([names[i] if i in names else tok.decode([i]) for i in inputs[0].tolist()])
 
@@ -117,7 +128,11 @@ print([names[i] if i in names else tok.decode([i]) for i in inputs[0].tolist()])
 # ## Pretraining, twice
 #
 # Both runs take the same steps from the same initial weights and see monolingual sentences
-# of both languages; the MLM + TLM run gives half of each batch to translation pairs.
+# of both languages; the MLM + TLM run gives half of each batch to translation pairs. Each
+# evaluation also runs the *alignment probe*: write every number 0-999 alone in A and in B,
+# average the encoder's last-layer vectors over its words, centre each language's vectors,
+# and ask, for each number in A, whether its nearest neighbour in B is its translation
+# (chance: 1 in 1000).
 
 # %%
 (inputs, positions, langs, mask), labels = pretrain_batch(data, cfg, True, rng)
@@ -127,7 +142,30 @@ mlm_model, mlm_log = pretrain(cfg, data, tlm=False)
 for name, log in (("MLM + TLM", tlm_log), ("MLM only", mlm_log)):
     e = log["evals"][-1]
     print(f"{name:<10} masked accuracy: {e['mlm_acc']:.1%} on sentences, "
-          f"{e['tlm_acc']:.1%} on translation pairs")  # fmt: skip
+          f"{e['tlm_acc']:.1%} on translation pairs; retrieval {e['retrieval']:.1%}")  # fmt: skip
+
+# %% [markdown]
+# **Exercise.** Write the probe yourself. `number_vectors(encoder, data, lang)` gives one
+# vector per number (1000, C). Centre each language's vectors on their mean (the language
+# embedding shifts all of B's), normalise each row to length 1, and return the share of
+# numbers n whose most similar B vector (largest dot product) is row n.
+
+
+# %%
+def my_retrieval(va: np.ndarray, vb: np.ndarray) -> float:
+    ### BEGIN SOLUTION
+    va, vb = va - va.mean(0), vb - vb.mean(0)
+    va = va / np.linalg.norm(va, axis=1, keepdims=True)
+    vb = vb / np.linalg.norm(vb, axis=1, keepdims=True)
+    return float(((va @ vb.T).argmax(1) == np.arange(len(va))).mean())
+    ### END SOLUTION
+
+
+for name, model in (("MLM + TLM", tlm_model), ("MLM only", mlm_model)):
+    va, vb = (number_vectors(model.xlm.eval(), data, lang) for lang in (0, 1))
+    mine = my_retrieval(va, vb)
+    assert abs(mine - translation_retrieval(model.xlm, data)) < 1e-9, mine
+    print(f"{name:<10} translation retrieval {mine:.1%}")
 
 # %% [markdown]
 # **Question:** both models are scored on masked translation pairs. Why can the MLM-only
@@ -139,6 +177,12 @@ for name, log in (("MLM + TLM", tlm_log), ("MLM only", mlm_log)):
 # The task: for two numbers x, y, is x less than, the same as, or greater than y? Only pairs
 # written in A are labelled. Each classifier is tested on the same held-out pairs written in
 # A, and in B, which it never saw labelled.
+#
+# Three choices keep what pretraining built: the embeddings stay frozen (B's words keep the
+# places pretraining gave them), the classifier reads the mean of the last layer, and that
+# mean is centred on its language's mean (over the batch in training; over unlabelled pairs
+# at test time), because a classifier trained on A alone otherwise reads B's constant shift
+# as evidence for one label.
 
 # %%
 rows = {}
@@ -155,9 +199,9 @@ for name, e in rows.items():
 # %% [markdown]
 # At this notebook's CI size the numbers are noise; docs/xlm.md has a full run's table.
 #
-# **Question:** the scratch model's tokens in B were never trained at all during
-# fine-tuning (no B token appears in an A example). What does its zero-shot accuracy in B
-# measure, then?
+# **Question:** the scratch model's embeddings are random and stay frozen, so its B words
+# mean nothing to it. What does its zero-shot accuracy in B measure, then? (Hint: which of
+# the three labels can be read off without knowing what any word means?)
 #
 # **Question:** our languages share no token but the comma. Real languages share many
 # (digits, names, subwords), and XLM's MLM-only models still transfer. Which of those

@@ -17,9 +17,9 @@ positions in a batch.
                                           LayerNorm                        -> (B, T, C)
                                        -> n_layer blocks (attention over non-padding keys)
     masked-LM head:  Linear C->C, GELU, LayerNorm, x @ tok_emb^T + bias  -> (N, V)
-    classifier:      Linear C->L on tanh(Linear(pooled))                 -> (B, L)
-                     pooled: hidden[:, 0] ("cls", BERT's), or the mean over the real
+    features:        hidden[:, 0] ("cls", BERT's), or the mean over the real
                      tokens ("mean")                                     -> (B, C)
+    classifier:      Linear C->L on tanh(Linear(features))               -> (B, L)
 """
 
 from __future__ import annotations
@@ -122,18 +122,9 @@ class XLM(nn.Module):
             x = layer(x, key_padding_mask=pad)  # (B, T, C)
         return x
 
-    def pool(self, hidden: Tensor, attention_mask: Any = None, how: str = "cls") -> Tensor:
-        """hidden (B, T, C) -> tanh(W h + b) (B, C), h the first token's vector ("cls") or the
-        mean of the vectors of the real tokens ("mean"; attention_mask (B, T), None: all)."""
-        if how == "cls":
-            return F.tanh(self.pooler(getitem(hidden, (slice(None), 0))))
-        b, t, _ = hidden.shape
-        xp = backend.get_array_module(hidden.data)
-        if attention_mask is None:
-            attention_mask = xp.ones((b, t))
-        weight = to_device_of(attention_mask, self.tok_emb.weight).astype(hidden.dtype)
-        weight = weight / weight.sum(1, keepdims=True)  # (B, T), rows sum to 1
-        return F.tanh(self.pooler((hidden * Tensor(weight[:, :, None])).sum(1)))  # (B, C)
+    def pool(self, hidden: Tensor) -> Tensor:
+        """hidden (B, T, C) -> tanh(W h_0 + b) (B, C): the first token's vector."""
+        return F.tanh(self.pooler(getitem(hidden, (slice(None), 0))))
 
 
 def masked_lm_loss(
@@ -190,9 +181,12 @@ class XLMForMaskedLM(nn.Module):
 
 
 class XLMForSequenceClassification(nn.Module):
-    """The encoder, the pooler and a linear classifier on the first token's vector or the
-    mean of all (`pooling` "cls" or "mean"); XLM's cross-lingual NLI: fine-tuned in one
-    language, tested in the others."""
+    """The encoder, the pooler and a linear classifier (XLM's cross-lingual NLI: fine-tuned in
+    one language, tested in the others). The classifier reads the first token's last-layer
+    vector (`pooling` "cls", BERT's) or the mean of the real tokens' ("mean").
+
+    `features` and `classify` are the two halves of `forward`, so that a caller can shift the
+    features in between: centring each language's features on their mean, for instance."""
 
     def __init__(self, config: XLMConfig, num_labels: int = 3, pooling: str = "cls") -> None:
         super().__init__()
@@ -205,6 +199,28 @@ class XLMForSequenceClassification(nn.Module):
         self.classifier = nn.Linear(config.d_model, num_labels)
         init_bert_weights(self)
 
+    def features(
+        self, input_ids: Any, langs: Any, positions: Any = None, attention_mask: Any = None
+    ) -> Tensor:
+        """(B, T) inputs -> the vector the classifier reads (B, C)."""
+        hidden = self.xlm(input_ids, langs, positions, attention_mask)  # (B, T, C)
+        if self.pooling == "cls":
+            return getitem(hidden, (slice(None), 0))
+        b, t, _ = hidden.shape
+        if attention_mask is None:
+            weight = backend.get_array_module(hidden.data).ones((b, t), hidden.dtype)
+        else:
+            weight = to_device_of(attention_mask, hidden).astype(hidden.dtype)
+        weight = weight / weight.sum(1, keepdims=True)  # (B, T), each row sums to 1
+        return (hidden * Tensor(weight[:, :, None])).sum(1)  # (B, C)
+
+    def classify(self, features: Tensor, labels: Any = None) -> tuple[Tensor, Tensor | None]:
+        """features (B, C) -> logits (B, L) through tanh(pooler), and their mean cross-entropy
+        against labels (B,) when given."""
+        logits = self.classifier(self.drop(F.tanh(self.xlm.pooler(features))))  # (B, L)
+        loss = None if labels is None else F.cross_entropy(logits, array_of(labels))
+        return logits, loss
+
     def forward(
         self,
         input_ids: Any,
@@ -214,8 +230,4 @@ class XLMForSequenceClassification(nn.Module):
         attention_mask: Any = None,
     ) -> tuple[Tensor, Tensor | None]:
         """-> logits (B, L), and their mean cross-entropy against labels (B,) when given."""
-        hidden = self.xlm(input_ids, langs, positions, attention_mask)  # (B, T, C)
-        pooled = self.xlm.pool(hidden, attention_mask, self.pooling)  # (B, C)
-        logits = self.classifier(self.drop(pooled))  # (B, L)
-        loss = None if labels is None else F.cross_entropy(logits, array_of(labels))
-        return logits, loss
+        return self.classify(self.features(input_ids, langs, positions, attention_mask), labels)

@@ -30,13 +30,13 @@ from tinyformer.data.numerals import MAX_NUMBER
 from tinyformer.data.tlm import pack_monolingual
 from tinyformer.models.xlm import XLM, XLMConfig, XLMForMaskedLM, XLMForSequenceClassification
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
+from tinyformer.tensor import Tensor
 from tinyformer.train.args import (
     BELOW_ONE,
     COUNT,
     FRACTION,
     NONNEGATIVE,
     POSITIVE,
-    PROPER_FRACTION,
     Range,
     check_ranges,
     flag,
@@ -53,7 +53,10 @@ from tinyformer.train.xlm_data import (
     translation_rows,
 )
 
-__all__ = ["TrainXLMConfig", "finetune", "pretrain", "train_xlm", "translation_retrieval"]
+__all__ = [
+    "TrainXLMConfig", "finetune", "number_vectors", "pretrain", "train_xlm",
+    "translation_retrieval",
+]  # fmt: skip
 
 LANG_A, LANG_B = 0, 1
 
@@ -64,26 +67,28 @@ class TrainXLMConfig:
                            valid=Range(256))  # fmt: skip
     sentence_len: int = flag(1, "random numbers per pretraining sentence", valid=COUNT)
     tlm_mask: float = flag(
-        0.5, "share of a translation pair's first sentence masked (the translation stays whole)",
-        valid=PROPER_FRACTION,
+        0.5, "chance that a token of a translation pair's first sentence is masked (the "
+        "translation stays whole)", valid=Range(0, 1, open_low=True),
     )  # fmt: skip
     n_layer: int = flag(2, "encoder blocks")
     n_head: int = flag(4, "attention heads")
     d_model: int = flag(64, "width")
     d_ff: int = flag(256, "MLP hidden width")
     dropout: float = flag(0.0, "dropout in the encoder", valid=BELOW_ONE)
-    pretrain_iters: int = flag(3000, "pretraining steps (each of the two runs)", valid=COUNT)
+    pretrain_iters: int = flag(6000, "pretraining steps (each of the two runs)", valid=COUNT)
     finetune_iters: int = flag(600, "fine-tuning steps (each fine-tuning run)", valid=COUNT)
-    finetune_seeds: int = flag(2, "fine-tuning runs per encoder, with different seeds",
+    finetune_seeds: int = flag(3, "fine-tuning runs per encoder, with different seeds",
                                valid=COUNT)  # fmt: skip
     batch_size: int = flag(32, "rows per batch", valid=Range(2))
-    lr: float = flag(1e-3, "peak learning rate of pretraining", valid=POSITIVE)
+    lr: float = flag(2e-3, "peak learning rate of pretraining", valid=POSITIVE)
     finetune_lr: float = flag(1e-3, "peak learning rate of fine-tuning", valid=POSITIVE)
     freeze_embeddings: bool = flag(
         True, "fine-tune with the token, position and language embeddings frozen"
     )
     pooling: str = flag("mean", "what the classifier reads: the mean of the last layer's "
                         "vectors, or [CLS]'s", choices=["mean", "cls"])  # fmt: skip
+    centre: bool = flag(True, "centre the classifier's input on its language's mean (in "
+                        "training the batch's, in testing that of unlabelled pairs)")  # fmt: skip
     warmup: int = flag(50, "linear warm-up steps of pretraining", valid=NONNEGATIVE)
     weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     train_pairs: int = flag(8000, "labelled number pairs in language A to fine-tune on",
@@ -118,24 +123,27 @@ class TrainXLMConfig:
 
 
 @tf.no_grad()
+def number_vectors(encoder: XLM, data: NumeralData, lang: int) -> np.ndarray:
+    """Every number 0-999 written alone in `lang`, through the encoder: the mean of its words'
+    last-layer vectors -> (1000, C), row n for the number n."""
+    numbers = range(MAX_NUMBER + 1)
+    ids, positions, langs, mask = pack_monolingual(
+        [data.encode(n, lang) for n in numbers], [lang] * len(numbers), **data.special()
+    )  # fmt: skip
+    hidden = backend.to_host(encoder(ids, langs, positions, mask).data)  # (N, T, C)
+    words = ((mask == 1) & (ids != data.cls_id) & (ids != data.sep_id))[..., None]
+    return (hidden * words).sum(1) / words.sum(1)  # (N, C)
+
+
 def translation_retrieval(encoder: XLM, data: NumeralData) -> float:
-    """The alignment probe: for each number 0-999 written alone in A, the mean of its
-    last-layer vectors; the same in B; each language's vectors centred on their mean (which
-    the language embedding shifts); -> the share of numbers whose nearest B vector (cosine)
-    is their own translation. Chance is 1 in 1000."""
-    numbers = np.arange(MAX_NUMBER + 1)
-    vectors = []
-    for lang in (LANG_A, LANG_B):
-        ids, positions, langs, mask = pack_monolingual(
-            [data.encode(n, lang) for n in numbers], [lang] * len(numbers), **data.special()
-        )  # fmt: skip
-        hidden = backend.to_host(encoder(ids, langs, positions, mask).data)  # (N, T, C)
-        words = ((mask == 1) & (ids != data.cls_id) & (ids != data.sep_id))[..., None]
-        v = (hidden * words).sum(1) / words.sum(1)  # (N, C)
-        v = v - v.mean(0)
-        vectors.append(v / np.linalg.norm(v, axis=1, keepdims=True))
-    nearest = (vectors[0] @ vectors[1].T).argmax(1)  # (N,)
-    return float((nearest == numbers).mean())
+    """The alignment probe: `number_vectors` in A and in B, each language's centred on their
+    mean (which the language embedding shifts); -> the share of numbers whose nearest B
+    vector (cosine) is their own translation. Chance is 1 in 1000."""
+    a, b = (number_vectors(encoder, data, lang) for lang in (LANG_A, LANG_B))
+    a, b = a - a.mean(0), b - b.mean(0)
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    b /= np.linalg.norm(b, axis=1, keepdims=True)
+    return float(((a @ b.T).argmax(1) == np.arange(len(a))).mean())
 
 
 def _optimizer(model: Any, cfg: TrainXLMConfig, lr: float, iters: int, warmup: int) -> tuple:
@@ -207,17 +215,32 @@ def finetune(
     optimizer, scheduler = _optimizer(model, cfg, cfg.finetune_lr, iters, max(1, iters // 10))
     pairs, labels = data.test
     tests = {lang: pair_batch(data, pairs, lang) for lang in (LANG_A, LANG_B)}
+    # unlabelled pairs in each language: where the language's features sit, for centring
+    plain = {lang: pair_batch(data, data.unlabelled, lang) for lang in (LANG_A, LANG_B)}
+
+    def features(batch: tuple) -> Tensor:
+        ids, positions, langs, mask = batch
+        return model.features(ids, langs, positions, mask)  # (B, C)
 
     @tf.no_grad()
     def evaluate(it: int) -> dict[str, float]:
         model.eval()
         out = {}
-        for lang, (ids, positions, langs, mask) in tests.items():
-            logits, loss = model(ids, langs, labels, positions, mask)
+        for lang, batch in tests.items():
+            x = features(batch)
+            if cfg.centre:
+                x = x - features(plain[lang]).mean(0, keepdims=True)
+            logits, loss = model.classify(x, labels)
             hits = int((backend.to_host(logits.data.argmax(1)) == labels).sum())
             out[f"test_{'ab'[lang]}"], out[f"acc_{'ab'[lang]}"] = loss.item(), hits / len(labels)
         model.train()
         return out
+
+    def loss(inputs: tuple, labels: np.ndarray) -> Tensor:
+        x = features(inputs)
+        if cfg.centre:  # all in A: the batch's mean stands for A's
+            x = x - x.mean(0, keepdims=True)
+        return model.classify(x, labels)[1]
 
     def get_batch(rng: np.random.Generator) -> tuple:
         picks = rng.integers(0, len(data.train[1]), cfg.batch_size)
@@ -228,7 +251,7 @@ def finetune(
     run = Run(
         model, optimizer, scheduler, np.random.default_rng([cfg.seed, 3, run]), get_batch=get_batch,
         evaluate=evaluate, config=phase, command="xlm", title=f"fine-tuning in A ({name})",
-        loss=lambda inputs, labels: model(inputs[0], inputs[2], labels, inputs[1], inputs[3])[1],
+        loss=loss,
         meta=lambda: {"model_config": dataclasses.asdict(model.config),
                       "tokenizer": data.tokenizer.to_dict()},
         resume_hint=f"tinyformer train xlm --resume --out-dir {cfg.out_dir}",

@@ -31,6 +31,7 @@ class NumeralData:
     tokenizer: BPETokenizer
     train: tuple[np.ndarray, np.ndarray]  # pairs (N, 2) and labels (N,), fine-tuned in A
     test: tuple[np.ndarray, np.ndarray]  # held out, tested in A and in B
+    unlabelled: np.ndarray  # pairs (M, 2) drawn as the task's, their labels unused
     _numbers: dict = dataclasses.field(default_factory=dict, repr=False)  # (n, lang) -> ids
 
     @property
@@ -72,8 +73,9 @@ class NumeralData:
 
 
 def prepare(cfg: TrainXLMConfig) -> NumeralData:
-    """The BPE vocabulary (trained on every number in both languages) and the task's training
-    and test pairs (no test pair is a training pair)."""
+    """The BPE vocabulary (trained on every number in both languages), the task's training
+    and test pairs (no test pair is a training pair), and 256 pairs whose labels are never
+    read."""
     text = "\n".join(" " + write_numbers(range(MAX_NUMBER + 1), lang) for lang in "ab")
     tokenizer = BPETokenizer.train(text, cfg.vocab_size)
     rng = np.random.default_rng([cfg.seed, 0])
@@ -81,7 +83,8 @@ def prepare(cfg: TrainXLMConfig) -> NumeralData:
     seen = {tuple(p) for p in test[0]}
     pairs, labels = compare_pairs(2 * cfg.train_pairs + cfg.test_pairs, rng, cfg.near)
     keep = np.flatnonzero([tuple(p) not in seen for p in pairs])[: cfg.train_pairs]
-    return NumeralData(tokenizer, (pairs[keep], labels[keep]), test)
+    unlabelled = compare_pairs(256, rng, cfg.near)[0]
+    return NumeralData(tokenizer, (pairs[keep], labels[keep]), test, unlabelled)
 
 
 def _stack(batches: list[tuple[np.ndarray, ...]], fills: tuple[int, ...]) -> tuple:
@@ -126,8 +129,8 @@ def translation_rows(
         a, b, first, 1 - first, **data.special()
     )
     inputs, labels = mask_first_sentence(
-        ids, sep_id=data.sep_id, mask_id=data.mask_id, vocab_size=data.tokenizer.vocab_size,
-        special_ids=data.special_ids(), rng=rng, mlm_probability=cfg.tlm_mask,
+        ids, sep_id=data.sep_id, mask_id=data.mask_id, special_ids=data.special_ids(), rng=rng,
+        mlm_probability=cfg.tlm_mask,
     )  # fmt: skip
     return inputs, positions, lang_ids, mask, labels
 
