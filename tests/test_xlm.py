@@ -264,5 +264,5 @@ def test_train_xlm_command_runs_every_run(tmp_path, capsys):
         assert cli.main(["train", "xlm", *bad, "--out-dir", str(tmp_path / "b")]) == 2
         err = capsys.readouterr().err
         assert bad[0] in err and len(err.strip().splitlines()) == 1, err
-    with pytest.raises(ValueError, match="--pooling must be mean or cls"):
+    with pytest.raises(ValueError, match="--pooling must be one of mean, cls, got 'max'"):
         TrainXLMConfig(pooling="max")  # the command line's choices check it there

@@ -106,8 +106,6 @@ class TrainXLMConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
-        if self.pooling not in ("mean", "cls"):
-            raise ValueError(f"--pooling must be mean or cls, got {self.pooling!r}")
         if self.sentence_len > 16:
             raise ValueError(f"--sentence-len must be at most 16, got {self.sentence_len}")
 
