@@ -1,18 +1,22 @@
 """`tinyformer train xlm`: cross-lingual pretraining, measured by zero-shot transfer.
 
-Two made-up languages write the numbers 0-999 with no letter in common and opposite word
-orders (`tinyformer.data.numerals`); one byte-level BPE vocabulary is trained on both. Five
-runs, one command:
+Two made-up languages write the numbers 0-999 with no letter in common and the same grammar
+(`tinyformer.data.numerals`); one byte-level BPE vocabulary is trained on both. Pretraining
+sentences are random numbers, so one language alone says nothing about which word of the
+other is which. One command:
 
 1. Pretrain with MLM + TLM: half of each batch is masked monolingual sentences (either
-   language), half is masked translation pairs.                  -> out/xlm/pretrain-tlm/
-2. Pretrain with MLM only: the same steps and rows, all monolingual.  -> out/xlm/pretrain-mlm/
-3. Fine-tune each of the two encoders, and a random one, on a relation between two numbers
-   (less / same / greater), in language A only.       -> out/xlm/finetune-{tlm,mlm,scratch}/
+   language), half is translation pairs masked in the first sentence.
+                                                                 -> out/xlm/pretrain-tlm/
+2. Pretrain with MLM only: the same steps, all monolingual.      -> out/xlm/pretrain-mlm/
+3. Fine-tune each of the two encoders, and a random one, several times, on a relation
+   between two numbers (less / same / greater), in language A only.
+                                                  -> out/xlm/finetune-{tlm,mlm,scratch}-k/
 
-Each fine-tuned classifier is tested on the same held-out pairs written in A (the language it
-was trained in) and in B (zero-shot: it never saw a labelled example in B). The closing table
-and out/xlm/compare.png put the three side by side.
+Each evaluation of a pretraining runs the alignment probe (`translation_retrieval`). Each
+fine-tuned classifier is tested on the same held-out pairs written in A (the language it was
+trained in) and in B (zero-shot: it never saw a labelled example in B). The closing table and
+out/xlm/compare.png put the three side by side.
 """
 
 from __future__ import annotations
