@@ -54,9 +54,9 @@ def test_settings_are_applied_at_the_first_op_not_at_import():
     assert report["imported"]["blas"] == report["before"]["blas"]
     assert report["imported"]["spin"] is None
     assert not any(k.startswith("applied") for k in report["imported"]["applied"])
-    # The first op puts every BLAS library on one thread and sets the long spin.
+    # The first op puts every BLAS library on one thread and sets the short spin.
     assert report["first_op"]["blas"] and set(report["first_op"]["blas"]) == {1}
-    assert report["first_op"]["spin"] == runtime.SPIN_ONE_POOL
+    assert report["first_op"]["spin"] == runtime.SPIN
     assert report["env_changes"] == ["GOMP_SPINCOUNT"]
 
 
@@ -67,8 +67,8 @@ def test_a_users_own_settings_are_kept():
     assert report["env_changes"] == []
     keep = _probe(**{runtime.THREADS_VAR: "keep"})
     assert keep["first_op"]["blas"] == keep["before"]["blas"]
-    # BLAS keeps its threads, so OpenMP's workers must not hold the cores long.
-    assert keep["first_op"]["spin"] == runtime.SPIN_SHARED
+    # BLAS keeps its threads; the OpenMP workers spin as briefly as ever.
+    assert keep["first_op"]["spin"] == runtime.SPIN
 
 
 def test_an_unknown_threads_value_is_refused_at_every_op(monkeypatch):

@@ -79,7 +79,7 @@ def _threads() -> list[Check]:
     spin = applied["openmp spin"]
     checks.append((not spin.startswith("libgomp's default"), f"OpenMP workers: {spin}",
                    "run a tinyformer op before Numba's own parallel code, or set "
-                   "GOMP_SPINCOUNT=100000 before Python starts"))  # fmt: skip
+                   f"GOMP_SPINCOUNT={runtime.SPIN} before Python starts"))  # fmt: skip
     checks.append((applied["malloc"] != "mallopt refused", f"malloc: {applied['malloc']}", ""))
     return checks
 

@@ -8,17 +8,18 @@ most once (docs/cli.md, "Process settings"):
   splits each matrix product's rows over Numba's workers instead, so that one thread pool does
   all the work: with two pools on two cores, each must leave the cores to the other, and
   waking a sleeping worker is slow.
-- Numba's OpenMP threading layer first, and its workers busy-wait longer between kernels
+- Numba's OpenMP threading layer first, and its workers busy-wait briefly between kernels
   (`GOMP_SPINCOUNT`, which libgomp reads once, when Numba loads it at its first parallel
-  kernel): with no other pool to starve, spinning beats sleeping.
+  kernel): long enough to catch the next kernel of a step, too short to hold a core that
+  another process (a second notebook, a test run) needs. libgomp's own default spins 300
+  times longer, and beside one busy process every parallel kernel then waits for a turn.
 - glibc keeps up to 256 MiB of freed memory (`mallopt`), so that each step's fresh arrays reuse
   it instead of faulting in new pages.
 
 Your own settings win: a BLAS thread variable (`OPENBLAS_NUM_THREADS`, `OMP_NUM_THREADS`, ...),
 a BLAS thread count you set (threadpoolctl) below the number of CPUs, `GOMP_SPINCOUNT`,
 `NUMBA_THREADING_LAYER`, `MALLOC_*_` variables. `TINYFORMER_THREADS=keep` leaves BLAS, the
-threading layer and malloc as they are; the OpenMP workers then spin briefly, so as not to
-starve BLAS's own threads.
+threading layer and malloc as they are (the OpenMP workers still spin briefly).
 
 Only two settings need a fresh process (glibc and OpenBLAS read them at start-up): the training
 commands and `python -m benchmarks` restart themselves once with `RUNTIME_ENV`.
@@ -52,9 +53,9 @@ BLAS_THREAD_VARS = (
     "MKL_NUM_THREADS",
     "BLIS_NUM_THREADS",
 )
-# Spins of an idle OpenMP worker before it sleeps: long with BLAS on one thread (one pool),
-# short when BLAS keeps its threads (a spinning worker would steal their core).
-SPIN_ONE_POOL, SPIN_SHARED = "100000", "10000"
+# Spins of an idle OpenMP worker before it sleeps: about as fast as 100,000 alone, and as fast
+# as sleeping at once beside a busy process (python -m benchmarks.spin_under_load).
+SPIN = "1000"
 MALLOC_KEEP = 256 * 2**20
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 MALLOC_VARS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
@@ -124,16 +125,15 @@ def _numba_layer_loaded() -> bool:
     return bool(parallel._is_initialized)
 
 
-def _apply_spin(keep: bool, one_pool: bool) -> str:
+def _apply_spin() -> str:
     if "GOMP_SPINCOUNT" in os.environ:
         return f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']} (yours)"
     # Other libraries' OpenMP runtimes do not matter (PyTorch's wheel brings its own libgomp);
     # Numba's libgomp reads the variable when Numba loads it, at its first parallel kernel.
     if _numba_layer_loaded():
         return "libgomp's default (Numba's threads started before tinyformer's first op)"
-    value = SPIN_ONE_POOL if one_pool and not keep else SPIN_SHARED
-    os.environ["GOMP_SPINCOUNT"] = value
-    return f"GOMP_SPINCOUNT={value}"
+    os.environ["GOMP_SPINCOUNT"] = SPIN
+    return f"GOMP_SPINCOUNT={SPIN}"
 
 
 def _apply_layer(keep: bool) -> str:
@@ -180,8 +180,7 @@ def apply_settings() -> dict[str, str]:
             )
         keep = choice == "keep"
         _applied["blas"] = _apply_blas(keep)
-        one_pool = _applied["blas"].startswith(("set to 1", "already on 1"))
-        _applied["openmp spin"] = _apply_spin(keep, one_pool)
+        _applied["openmp spin"] = _apply_spin()
         _applied["numba layer"] = _apply_layer(keep)
         _applied["malloc"] = _apply_malloc(keep)
     return dict(_applied)
