@@ -96,6 +96,14 @@ def test_sync_refuses_folders_that_are_not_releases(student, tmp_path, capsys):
     assert meta["assignment"] == "A2" and meta["due"] == ["A1"] and not meta["carry_solutions"]
 
 
+def test_sync_names_the_folder_to_rename_in_a_release_from_before_the_move(student, capsys):
+    # A release made while the handouts lived in course/ holds its manifest there.
+    old = student["A1"]
+    (old / MANIFEST).parent.rename(old / "course")
+    assert main(["assignment", "sync", "--from", str(old), "--to", str(student["A2"])]) == 2
+    assert "rename its course/ folder to assignments/" in capsys.readouterr().err
+
+
 def _fake_tree(root: Path) -> Path:
     (root / "tinyformer").mkdir(parents=True)
     (root / "tinyformer" / "__init__.py").write_text("")

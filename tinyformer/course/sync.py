@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tinyformer.course.definition import COURSE
 from tinyformer.course.markers import MarkerError, Region, find_regions, syntax_of
-from tinyformer.course.release import MANIFEST
+from tinyformer.course.release import HANDOUTS, MANIFEST
 from tinyformer.fileio import atomic_write
 
 __all__ = ["Sync", "manifest", "sync"]
@@ -60,6 +60,11 @@ def manifest(tree: str | os.PathLike) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
+        if (Path(tree) / "course" / "RELEASE.json").is_file():  # the handouts' folder before
+            raise ValueError(
+                f"{tree} is a release from before the handouts moved to {HANDOUTS}/: rename its "
+                f"course/ folder to {HANDOUTS}/ (git mv course {HANDOUTS}), then sync again"
+            ) from None
         raise ValueError(
             f"{tree} is not an assignment release (no {MANIFEST}): give the folders written by "
             "`tinyformer assignment release`"
