@@ -16,7 +16,12 @@ from tinyformer.data.numerals import (
     write_number,
     write_numbers,
 )
-from tinyformer.data.tlm import mask_first_sentence, pack_monolingual, pack_translation_pairs
+from tinyformer.data.tlm import (
+    mask_first_sentence,
+    pack_monolingual,
+    pack_translation_pairs,
+    switch_blanks,
+)
 from tinyformer.models.xlm import XLM, XLMConfig, XLMForMaskedLM, XLMForSequenceClassification
 from tinyformer.train.state import load_run
 from tinyformer.train.xlm import TrainXLMConfig, translation_retrieval
@@ -88,7 +93,8 @@ def test_translation_pairs_restart_positions_and_switch_languages():
 
 
 def test_tlm_batches_mask_the_first_sentence_and_mlm_batches_have_no_pairs():
-    cfg = TrainXLMConfig(batch_size=64, train_pairs=10, test_pairs=10, sentence_len=2)
+    cfg = TrainXLMConfig(batch_size=64, train_pairs=10, test_pairs=10, sentence_len=2,
+                         tlm_switch=0.0)  # fmt: skip
     data = prepare(cfg)
     (inputs, pos, langs, mask), labels = pretrain_batch(data, cfg, True, np.random.default_rng(0))
     pairs = slice(32, 64)  # the second half: translation pairs
@@ -133,6 +139,30 @@ def test_mask_first_sentence_leaves_the_translation_and_special_tokens_alone():
     with pytest.raises(ValueError, match="mlm_probability must be in"):
         mask_first_sentence(ids, sep_id=2, mask_id=3, special_ids=(0, 1, 2, 3),
                             rng=np.random.default_rng(0), mlm_probability=0.0)  # fmt: skip
+
+
+def test_switched_blanks_hold_the_translations_word_at_their_place():
+    # two rows of equal lengths (the second in the other direction), one of unequal lengths
+    first, second = [[5, 6, 7], [8, 9], [5, 6]], [[10, 11, 12], [4, 3], [10]]
+    ids, _, _, _ = pack_translation_pairs(first, second, [0, 1, 0], [1, 0, 1], **SPECIAL)
+    ids = np.repeat(ids, 200, axis=0)
+    special = (0, 1, 2, 99)
+    masked, labels = mask_first_sentence(ids, sep_id=2, mask_id=99, special_ids=special,
+                                         rng=np.random.default_rng(0))  # fmt: skip
+    every = switch_blanks(masked, labels, sep_id=2, rng=np.random.default_rng(1), probability=1)
+    blank = labels != -100
+    np.testing.assert_array_equal(every[:200][blank[:200]], ids[:200, 5:8][blank[:200, 1:4]])
+    np.testing.assert_array_equal(every[200:400, 1:3][blank[200:400, 1:3]],
+                                  ids[200:400, 4:6][blank[200:400, 1:3]])  # fmt: skip
+    np.testing.assert_array_equal(every[400:], masked[400:])  # lengths differ: left masked
+    np.testing.assert_array_equal(every[~blank], masked[~blank])  # only blanks change
+    some = switch_blanks(masked, labels, sep_id=2, rng=np.random.default_rng(1), probability=0.2)
+    switched = (some != 99) & blank
+    assert 0.15 < switched[:400].sum() / blank[:400].sum() < 0.25
+    none = switch_blanks(masked, labels, sep_id=2, rng=np.random.default_rng(1), probability=0)
+    np.testing.assert_array_equal(none, masked)
+    with pytest.raises(ValueError, match=r"probability must be in \[0, 1\], got 1.5"):
+        switch_blanks(masked, labels, sep_id=2, rng=np.random.default_rng(0), probability=1.5)
 
 
 class _Lookup:
@@ -260,7 +290,7 @@ def test_train_xlm_command_runs_every_run(tmp_path, capsys):
     assert cli.main(["train", "xlm", *flags]) == 2
     assert "already holds a run" in capsys.readouterr().err
     for bad in (["--batch-size", "1"], ["--tlm-mask", "0"], ["--finetune-seeds", "0"],
-                ["--near", "-0.1"]):  # fmt: skip
+                ["--near", "-0.1"], ["--tlm-switch", "1.5"]):  # fmt: skip
         assert cli.main(["train", "xlm", *bad, "--out-dir", str(tmp_path / "b")]) == 2
         err = capsys.readouterr().err
         assert bad[0] in err and len(err.strip().splitlines()) == 1, err

@@ -36,7 +36,7 @@ import tempfile
 import numpy as np
 
 from tinyformer.data.numerals import write_number, write_numbers
-from tinyformer.data.tlm import mask_first_sentence, pack_translation_pairs
+from tinyformer.data.tlm import mask_first_sentence, pack_translation_pairs, switch_blanks
 from tinyformer.train.xlm import (
     TrainXLMConfig,
     finetune,
@@ -114,6 +114,12 @@ print("languages:", langs[0])
 # first sentence becomes [MASK] with probability 1/2 and the translation stays whole: every
 # blank has its answer next door, in the other language, and nowhere else (the numbers are
 # random, so the rest of the sentence does not give it away).
+#
+# A model can fill such a blank by copying the word at the same position of the translation
+# and translating inside the copy, without ever giving a word and its translation similar
+# vectors. So a fifth of the blanks (`cfg.tlm_switch`) hold the translation's word at their
+# place instead of [MASK]: a word of the other language, read where the first sentence's own
+# word would stand. Here, with every blank switched:
 
 # %%
 rng = np.random.default_rng(0)
@@ -123,6 +129,8 @@ inputs, labels = mask_first_sentence(
 )  # fmt: skip
 names = {data.cls_id: "[CLS]", data.sep_id: "[SEP]", data.mask_id: "[MASK]"}
 print([names[i] if i in names else tok.decode([i]) for i in inputs[0].tolist()])
+switched = switch_blanks(inputs, labels, sep_id=data.sep_id, rng=rng, probability=1.0)
+print([names[i] if i in names else tok.decode([i]) for i in switched[0].tolist()])
 
 # %% [markdown]
 # ## Pretraining, twice

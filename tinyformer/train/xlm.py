@@ -6,7 +6,8 @@ sentences are random numbers, so one language alone says nothing about which wor
 other is which. One command:
 
 1. Pretrain with MLM + TLM: half of each batch is masked monolingual sentences (either
-   language), half is translation pairs masked in the first sentence.
+   language), half is translation pairs masked in the first sentence, a fifth of those
+   blanks holding the translation's word (code-switched) instead of [MASK].
                                                                  -> out/xlm/pretrain-tlm/
 2. Pretrain with MLM only: the same steps, all monolingual.      -> out/xlm/pretrain-mlm/
 3. Fine-tune each of the two encoders, and a random one, several times, on a relation
@@ -73,6 +74,10 @@ class TrainXLMConfig:
     tlm_mask: float = flag(
         0.5, "chance that a token of a translation pair's first sentence is masked (the "
         "translation stays whole)", valid=Range(0, 1, open_low=True),
+    )  # fmt: skip
+    tlm_switch: float = flag(
+        0.2, "share of a translation pair's blanks that hold the translation's word at their "
+        "place instead of [MASK] (code-switching)", valid=FRACTION,
     )  # fmt: skip
     n_layer: int = flag(2, "encoder blocks")
     n_head: int = flag(4, "attention heads")

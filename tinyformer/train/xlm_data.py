@@ -12,7 +12,12 @@ import numpy as np
 
 from tinyformer.data.mlm import mask_tokens
 from tinyformer.data.numerals import MAX_NUMBER, compare_pairs, write_number, write_numbers
-from tinyformer.data.tlm import mask_first_sentence, pack_monolingual, pack_translation_pairs
+from tinyformer.data.tlm import (
+    mask_first_sentence,
+    pack_monolingual,
+    pack_translation_pairs,
+    switch_blanks,
+)
 from tinyformer.data.tokenizers import BPETokenizer
 
 if TYPE_CHECKING:  # the configuration's module imports this one
@@ -120,7 +125,8 @@ def translation_rows(
     data: NumeralData, cfg: TrainXLMConfig, size: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, ...]:
     """`size` translation pairs (each direction equally often), `cfg.tlm_mask` of the first
-    sentence masked, the translation whole -> (inputs, positions, langs, mask, labels)."""
+    sentence masked, `cfg.tlm_switch` of those blanks holding the translation's word instead
+    of [MASK], the translation whole -> (inputs, positions, langs, mask, labels)."""
     numbers = rng.integers(0, MAX_NUMBER + 1, (size, cfg.sentence_len))
     first = rng.integers(0, 2, size)
     a = [data.sentence(x, lang) for x, lang in zip(numbers, first)]
@@ -132,6 +138,8 @@ def translation_rows(
         ids, sep_id=data.sep_id, mask_id=data.mask_id, special_ids=data.special_ids(), rng=rng,
         mlm_probability=cfg.tlm_mask,
     )  # fmt: skip
+    inputs = switch_blanks(inputs, labels, sep_id=data.sep_id, rng=rng,
+                           probability=cfg.tlm_switch)  # fmt: skip
     return inputs, positions, lang_ids, mask, labels
 
 
