@@ -296,3 +296,13 @@ def test_train_xlm_command_runs_every_run(tmp_path, capsys):
         assert bad[0] in err and len(err.strip().splitlines()) == 1, err
     with pytest.raises(ValueError, match="--pooling must be one of mean, cls, got 'max'"):
         TrainXLMConfig(pooling="max")  # the command line's choices check it there
+
+
+def test_resume_without_a_run_names_the_missing_checkpoint(tmp_path, capsys):
+    # it used to train a new run from scratch, as if --resume had not been given
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.main(["train", "xlm", "--resume", "--out-dir", str(empty), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"no checkpoint at {empty / 'pretrain-tlm' / 'ckpt.npz'}" in err, err
+    assert list(empty.iterdir()) == []

@@ -162,9 +162,12 @@ def pretrain(cfg: TrainXLMConfig, data: NumeralData, tlm: bool) -> tuple[XLMForM
     """MLM + TLM pretraining (`tlm`), or MLM only; returns the model and the run's log."""
     name = "pretrain-tlm" if tlm else "pretrain-mlm"
     out = Path(cfg.out_dir) / name
-    # resumed only if it had started: an interrupted first run leaves no second checkpoint
+    # The second pretraining is resumed only if it had started (an interrupted first one
+    # leaves it no checkpoint); resuming the first needs its checkpoint, as in the other
+    # commands: without one, --resume names the missing file instead of starting anew.
+    started = tlm or (out / "ckpt.npz").exists()
     phase = Phase(cfg.pretrain_iters, cfg.eval_interval, str(out), cfg.progress,
-                  resume=cfg.resume and (out / "ckpt.npz").exists())  # fmt: skip
+                  resume=cfg.resume and started)  # fmt: skip
     phase, state, saved = resume_from(phase, phase.out_dir)
     if saved:
         mconf = config_from_checkpoint(saved["_path"], XLMConfig, saved["model_config"], state)
