@@ -45,21 +45,26 @@ CASES = [
 ]
 
 
-def _caught(check) -> bool:
-    """Whether the generic check `check(draw)` fails on one of 40 hypothesis-drawn cases."""
+def _on_drawn_cases(body, examples: int) -> None:
+    """Run `body(draw)` on `examples` hypothesis-drawn cases (generated only, never shrunk)."""
 
     @settings(
-        max_examples=40,
+        max_examples=examples,
         database=None,
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
     @given(data=st.data())
     def run(data):
-        check(HypothesisDraw(data))
+        body(HypothesisDraw(data))
 
+    run()
+
+
+def _caught(check) -> bool:
+    """Whether the generic check `check(draw)` fails on one of 40 hypothesis-drawn cases."""
     try:
-        run()
+        _on_drawn_cases(check, 40)
     except (AssertionError, RuntimeError):  # RuntimeError: the engine refused a gradient
         return True
     return False
@@ -110,22 +115,15 @@ def _gradient_slots(spec, function, monkeypatch) -> frozenset[int]:
             seen.update(i for i, g in enumerate(grads) if g is not None and g.size)
             raise _BackwardRan
 
-        @settings(
-            max_examples=100,
-            database=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(data=st.data())
-        def run(data):
+        def until_backward(draw):
             try:
-                check_backward(spec, HypothesisDraw(data))
+                check_backward(spec, draw)
             except _BackwardRan:
                 pass
 
         monkeypatch.setattr(function, "backward", staticmethod(probe))
         try:
-            run()
+            _on_drawn_cases(until_backward, 100)
         finally:
             monkeypatch.undo()
         _SLOTS[key] = frozenset(seen)
