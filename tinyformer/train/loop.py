@@ -72,15 +72,15 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
         return cfg, None, None
     path = Path(out_dir) / "ckpt.npz"
     state, saved = load_run(path, resume=True)
-    written = saved["train_config"]
-    _refuse_another_commands(cfg, written, path)
     # A copied or moved run continues where it is now, not where it was first saved.
     keep = {"progress": cfg.progress, "resume": True, "out_dir": cfg.out_dir}
     if hasattr(cfg, "device"):  # a run saved on a GPU may go on on the CPU, and back
         keep["device"] = cfg.device
-    saved["scheduler"].setdefault("total", written["iters"])  # older checkpoints: not saved
     if cfg.iters is not None:
         keep["iters"] = cfg.iters
+    resumed = saved_settings(cfg, saved["train_config"], path, keep)  # refuses other commands'
+    saved["scheduler"].setdefault("total", saved["train_config"]["iters"])  # older: not saved
+    if cfg.iters is not None:
         done, end = saved["iteration"], saved["scheduler"]["total"]
         if cfg.iters <= done:
             print(f"note: the run in {out_dir} has already reached iteration {done} "
@@ -89,17 +89,7 @@ def resume_from(cfg: Any, out_dir: str) -> tuple[Any, dict | None, dict | None]:
             print(f"note: the saved run's learning-rate schedule ends at iteration {end}; "
                   f"iterations {max(end, done)}-{cfg.iters} go on at its final learning "
                   f"rate (a new schedule needs a new run)")  # fmt: skip
-    return saved_settings(cfg, written, path, keep), state, saved
-
-
-def _refuse_another_commands(cfg: Any, written: dict[str, Any], path: Any) -> None:
-    # Settings this command does not have: another command wrote the run. (Settings it has
-    # that the run lacks are flags added since: they take their defaults.)
-    unknown = set(written) - {f.name for f in dataclasses.fields(cfg)}
-    model = getattr(cfg, "model", None)  # vision: which model the command asked for
-    if unknown or written.get("model", model) != model:
-        what = f"a {written['model']} run" if "model" in written else "a run of another command"
-        raise ValueError(f"{path} holds {what}: resume it with the command that wrote it")
+    return resumed, state, saved
 
 
 def saved_settings(cfg: Any, written: dict[str, Any], path: Any, keep: dict[str, Any]) -> Any:
@@ -107,8 +97,14 @@ def saved_settings(cfg: Any, written: dict[str, Any], path: Any, keep: dict[str,
     `path` (`written`), but with the values in `keep`; flags given now that those settings
     override are listed in a note. Settings `cfg` does not have mean that another command
     wrote the run: a ValueError says so."""
-    _refuse_another_commands(cfg, written, path)
     fields = dataclasses.fields(cfg)
+    # Settings this command does not have: another command wrote the run. (Settings it has
+    # that the run lacks are flags added since: they take their defaults.)
+    unknown = set(written) - {f.name for f in fields}
+    model = getattr(cfg, "model", None)  # vision: which model the command asked for
+    if unknown or written.get("model", model) != model:
+        what = f"a {written['model']} run" if "model" in written else "a run of another command"
+        raise ValueError(f"{path} holds {what}: resume it with the command that wrote it")
     settings = {f.name: f.default for f in fields} | written
     # Flags changed from their defaults that the saved settings override: say so, since a
     # resumed run keeps its model, data and schedule.
