@@ -154,6 +154,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="training steps per model")
     parser.add_argument("--seeds", type=int, default=2, help="random samples per op and dtype")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=None)
+    parser.add_argument("--data", default=None, help="corpus for the bench part (name or path)")
+    parser.add_argument("--bench-iters", type=int, default=None,
+                        help="override the bench part's iterations per config")  # fmt: skip
     default_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "bench-results"
     parser.add_argument("--out", default=str(default_dir / "gpu_check.json"))
     args = parser.parse_args()
@@ -182,6 +185,7 @@ def main() -> None:
             "cuda or many or device",
         ]
         result["parts"].append(_subprocess_part("tests", argv, 240))
+        out.write_text(json.dumps(result, indent=2))  # each part kept if a later one hangs
     if "ops" in parts:
         result["ops"] = check_ops(args.device, args.seeds)
         bad = [r for r in result["ops"] if not r["ok"]]
@@ -189,10 +193,12 @@ def main() -> None:
               "(op, dtype) pairs match the host")  # fmt: skip
         for r in bad:
             print(f"  {r['op']:32s} {r['dtype']:8s} max rel {r['max_rel']:.2e}  {r['error'] or ''}")
+        out.write_text(json.dumps(result, indent=2))
     if "kernels" in parts:
         argv = ["benchmarks/cuda_kernels_vs_torch.py", "--device", args.device,
                 "--out", str(out.parent / "cuda_kernels.json")]  # fmt: skip
         result["parts"].append(_subprocess_part("kernels", argv, 120))
+        out.write_text(json.dumps(result, indent=2))
     if "models" in parts:
         result["models"] = [
             check_training("baby GPT", _gpt_step_fn, args.device, args.steps),
@@ -204,9 +210,14 @@ def main() -> None:
             losses = f"{r['host_loss']:10.4f} {r['device_loss']:12.4f}"
             times = f"{r['host_ms']:8.1f} {r['device_ms']:10.1f}"
             print(f"{r['model']:10s} {r['steps']:5d} {losses} {times}")
+        out.write_text(json.dumps(result, indent=2))
     if "bench" in parts:
         argv = ["benchmarks/gpu_vs_torch.py", "--device", args.device,
                 "--out", str(out.parent / "gpu_vs_torch.json")]  # fmt: skip
+        if args.data:
+            argv += ["--data", args.data]
+        if args.bench_iters:
+            argv += ["--iters", str(args.bench_iters)]
         result["parts"].append(_subprocess_part("bench", argv, 300))
     for part in result["parts"]:
         print(f"part {part['part']}: exit {part['rc']} in {part['seconds']} s")
