@@ -62,24 +62,51 @@ def _relative(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max(initial=0.0)) / scale
 
 
+# float32 results on two machines add in different orders; where an op's result is itself a
+# small difference of large terms (a layer norm over 2 features, say), the float32 reference is
+# off from the float64 truth by more than TOL. There the device passes if it is no further from
+# the truth than SLACK times the float32 reference is.
+TOL = {"float32": 1e-4, "float64": 1e-10}
+SLACK = 2.0
+
+
+def verdict(device: list, host: list, truth: list | None, dtype: str) -> dict:
+    """Compare each output (value, then gradients) of one sample: the device's result against
+    the host's reference in the same dtype and, where that differs by more than TOL, against
+    the float64 truth."""
+    to_host = max((_relative(d, h) for d, h in zip(device, host)), default=0.0)
+    row = {"max_rel": to_host, "ok": to_host <= TOL[dtype]}
+    if not row["ok"] and truth is not None:
+        dev = max(_relative(d, t) for d, t in zip(device, truth))
+        ref = max(_relative(h, t) for h, t in zip(host, truth))
+        row.update(device_to_truth=dev, reference_to_truth=ref, ok=dev <= SLACK * ref)
+    return row
+
+
 def check_ops(device: str, seeds: int) -> list[dict]:
     rows = []
     for spec in all_specs():
-        for dtype in (np.float32, np.float64):
-            worst, error = 0.0, None
+        for dtype in ("float32", "float64"):
+            samples, error = [], None
             try:
                 for seed in range(seeds):
                     sample = spec.sample(RandomDraw(seed))
                     with registry.prefer(registry.REFERENCE):
-                        host = _run_op(spec, sample, dtype, "cpu")
-                    dev = _run_op(spec, sample, dtype, device)
-                    worst = max([worst, *(_relative(d, h) for d, h in zip(dev, host))])
+                        host = _run_op(spec, sample, np.dtype(dtype), "cpu")
+                        truth = None
+                        if dtype == "float32":
+                            truth = _run_op(spec, sample, np.float64, "cpu")
+                    dev = _run_op(spec, sample, np.dtype(dtype), device)
+                    samples.append(verdict(dev, host, truth, dtype))
             except Exception as e:  # a table row, not a crash: every op gets its line
                 error = f"{type(e).__name__}: {e}"[:200]
-            tol = 1e-4 if dtype == np.float32 else 1e-10
-            ok = error is None and worst <= tol
-            rows.append({"op": spec.name, "dtype": np.dtype(dtype).name, "max_rel": worst,
-                         "ok": ok, "error": error})  # fmt: skip
+            failed = [v for v in samples if not v["ok"]]
+            worst = failed[0] if failed else max(samples, key=lambda v: v["max_rel"], default={})
+            row = {"op": spec.name, "dtype": dtype, "max_rel": 0.0, **worst}
+            row["ok"] = error is None and not failed
+            if error:
+                row["error"] = error
+            rows.append(row)
     return rows
 
 
@@ -192,7 +219,14 @@ def main() -> None:
         print(f"ops on {name}: {len(result['ops']) - len(bad)} of {len(result['ops'])} "
               "(op, dtype) pairs match the host")  # fmt: skip
         for r in bad:
-            print(f"  {r['op']:32s} {r['dtype']:8s} max rel {r['max_rel']:.2e}  {r['error'] or ''}")
+            print(
+                f"  {r['op']:32s} {r['dtype']:8s} max rel {r['max_rel']:.2e}  {r.get('error', '')}"
+            )
+        for r in result["ops"]:
+            if "device_to_truth" in r and r["ok"]:
+                print(f"  {r['op']:32s} {r['dtype']:8s} max rel {r['max_rel']:.2e} to the host, "
+                      f"{r['device_to_truth']:.2e} to float64 (the host's own: "
+                      f"{r['reference_to_truth']:.2e})")  # fmt: skip
         out.write_text(json.dumps(result, indent=2))
     if "kernels" in parts:
         argv = ["benchmarks/cuda_kernels_vs_torch.py", "--device", args.device,

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -46,3 +48,29 @@ def test_the_gpu_benchmarks_run_on_the_fake_device(tmp_path, corpus):
     assert run.returncode == 0, run.stderr
     rows = json.loads((tmp_path / "kernels.json").read_text())["results"]
     assert {"softmax.forward", "attention.forward (causal)"} <= {r["primitive"] for r in rows}
+
+
+def _gpu_check():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_float32_result_is_judged_against_the_float64_truth_where_the_host_is_off():
+    """A layer norm over two features in float32: its input gradient is a small difference of
+    large terms, so the host's own float32 reference is off from float64 by more than the
+    tolerance. A device result as close to the truth passes; one further off fails."""
+    verdict = _gpu_check().verdict
+    truth = [np.array([1.0, -1.0]), np.array([2e-3, -2e-3])]
+    host = [truth[0], np.array([2.01e-3, -2e-3])]  # 5e-3 off the truth
+    assert verdict(host, host, truth, "float32")["ok"]
+    near = [truth[0], np.array([2.0005e-3, -2e-3])]  # 4e-3 from the host, 2.5e-4 from the truth
+    row = verdict(near, host, truth, "float32")
+    assert row["ok"] and row["max_rel"] > 1e-4 and row["device_to_truth"] < 1e-3
+    far = [truth[0], np.array([2.05e-3, -2e-3])]  # 2.5e-2 off the truth: 5x the host's error
+    assert not verdict(far, host, truth, "float32")["ok"]
+    exact = [truth[0], truth[1] + 1e-12]
+    assert not verdict(exact, truth, None, "float64")["ok"]  # float64 has no truth above it
