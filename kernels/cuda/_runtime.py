@@ -114,6 +114,7 @@ class Module:
         self.entries = entries(text)
         self._gpu: Any = None
         self._cpu: Any = None
+        self._functions: dict[str, Any] = {}  # CuPy's get_function costs microseconds a call
 
     def launch(self, name: str, grid: Any, block: Any, args: Sequence[Any]) -> None:
         """Launch entry point `name` on `grid` blocks of `block` threads (ints or 1-3 tuples)."""
@@ -142,7 +143,10 @@ class Module:
         cast = [
             a if p.type == "pointer" else SCALARS[p.type](a) for a, p in zip(args, entry.params)
         ]
-        self._gpu.get_function(entry.name)(grid, block, tuple(cast))
+        function = self._functions.get(entry.name)
+        if function is None:
+            function = self._functions[entry.name] = self._gpu.get_function(entry.name)
+        function(grid, block, tuple(cast))
 
     def _emulated(self, entry: Entry, grid: tuple, block: tuple, args: Sequence[Any]) -> None:
         from tinyformer.kernels.cuda import _emulator
