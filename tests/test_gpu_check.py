@@ -74,3 +74,15 @@ def test_a_float32_result_is_judged_against_the_float64_truth_where_the_host_is_
     assert not verdict(far, host, truth, "float32")["ok"]
     exact = [truth[0], truth[1] + 1e-12]
     assert not verdict(exact, truth, None, "float64")["ok"]  # float64 has no truth above it
+
+
+def test_the_gpu_profile_runs_on_the_fake_device(tmp_path):
+    bench = ROOT / "benchmarks"
+    out = tmp_path / "profile.json"
+    argv = [sys.executable, str(bench / "gpu_profile.py"), "--device", "fake", "--steps", "2",
+            "--top", "10", "--out", str(out)]  # fmt: skip
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=bench)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    assert result["timing"]["issue_ms"] > 0 and len(result["profile"]["functions"]) == 10
+    assert "engine.py" in result["profile"]["by_file_ms"]  # the graph walk's own time
