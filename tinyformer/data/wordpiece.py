@@ -18,6 +18,7 @@ calling the tokenizer on a list pads to a batch with an attention mask, as Huggi
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import unicodedata
@@ -49,6 +50,7 @@ def _is_control(ch: str) -> bool:
     return ch not in "\t\n\r" and unicodedata.category(ch).startswith("C")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a text has few distinct characters: classify each once
 def _is_punctuation(ch: str) -> bool:
     # ASCII symbols such as "$", "^" and "`" are not Unicode punctuation but BERT splits them too
     cp = ord(ch)
@@ -81,20 +83,23 @@ def _split_punctuation(word: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _cleaned(ch: str) -> str:
+    """What stage 1 puts in place of one character: nothing for a control character, a space
+    for whitespace, a CJK ideograph with a space on each side, else the character itself."""
+    if ch == "\0" or ch == "\ufffd" or _is_control(ch):
+        return ""
+    if _is_whitespace(ch):
+        return " "
+    if _is_cjk(ch):
+        return f" {ch} "
+    return ch
+
+
 def basic_tokenize(text: str, lowercase: bool = True) -> list[str]:
     """Stage 1: text -> words and punctuation marks (see the module docstring)."""
-    cleaned = []
-    for ch in text:
-        if ch == "\0" or ch == "\ufffd" or _is_control(ch):
-            continue
-        if _is_whitespace(ch):
-            cleaned.append(" ")
-        elif _is_cjk(ch):
-            cleaned.append(f" {ch} ")
-        else:
-            cleaned.append(ch)
     words = []
-    for word in unicodedata.normalize("NFC", "".join(cleaned)).split():
+    for word in unicodedata.normalize("NFC", "".join(map(_cleaned, text))).split():
         if lowercase:
             word = _strip_accents(word.lower())
         words.extend(_split_punctuation(word))
