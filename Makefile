@@ -51,7 +51,8 @@ unit: warm
 	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(PYTHON) -m pytest $(PYTEST_FLAGS) $(XDIST)
 
 # Compile every kernel once, so that the test workers load them from the caches instead of
-# each compiling its own copy (tinyformer/testing/warm.py).
+# each compiling its own copy: two processes, which compile disjoint sets of kernels
+# (tinyformer/testing/warm.py).
 warm:
 	$(PYTHON) -m tinyformer.testing.warm
 
