@@ -9,7 +9,7 @@ XDIST := -n $(WORKERS) --dist loadscope
 # Hypothesis examples per test (tests/conftest.py): ci for `make test` and CI, quick for `check`.
 HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help install dev test check unit warm notebooks lint format docs docs-instructor \
+.PHONY: help install dev dev-tools test check unit warm notebooks lint format docs docs-instructor \
 	docs-tutorials bench clean
 
 help:
@@ -36,10 +36,17 @@ install:
 dev:
 	$(PIP) install -e ".[dev]"
 
-# lint, the kernel compiles and writing the notebooks are single processes: side by side first.
-test: dev
-	$(MAKE) -j2 lint warm $(NOTEBOOKS)
+# The library first: compiling the kernels needs only it. Then the test tools install while the
+# kernels compile: `tinyformer[dev]` adds the extras to the editable install without
+# reinstalling it, so the compiling processes can go on importing it. Then lint and writing the
+# notebooks, side by side, then the tests.
+test: install
+	$(MAKE) -j2 dev-tools warm
+	$(MAKE) -j2 lint $(NOTEBOOKS)
 	$(MAKE) unit notebooks docs
+
+dev-tools:
+	$(PIP) install "tinyformer[dev]"
 
 # The op tests: the generic suite, the per-op properties and errors, the planted-bug check.
 CHECK_TESTS := tests/test_ops_generic.py tests/test_op_properties.py tests/test_errors.py \
