@@ -33,8 +33,8 @@ help:
 install:
 	$(PIP) install -e .
 
-dev:
-	$(PIP) install -e ".[dev]"
+dev: install
+	$(MAKE) dev-tools
 
 # The library first: compiling the kernels needs only it. Then the test tools install while the
 # kernels compile: `tinyformer[dev]` adds the extras to the editable install without

@@ -175,6 +175,11 @@ def _subprocess_part(name: str, argv: list[str], timeout: int) -> dict:
             "tail": output[-2000:]}  # fmt: skip
 
 
+def save(out: Path, result: dict) -> None:
+    """Write the JSON after every part, so that a part that hangs keeps those before it."""
+    out.write_text(json.dumps(result, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default) or fake")
@@ -212,7 +217,7 @@ def main() -> None:
             "cuda or many or device",
         ]
         result["parts"].append(_subprocess_part("tests", argv, 240))
-        out.write_text(json.dumps(result, indent=2))  # each part kept if a later one hangs
+        save(out, result)
     if "ops" in parts:
         result["ops"] = check_ops(args.device, args.seeds)
         bad = [r for r in result["ops"] if not r["ok"]]
@@ -227,12 +232,12 @@ def main() -> None:
                 print(f"  {r['op']:32s} {r['dtype']:8s} max rel {r['max_rel']:.2e} to the host, "
                       f"{r['device_to_truth']:.2e} to float64 (the host's own: "
                       f"{r['reference_to_truth']:.2e})")  # fmt: skip
-        out.write_text(json.dumps(result, indent=2))
+        save(out, result)
     if "kernels" in parts:
         argv = ["benchmarks/cuda_kernels_vs_torch.py", "--device", args.device,
                 "--out", str(out.parent / "cuda_kernels.json")]  # fmt: skip
         result["parts"].append(_subprocess_part("kernels", argv, 120))
-        out.write_text(json.dumps(result, indent=2))
+        save(out, result)
     if "models" in parts:
         result["models"] = [
             check_training("baby GPT", _gpt_step_fn, args.device, args.steps),
@@ -244,7 +249,7 @@ def main() -> None:
             losses = f"{r['host_loss']:10.4f} {r['device_loss']:12.4f}"
             times = f"{r['host_ms']:8.1f} {r['device_ms']:10.1f}"
             print(f"{r['model']:10s} {r['steps']:5d} {losses} {times}")
-        out.write_text(json.dumps(result, indent=2))
+        save(out, result)
     if "bench" in parts:
         argv = ["benchmarks/gpu_vs_torch.py", "--device", args.device,
                 "--out", str(out.parent / "gpu_vs_torch.json")]  # fmt: skip
@@ -255,7 +260,7 @@ def main() -> None:
         result["parts"].append(_subprocess_part("bench", argv, 300))
     for part in result["parts"]:
         print(f"part {part['part']}: exit {part['rc']} in {part['seconds']} s")
-    out.write_text(json.dumps(result, indent=2))
+    save(out, result)
     print(f"\n{out}")
 
 

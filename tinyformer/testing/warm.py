@@ -80,11 +80,10 @@ def overlap_message(one: set[str], two: set[str]) -> str | None:
     )
 
 
-def _part(part: int, report: Path) -> tuple[int, int]:
+def _part(part: int, report: Path) -> None:
     runs, failed = warm(part)
     report.write_text(json.dumps({"runs": runs, "failed": failed,
                                   "compiled": sorted(compiled_functions())}))  # fmt: skip
-    return runs, failed
 
 
 def main(argv: list[str] | None = None) -> int:
