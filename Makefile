@@ -9,13 +9,13 @@ XDIST := -n $(WORKERS) --dist loadscope
 # Hypothesis examples per test (tests/conftest.py): ci for `make test` and CI, quick for `check`.
 HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help install dev dev-tools test check unit warm notebooks lint format docs docs-instructor \
+.PHONY: help install dev dev-tools prepare test check unit warm notebooks lint format docs docs-instructor \
 	docs-tutorials bench clean
 
 help:
 	@echo "install    pip install -e . (the library and its command line)"
-	@echo "check      lint, then the generic op suite and the tests of the ops, at a small"
-	@echo "           hypothesis budget: a quick signal while you edit (about 2 minutes)"
+	@echo "check      install the test tools, then lint, the generic op suite and the tests of"
+	@echo "           the ops, at a small hypothesis budget: a quick signal while you edit"
 	@echo "test       install the test tools, then run: lint, unit tests (with the planted-bug"
 	@echo "           check and, if torch is installed, the PyTorch oracle), notebooks, docs;"
 	@echo "           what CI runs: before you push (WORKERS=N test processes, default one per core)"
@@ -36,12 +36,14 @@ install:
 dev: install
 	$(MAKE) dev-tools
 
-# The library first: compiling the kernels needs only it. Then the test tools install while the
-# kernels compile: `tinyformer[dev]` adds the extras to the editable install without
-# reinstalling it, so the compiling processes can go on importing it. Then lint and writing the
-# notebooks, side by side, then the tests.
-test: install
+# What test and check need first. The library: compiling the kernels needs only it. Then the
+# test tools install while the kernels compile: `tinyformer[dev]` adds the extras to the
+# editable install without reinstalling it, so the compiling processes can go on importing it.
+prepare: install
 	$(MAKE) -j2 dev-tools warm
+
+# Then lint and writing the notebooks, side by side, then the tests.
+test: prepare
 	$(MAKE) -j2 lint $(NOTEBOOKS)
 	$(MAKE) unit notebooks docs
 
@@ -51,7 +53,8 @@ dev-tools:
 # The op tests: the generic suite, the per-op properties and errors, the planted-bug check.
 CHECK_TESTS := tests/test_ops_generic.py tests/test_op_properties.py tests/test_errors.py \
 	tests/test_gradcheck.py tests/test_mutation.py
-check: lint warm
+check: prepare
+	$(MAKE) lint
 	HYPOTHESIS_PROFILE=quick $(PYTHON) -m pytest $(PYTEST_FLAGS) $(XDIST) $(CHECK_TESTS)
 
 unit: warm
