@@ -202,3 +202,48 @@ def test_attention_kernels_compile_once_for_read_only_and_writeable_inputs():
     assert (len(short.pairs_forward.signatures), len(short.pairs_backward.signatures)) == counts
     for a, c in zip(got, _attention("numpy", q, k, v, None, True, gy)):
         np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
+
+
+def _mask_layouts(rng, tq, tk):
+    """Masks for (2, 2, tq, tk) scores in the layouts a caller may hand over."""
+    keep = rng.random((2, 2, tq, tk)) > 0.2
+    bias = rng.standard_normal((2, 2, tq, tk))
+    return {
+        "keep, contiguous": keep,
+        "keep, over keys only (B, 1, 1, Tk)": keep[:, :1, :1],
+        "keep, over queries only (Tq, 1)": keep[0, 0, :, :1],
+        "keep, reversed keys": keep[..., ::-1],
+        "bias, contiguous": bias,
+        "bias, one per head, broadcast over batch": bias[0],
+        "bias, every other key": np.repeat(bias, 2, axis=-1)[..., ::2],
+        "bias, transposed": bias.transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2),
+    }
+
+
+@pytest.mark.parametrize("tk", [19, 300])  # the short path and the tiles
+def test_attention_kernels_read_every_mask_layout_and_compile_once_per_dtype(tk):
+    # The kernels take each mask as a flat buffer with a start per (batch, head) pair and a row
+    # step: a contiguous mask, a broadcast one and none at all are one Numba type, so the
+    # kernels compile once per dtype (each compile costs seconds), and none is copied but those
+    # whose keys are not contiguous.
+    from tinyformer.kernels.numba import _attention_short as short
+    from tinyformer.kernels.numba import attention as tiles
+
+    def compiled():
+        kernels = (short.pairs_forward, short.pairs_backward)
+        kernels += (tiles._softmax_tile, tiles._softmax_grad_tile)
+        return [len(k.signatures) for k in kernels]
+
+    rng = np.random.default_rng(tk)
+    tq = 11
+    q, k, v = (rng.standard_normal((2, 2, t, 8)) for t in (tq, tk, tk))
+    gy = rng.standard_normal((2, 2, tq, 8))
+    _attention("numba", q, k, v, None, False, gy)  # compiles (or loads) float64
+    before = compiled()
+    for name, mask in _mask_layouts(rng, tq, tk).items():
+        for causal in (False, True):
+            got = _attention("numba", q, k, v, mask, causal, gy)
+            want = _attention("numpy", q, k, v, mask, causal, gy)
+            for a, c in zip(got, want):
+                np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10, err_msg=name)
+    assert compiled() == before, "a mask layout compiled a kernel of its own"

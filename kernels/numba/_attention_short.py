@@ -61,6 +61,17 @@ FEATURE_ROW = SHORT_HEAD + 8
 
 
 @njit(fastmath=FASTMATH, cache=True)
+def mask_rows(keep, bias, starts, row_steps, b, i, n):
+    """Row i (n keys) of the keep and bias masks of (batch, head) pair b: slices of the masks'
+    flat buffers, which start at starts[m, b] with rows row_steps[m] elements apart (0 for a
+    mask broadcast over the queries). An unused mask is one element with row step 0, so its
+    slice stays in bounds; the flags say not to read it."""
+    k0 = starts[0, b] + i * row_steps[0]
+    b0 = starts[1, b] + i * row_steps[1]
+    return keep[k0 : k0 + n], bias[b0 : b0 + n]
+
+
+@njit(fastmath=FASTMATH, cache=True)
 def scale_and_mask(s, n, scale, keep_row, bias_row, has_keep, has_bias):
     """In place on s[:n]: s * scale (+ bias), -inf where keep is False. The flags are tested
     outside the loops so that each loop is branch-free and vectorises."""
@@ -194,7 +205,7 @@ def _finish_row(b, i, n, top, total, lse, inv, r):
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last):
+def _block_softmax(s, b, i0, tq, tk, keep, bias, starts, row_steps, flags, lse, inv, last):
     """Rows s[r KEY_ROW:] = scaled scores of query i0 + r -> exp(s + mask - max), zero past the
     visible keys; fills lse[b, i] and inv[r] = 1 / sum (0 for a padding row or a fully masked
     one). The four rows go through each step together (`four_row_maxima`, `_four_exps`)."""
@@ -206,7 +217,7 @@ def _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last):
         for r in range(4):
             i, n = i0 + r, (n0, n1, n2, n3)[r]
             if n:
-                keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+                keep_row, bias_row = mask_rows(keep, bias, starts, row_steps, b, i, tk)
                 row = s[r * KEY_ROW : (r + 1) * KEY_ROW]
                 scale_and_mask(row, n, one, keep_row, bias_row, has_keep, has_bias)
     m0, m1, m2, m3 = four_row_maxima(s, KEY_ROW, n0, n1, n2, n3, last)
@@ -243,7 +254,9 @@ def _softmax_grad_row(p, ds, i, n, last, gys, dv, y, y_at, lse_i, factor, scale)
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, y, lse):
+def pairs_forward(
+    q, k, v, steps, dims, keep, bias, starts, row_steps, flags, scale, workers, y, lse
+):
     """q, k, v and the output y: flat buffers, steps[n] the element strides (batch, head, row)
     of q, k, v, y; dims = (B, H, Tq, Tk, d, dv). y and lse (BH, Tq) are filled."""
     causal = flags[2]
@@ -268,7 +281,9 @@ def pairs_forward(q, k, v, steps, dims, keep, bias, ids, flags, scale, workers, 
                 last = min((i0 + 4 + LANES - 1) // LANES * LANES, tkp) if causal else tkp
                 # S = Q_block K^T -> exp(S - max) in place -> Y_block * sum = exp(S - max) V
                 _times_keys(qs, FEATURE_ROW, 1, i0, kt, d, last, s, 0, KEY_ROW, 0)
-                _block_softmax(s, b, i0, tq, tk, keep, bias, ids, flags, lse, inv, last)
+                _block_softmax(
+                    s, b, i0, tq, tk, keep, bias, starts, row_steps, flags, lse, inv, last
+                )
                 _times_features(s, KEY_ROW, 1, 0, vs, last, dv, out, 0, FEATURE_ROW, 0)
                 for r in range(min(4, tq - i0)):
                     at = _offset(steps, 3, b0, b1) + (i0 + r) * steps[3, 2]
@@ -292,7 +307,24 @@ def _store_rows(g_b, rows, cols, out, at, step):
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def pairs_backward(
-    gy, q, k, v, y, steps, dims, lse, keep, bias, ids, flags, scale, workers, gq, gk, gv
+    gy,
+    q,
+    k,
+    v,
+    y,
+    steps,
+    dims,
+    lse,
+    keep,
+    bias,
+    starts,
+    row_steps,
+    flags,
+    scale,
+    workers,
+    gq,
+    gk,
+    gv,
 ):
     """gy, q, k, v, y and the outputs gq, gk, gv: flat buffers, steps[n] the element strides
     (batch, head, row) of the n-th in that order; dims = (B, H, Tq, Tk, d, dv); lse (BH, Tq)."""
@@ -334,7 +366,7 @@ def pairs_backward(
                     else:
                         factor = scale  # without a mask, scaling rides along in the exp
                         if has_keep or has_bias:
-                            keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+                            keep_row, bias_row = mask_rows(keep, bias, starts, row_steps, b, i, tk)
                             row_p = p[i * KEY_ROW : (i + 1) * KEY_ROW]
                             scale_and_mask(row_p, n, scale, keep_row, bias_row, has_keep, has_bias)
                             factor = one

@@ -17,8 +17,8 @@ temporaries over each (Bq, Tk) tile, is one fused parallel Numba pass.
 
 Memory: a tile holds at most TILE_ELEMENTS scores over all (batch, head) pairs, so for long
 sequences the tile height shrinks and memory grows linearly in T. Causal tiles stop at the last
-key their last query may see. Leading dims broadcast; a broadcast mask is never copied (an index
-array maps each (batch, head) pair to its mask slice).
+key their last query may see. Leading dims broadcast; a mask is read as a flat buffer, each
+(batch, head) pair from its own start, so a broadcast one is not copied (`_masks`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from tinyformer.kernels.numba._attention_short import (
     SHORT_HEAD,
     SHORT_KEYS,
     exp_shifted,
+    mask_rows,
     pairs_backward,
     pairs_forward,
 )
@@ -78,7 +79,7 @@ def big_enough_backward(gy, q, k, v, y, lse, mask=None, causal=False, *rest) -> 
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _softmax_tile(s, row0, keep, bias, ids, flags, scale, lse):
+def _softmax_tile(s, row0, keep, bias, starts, row_steps, flags, scale, lse):
     """In place: raw scores s (BH, Bq, Kn) of query rows row0.. -> weights; fills lse rows."""
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]
     bh, bq, kn = s.shape
@@ -86,7 +87,8 @@ def _softmax_tile(s, row0, keep, bias, ids, flags, scale, lse):
     for item in prange(bh * bq):
         b, r = item // bq, item % bq
         i = row0 + r
-        row, keep_row, bias_row = s[b, r], keep[ids[0, b], i], bias[ids[1, b], i]
+        row = s[b, r]
+        keep_row, bias_row = mask_rows(keep, bias, starts, row_steps, b, i, kn)
         n = min(i + 1, kn) if causal else kn
         for j in range(n):
             v = row[j] * scale
@@ -110,7 +112,7 @@ def _softmax_tile(s, row0, keep, bias, ids, flags, scale, lse):
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _softmax_grad_tile(s, dp, gy, y, row0, keep, bias, ids, flags, scale, lse):
+def _softmax_grad_tile(s, dp, gy, y, row0, keep, bias, starts, row_steps, flags, scale, lse):
     """In place: raw scores s -> P = exp(s * scale + mask - lse); dp = dY V^T -> dS * scale."""
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]
     bh, bq, kn = s.shape
@@ -119,7 +121,7 @@ def _softmax_grad_tile(s, dp, gy, y, row0, keep, bias, ids, flags, scale, lse):
         b, r = item // bq, item % bq
         i = row0 + r
         row, dp_row, gy_row, y_row = s[b, r], dp[b, r], gy[b, i], y[b, i]
-        keep_row, bias_row = keep[ids[0, b], i], bias[ids[1, b], i]
+        keep_row, bias_row = mask_rows(keep, bias, starts, row_steps, b, i, kn)
         n = min(i + 1, kn) if causal else kn
         big_d = zero  # D_i = dY_i . Y_i = sum_j P_ij (dY_i . V_j)
         for t in range(gy_row.size):
@@ -149,22 +151,20 @@ def _flatten(a: np.ndarray, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
 
 
 @functools.lru_cache(maxsize=64)
-def _unused_masks(tq: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Stand-ins for the keep and bias masks a call does not have: one slice of tq rows of one
-    element each (broadcast: no memory), so that taking row i, as the kernels do before they
-    test the flags, stays in bounds (NUMBA_BOUNDSCHECK=1, NUMBA_DISABLE_JIT=1). Read-only, so
-    they are shared between calls (np.broadcast_to is slow next to a small call)."""
-    keep = np.broadcast_to(np.ones((1, 1, 1), np.bool_), (1, tq, 1))
-    bias = np.broadcast_to(np.zeros((1, 1, 1), dtype), (1, tq, 1))
-    return keep, bias
+def _unused_masks(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Stand-ins for the keep and bias masks a call does not have: one element each, read with
+    row step 0 (`mask_rows`), so that taking a row, as the kernels do before they test the flags,
+    stays in bounds (NUMBA_BOUNDSCHECK=1, NUMBA_DISABLE_JIT=1). Read-only, shared between calls."""
+    return read_only(np.ones(1, np.bool_)), read_only(np.zeros(1, dtype))
 
 
 @functools.lru_cache(maxsize=64)
-def _no_masks(pairs: int, tq: int, dtype: np.dtype, causal: bool):
+def _no_masks(pairs: int, dtype: np.dtype, causal: bool):
     """`_masks` of a call without a mask, made once per shape and shared (read-only): what a
     GPT's every call passes, not built again at every call."""
-    keep, bias = _unused_masks(tq, dtype)
-    return keep, bias, read_only(np.zeros((2, pairs), np.int64)), read_only(_flags(None, causal))
+    keep, bias = _unused_masks(dtype)
+    starts, row_steps = np.zeros((2, pairs), np.int64), np.zeros(2, np.int64)
+    return keep, bias, read_only(starts), read_only(row_steps), read_only(_flags(None, causal))
 
 
 def _flags(mask, causal: bool) -> np.ndarray:
@@ -173,18 +173,32 @@ def _flags(mask, causal: bool) -> np.ndarray:
 
 
 def _masks(mask, batch, tq, tk, dtype, causal):
-    """(keep, bias, ids, flags): an unused mask is a dummy (`_unused_masks`), ids[0, b] and
-    ids[1, b] the slice of keep and bias that (batch, head) pair b reads. All read-only."""
+    """(keep, bias, starts, row_steps, flags), all read-only. keep and bias are flat buffers
+    (an unused one a stand-in, `_unused_masks`); pair b's (tq, tk) slice of mask m starts at
+    element starts[m, b] of its buffer, its rows row_steps[m] elements apart.
+
+    Why flat: the kernels are compiled once per dtype whatever the mask's layout. As (M, Tq, Tk)
+    arrays, a contiguous mask and a broadcast one are two Numba types, and each pair of mask
+    types cost every attention kernel a compile of its own (~12 s each, forward and backward).
+    A broadcast mask is not copied (its zero strides become a row step of 0 or shared starts)
+    unless its keys are not contiguous."""
     if mask is None:
-        return _no_masks(math.prod(batch), tq, np.dtype(dtype), bool(causal))
-    keep, bias = _unused_masks(tq, np.dtype(dtype))
-    ids = np.zeros((2, math.prod(batch)), np.int64)
+        return _no_masks(math.prod(batch), np.dtype(dtype), bool(causal))
+    keep, bias = _unused_masks(np.dtype(dtype))
+    starts, row_steps = np.zeros((2, math.prod(batch)), np.int64), np.zeros(2, np.int64)
     mask3, mask_i = _flatten(np.broadcast_to(mask, (*mask.shape[:-2], tq, tk)), batch)
-    if mask.dtype == np.bool_:
-        keep, ids[0] = mask3, mask_i
-    else:
-        bias, ids[1] = mask3, mask_i
-    return read_only(keep), read_only(bias), read_only(ids), read_only(_flags(mask, causal))
+    if mask3.size:  # else no row is read
+        if not _rows_contiguous(mask3):
+            mask3 = np.ascontiguousarray(mask3)
+        which = 0 if mask.dtype == np.bool_ else 1
+        step, row_steps[which], _ = element_strides(mask3)
+        starts[which] = mask_i * step
+        if which == 0:
+            keep = span(mask3)
+        else:
+            bias = span(mask3)
+    masks = keep, bias, starts, row_steps, _flags(mask, causal)
+    return tuple(read_only(a) for a in masks)
 
 
 def _as_batch(a: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
