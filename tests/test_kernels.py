@@ -401,3 +401,45 @@ def test_bench_runs_blas_calling_kernels_on_one_blas_thread_and_restores_it():
             _on_one_blas_thread(fails)()
         assert not blas_one_thread()
     assert seen == [True, True]
+
+
+def test_kernels_compile_once_per_dtype_whatever_the_inputs_layout():
+    # Numba compiles a kernel once per argument type, and a type includes the array's layout
+    # (C, F or strided) and whether it is read-only; each compile costs seconds. The wrappers
+    # hand over contiguous, read-only arrays of the input's dtype, so that a transposed weight,
+    # a strided bias, a one-row weight (both C and F contiguous), a float32 weight on float64
+    # inputs or a read-only gradient compiles nothing new.
+    from tinyformer.kernels.numba import cross_entropy, layer_norm, linear
+
+    rng = np.random.default_rng(0)
+    x, target = rng.standard_normal((6, 4)), np.arange(6) % 4
+    frozen = np.ones(6)
+    frozen.flags.writeable = False
+    _, lse = registry.call("cross_entropy.forward", x, target, -100, 0.0)
+    calls = {
+        linear._forward: [
+            ("linear.forward", x, rng.standard_normal((3, 4)), rng.standard_normal(3)),
+            ("linear.forward", x, rng.standard_normal((4, 3)).T, rng.standard_normal(6)[::2]),
+            ("linear.forward", x, rng.standard_normal((1, 4)), None),
+            ("linear.forward", x, rng.standard_normal((4, 1)).T, np.zeros(1)),
+        ],
+        layer_norm._forward: [
+            ("layer_norm.forward", x, np.ones(4), np.zeros(4), 1e-5),
+            ("layer_norm.forward", x, np.ones(4, np.float32), np.zeros(8)[::2], 1e-5),
+        ],
+        cross_entropy._forward: [
+            ("cross_entropy.forward", x, target, -100, 0.0),
+            ("cross_entropy.forward", x[::-1], target.astype(np.int64)[::-1], -100, 0.0),
+        ],
+        cross_entropy._backward: [
+            ("cross_entropy.backward", np.ones(6), x, target, lse, -100, 0.0),
+            ("cross_entropy.backward", frozen, x, target, lse.copy(), -100, 0.0),
+        ],
+    }
+    with registry.prefer("numba", force=True):
+        for kernel, (first, *rest) in calls.items():
+            registry.call(*first)  # compiles (or loads) float64
+            count = len(kernel.signatures)
+            for call in rest:
+                registry.call(*call)
+            assert len(kernel.signatures) == count, f"{first[0]}: {kernel.signatures}"

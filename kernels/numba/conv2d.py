@@ -332,7 +332,7 @@ def conv2d_forward(x, w, b, stride, padding, dilation, groups):
     wo = x.shape[3] + 2 * pw - dw * (kw - 1)
     rows, offsets = _taps(per, kh, kw, dh * wp, dw)
     a = _blocks(np.ascontiguousarray(w).reshape(groups, o // groups, per * kh * kw))
-    init = np.zeros(o, x.dtype) if b is None else np.asarray(b, x.dtype)
+    init = np.zeros(o, x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
     y = np.empty((n, o, ho, wo), x.dtype)
     workers = numba.get_num_threads()
     args = (read_only(xp), read_only(a), read_only(init), rows, offsets, *_output(y), slot, wp)

@@ -10,7 +10,7 @@ from numba import njit, prange
 
 from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import row_max_at
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, read_only
 from tinyformer.registry import kernel
 
 
@@ -56,21 +56,26 @@ def _backward(gloss, logits, target, lse, ignore_index, smoothing, glogits):
             gflat[at + U(t)] -= g * (one - smoothing)
 
 
+def _inputs(*arrays: np.ndarray) -> list[np.ndarray]:
+    """Contiguous and read-only (a broadcast gradient is read-only, a fresh one not): one
+    compile per dtype."""
+    return [read_only(np.ascontiguousarray(a)) for a in arrays]
+
+
 @kernel("cross_entropy.forward", backend="numba", dtypes=FLOATS)
 def cross_entropy_forward(logits, target, ignore_index, label_smoothing):
-    logits = np.ascontiguousarray(logits)
+    logits, target = _inputs(logits, target)
     n = logits.shape[0]
     loss, lse = np.empty(n, logits.dtype), np.empty(n, logits.dtype)
     eps = logits.dtype.type(label_smoothing)
-    _forward(logits, np.ascontiguousarray(target), ignore_index, eps, loss, lse)
+    _forward(logits, target, ignore_index, eps, loss, lse)
     return loss, lse
 
 
 @kernel("cross_entropy.backward", backend="numba", dtypes=FLOATS)
 def cross_entropy_backward(gloss, logits, target, lse, ignore_index, label_smoothing):
-    logits = np.ascontiguousarray(logits)
+    gloss, logits, target, lse = _inputs(gloss, logits, target, lse)
     glogits = np.empty_like(logits)
     eps = logits.dtype.type(label_smoothing)
-    gloss = np.ascontiguousarray(gloss)
-    _backward(gloss, logits, np.ascontiguousarray(target), lse, ignore_index, eps, glogits)
+    _backward(gloss, logits, target, lse, ignore_index, eps, glogits)
     return glogits

@@ -63,8 +63,8 @@ def _backward(gy, x, w, mu, rstd, gx, gw_parts, gb_parts):
 def layer_norm_forward(x, w, b, eps):
     x = np.ascontiguousarray(x)
     n, d = x.shape
-    w = np.ones(d, x.dtype) if w is None else np.ascontiguousarray(w)
-    b = np.zeros(d, x.dtype) if b is None else np.ascontiguousarray(b)
+    w = np.ones(d, x.dtype) if w is None else np.ascontiguousarray(w, x.dtype)
+    b = np.zeros(d, x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
     y, mu, rstd = np.empty_like(x), np.empty(n, x.dtype), np.empty(n, x.dtype)
     _forward(x, w, b, x.dtype.type(eps), y, mu, rstd)
     return y, mu, rstd
@@ -74,7 +74,7 @@ def layer_norm_forward(x, w, b, eps):
 def layer_norm_backward(gy, x, w, mu, rstd):
     x = np.ascontiguousarray(x)
     d = x.shape[1]
-    w = np.ones(d, x.dtype) if w is None else np.ascontiguousarray(w)
+    w = np.ones(d, x.dtype) if w is None else np.ascontiguousarray(w, x.dtype)
     chunks = numba.get_num_threads()
     gx = np.empty_like(x)
     gw_parts, gb_parts = np.zeros((chunks, d), x.dtype), np.zeros((chunks, d), x.dtype)

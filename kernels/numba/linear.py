@@ -45,8 +45,8 @@ def _block(w, workers, rows):
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _forward(x, w_t, b, has_b, workers, y):
-    rows = x.shape[0]
+def _forward(x, w, b, has_b, workers, y):
+    rows, w_t = x.shape[0], w.T  # F-ordered: BLAS reads it transposed
     for w in prange(workers):
         start, stop = _block(w, workers, rows)
         np.dot(x[start:stop], w_t, y[start:stop])
@@ -91,12 +91,12 @@ def _backward(gy, x, w, need_x, need_w, need_b, workers, gx, gw, gb, gw_rest, gb
 
 @kernel("linear.forward", backend="numba", dtypes=FLOATS, when=blas_single_threaded)
 def linear_forward(x2: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
-    x2 = read_only(np.ascontiguousarray(x2))
-    w_t = read_only(np.ascontiguousarray(w).T)  # F-ordered: BLAS reads it transposed
+    # Every array C-contiguous and read-only, so that the kernel compiles once per dtype
+    x2, w = read_only(np.ascontiguousarray(x2)), read_only(np.ascontiguousarray(w))
     y = np.empty((x2.shape[0], w.shape[0]), x2.dtype)
     workers = max(1, min(numba.get_num_threads(), x2.shape[0]))
-    bias = read_only(b if b is not None else np.zeros(w.shape[0], x2.dtype))
-    _forward(x2, w_t, bias, b is not None, workers, y)
+    bias = read_only(np.ascontiguousarray(b) if b is not None else np.zeros(w.shape[0], x2.dtype))
+    _forward(x2, w, bias, b is not None, workers, y)
     return y
 
 
