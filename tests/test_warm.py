@@ -59,3 +59,35 @@ def test_the_second_part_names_ops_with_numba_kernels():
     with_kernels = {spec.name for spec in all_specs() if "numba" in kernel_backends(spec)}
     assert set(warm_module.PART_TWO) <= with_kernels
     assert with_kernels - set(warm_module.PART_TWO), "part 1 would have nothing to compile"
+
+
+def test_each_other_path_reaches_the_branch_it_warms(monkeypatch):
+    # The ops' samples seldom reach these branches, so warm calls them directly; a changed size
+    # rule would leave the branch to the tests to compile, side by side, again.
+    import numpy as np
+    import pytest
+
+    pytest.importorskip("numba")
+    from tinyformer.kernels.numba import adamw, attention, conv2d, conv_transpose2d
+
+    branches = {
+        "scaled_dot_product_attention": (attention, ["_softmax_tile", "_softmax_grad_tile"]),
+        "conv2d": (conv2d, ["images_forward", "images_backward"]),
+        "conv_transpose2d": (conv_transpose2d, ["_forward_tiles", "_backward_tiles"]),
+        "adamw": (adamw, ["_update"]),
+    }
+    assert set(branches) == set(warm_module.OTHER_PATHS)
+    names = {spec.name for spec in all_specs()}
+    assert set(warm_module.OTHER_PATHS) - names == {"adamw"}  # the rest are ops, split by name
+    reached = []
+    for op, (module, functions) in branches.items():
+        for name in functions:
+            real = getattr(module, name)
+
+            def counted(*args, _real=real, _name=name, **kwargs):
+                reached.append(_name)
+                return _real(*args, **kwargs)
+
+            monkeypatch.setattr(module, name, counted)
+        warm_module.OTHER_PATHS[op](np.random.default_rng(0), np.float64)
+        assert set(functions) <= set(reached), f"{op}: reached only {reached}"

@@ -7,7 +7,9 @@ function at the same moment can both claim the same data file of its index, leav
 that loads the wrong machine code. Running this first leaves them only loading.
 
 It runs `check_backend` once per op with kernels, backend and dtype (float32 and float64), the
-calls the generic op suite makes. A check that fails here is only counted: the tests report it.
+calls the generic op suite makes, then the kernels' paths those calls seldom reach (OTHER_PATHS:
+attention's tiles, conv2d's per-image products, ...). A check that fails here is only counted:
+the tests report it.
 
 The compiling takes two processes, one per part, so both cores work. That is safe only while
 the parts compile disjoint sets of Numba functions (a kernel's helpers included), so each part
@@ -26,14 +28,19 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyformer import registry
 from tinyformer.testing import RandomDraw, all_specs
 from tinyformer.testing.checks import check_backend, kernel_backends
 
 __all__ = ["PART_TWO", "compiled_functions", "overlap_message", "warm"]
 
-# The ops compiled by the second process: attention and the row-wise ops, about half of the
-# compile time. They share no Numba function with the rest (checked at every cold run).
-PART_TWO = ("scaled_dot_product_attention", "softmax", "cross_entropy", "gelu")
+# The ops compiled by the second process: attention, the row-wise ops, dropout and embedding,
+# about half of the compile time (the conv family, pooling, linear and AdamW are the other half).
+# They share no Numba function with the rest (checked at every cold run).
+PART_TWO = (
+    "scaled_dot_product_attention", "softmax", "log_softmax", "cross_entropy", "gelu",
+    "layer_norm", "dropout", "embedding",
+)  # fmt: skip
 
 
 def warm(part: int | None = None) -> tuple[int, int]:
@@ -50,7 +57,69 @@ def warm(part: int | None = None) -> tuple[int, int]:
                     check_backend(spec, backend, dtype, RandomDraw(0))
                 except Exception:  # a wrong or broken kernel: the test suite says which and why
                     failed += 1
+    for op, path in OTHER_PATHS.items():
+        if part is not None and (op in PART_TWO) != (part == 2):
+            continue
+        for dtype in (np.float32, np.float64):
+            runs += 1
+            try:
+                path(np.random.default_rng(0), dtype)
+            except Exception:
+                failed += 1
     return runs, failed
+
+
+# Paths of the Numba kernels that the ops' samples seldom reach (their own tests do): each called
+# once per dtype, so that those tests load them too (OTHER_PATHS, by op). Through the registry,
+# which applies the thread settings that some of the paths' rules ask for.
+
+
+def _numba(name: str, *args, **kwargs):
+    with registry.prefer("numba", force=True):
+        return registry.call(name, *args, **kwargs)
+
+
+def _attention_tiles(rng, dtype) -> None:
+    """Attention over more than SHORT_KEYS keys goes through the tiles."""
+    q, k, v = (rng.standard_normal((2, 1, t, 8)).astype(dtype) for t in (4, 300, 300))
+    y, lse = _numba("attention.forward", q, k, v, None, False, 0.5)
+    _numba("attention.backward", y, q, k, v, y, lse, None, False, 0.5)
+
+
+def _conv2d_per_image(rng, dtype) -> None:
+    """conv2d at stride 1 on small images, an image for every worker: per-image products."""
+    import numba
+
+    x = rng.standard_normal((numba.get_num_threads(), 2, 5, 5)).astype(dtype)
+    w, b = rng.standard_normal((3, 2, 3, 3)).astype(dtype), np.zeros(3, dtype)
+    y = _numba("conv2d.forward", x, w, b, (1, 1), (1, 1), (1, 1), 1)
+    _numba("conv2d.backward", y, x, w, (1, 1), (1, 1), (1, 1), 1)
+
+
+def _conv_transpose2d_stamps(rng, dtype) -> None:
+    """conv_transpose2d with kernel = stride, an image for every worker: one stamp per pixel."""
+    import numba
+
+    x = rng.standard_normal((numba.get_num_threads(), 2, 3, 3)).astype(dtype)
+    w, b = rng.standard_normal((2, 3, 2, 2)).astype(dtype), np.zeros(3, dtype)
+    settings = ((2, 2), (0, 0), (0, 0), (1, 1), 1)
+    y = _numba("conv_transpose2d.forward", x, w, b, *settings)
+    _numba("conv_transpose2d.backward", y, x, w, *settings)
+
+
+def _adamw(rng, dtype) -> None:
+    """The optimizer's update, which is no op."""
+    p, g, m, v = (np.zeros(8, dtype) for _ in range(4))
+    hyper = {"lr": 0.1, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
+    _numba("adamw.step", p, g, m, v, **hyper, step=1)
+
+
+OTHER_PATHS = {
+    "scaled_dot_product_attention": _attention_tiles,
+    "conv2d": _conv2d_per_image,
+    "conv_transpose2d": _conv_transpose2d_stamps,
+    "adamw": _adamw,
+}
 
 
 def compiled_functions() -> set[str]:
