@@ -9,7 +9,8 @@ XDIST := -n $(WORKERS) --dist loadscope
 # Hypothesis examples per test (tests/conftest.py): ci for `make test` and CI, quick for `check`.
 HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help install dev dev-tools prepare test check unit warm notebooks lint format docs docs-instructor \
+.PHONY: help install dev dev-tools prepare test check unit warm notebooks lint lint-and-notebooks \
+	format docs docs-instructor \
 	docs-tutorials bench clean
 
 help:
@@ -42,10 +43,14 @@ dev: install
 prepare: install
 	$(MAKE) -j2 dev-tools warm
 
-# Then lint and writing the notebooks, side by side, then the tests.
-test: prepare
-	$(MAKE) -j2 lint $(NOTEBOOKS)
+# As prepare, with lint and writing the notebooks after the test tools, while the kernels still
+# compile; then the tests.
+test: install
+	$(MAKE) -j2 warm lint-and-notebooks
 	$(MAKE) unit notebooks docs
+
+lint-and-notebooks: dev-tools
+	$(MAKE) lint $(NOTEBOOKS)
 
 dev-tools:
 	$(PIP) install "tinyformer[dev]"
