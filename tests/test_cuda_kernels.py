@@ -125,6 +125,15 @@ extern "C" __global__ void survivors(float* out) {
     __syncthreads();
     out[threadIdx.x] = cell[0];
 }
+extern "C" __global__ void survivors_by_block(float* out) {
+    // Which threads return early changes from block to block; each block's barrier waits for
+    // its own survivors (the emulator runs every block on one set of OS threads).
+    __shared__ float cell[1];
+    if ((threadIdx.x + blockIdx.x) % 2) return;
+    if (threadIdx.x == blockIdx.x % 2) cell[0] = 7.0f + blockIdx.x;
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = cell[0];
+}
 extern "C" __global__ void where_am_i(int* out) {
     int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     int thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -160,6 +169,13 @@ def test_emulated_threads_that_return_early_do_not_block_the_barrier(probe):
     out = to_fake(np.full(64, -1.0, np.float32))
     probe.launch("survivors", 1, 64, (out,))
     np.testing.assert_array_equal(out.get(), np.where(np.arange(64) % 2, -1.0, 7.0))
+
+
+def test_emulated_blocks_each_meet_at_a_barrier_of_their_own(probe):
+    out = to_fake(np.full(4 * 64, -1.0, np.float32))
+    probe.launch("survivors_by_block", 4, 64, (out,))
+    block, thread = np.divmod(np.arange(4 * 64), 64)
+    np.testing.assert_array_equal(out.get(), np.where((block + thread) % 2, -1.0, 7.0 + block))
 
 
 def test_emulated_grid_and_block_indices_in_three_dimensions(probe):

@@ -3,8 +3,9 @@
 // against their NumPy references. `_emulator.py` force-includes this header when it compiles a
 // `.cu` file with the host's C++ compiler.
 //
-// The model: a launch runs its blocks one after another; a block runs as one OS thread per CUDA
-// thread, so `__syncthreads()` is a real barrier and a data race stays a race. A warp is 32
+// The model: a launch runs its blocks one after another, each CUDA thread of a block as an OS
+// thread (the same ones for every block of the launch), so `__syncthreads()` is a real barrier
+// and a data race stays a race. A warp is 32
 // consecutive threads of a block with a barrier of its own: a shuffle writes every lane's value
 // to a slot, waits, reads the partner's slot, waits again. A thread that returns leaves both
 // barriers (as an exited thread does on the GPU), so later barriers wait only for the living.
@@ -183,33 +184,48 @@ TF_EMU_MINMAX(double)
 
 namespace tf_emu {
 
-// Run `body` as every thread of every block of the grid.
+// Run `body` as every thread of every block of the grid. The blocks still run one after another,
+// but on one set of OS threads for the whole launch: creating a block's threads cost more than
+// running many a small block. Between blocks every thread waits at `next`, whose completion
+// (run by the last to arrive, while the others wait) sets up the next block: fresh barriers, as
+// the threads that returned early dropped out of the old ones.
 inline void launch(const unsigned* dims, const std::function<void()>& body) {
     gridDim = {dims[0], dims[1], dims[2]};
     blockDim = {dims[3], dims[4], dims[5]};
     unsigned n = blockDim.x * blockDim.y * blockDim.z;
-    for (unsigned z = 0; z < gridDim.z; ++z)
-        for (unsigned y = 0; y < gridDim.y; ++y)
-            for (unsigned x = 0; x < gridDim.x; ++x) {
-                Block b{n, std::make_unique<std::barrier<>>(n), {}, std::vector<uint64_t>(n)};
-                for (unsigned w = 0; w * 32 < n; ++w)
-                    b.warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, n - 32 * w)));
-                block = &b;
-                blockIdx = {x, y, z};
-                std::vector<std::thread> threads;
-                threads.reserve(n);
-                for (unsigned t = 0; t < n; ++t)
-                    threads.emplace_back([&, t] {
-                        rank = t;
-                        threadIdx = {t % blockDim.x, t / blockDim.x % blockDim.y,
-                                     t / (blockDim.x * blockDim.y)};
-                        body();
-                        b.warps[t / 32]->arrive_and_drop();
-                        b.all->arrive_and_drop();
-                    });
-                for (auto& t : threads) t.join();
-                block = nullptr;
+    unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+    if (n == 0 || blocks == 0) return;
+    Block b{n, nullptr, {}, std::vector<uint64_t>(n)};
+    unsigned index = 0;
+    auto set_up = [&] {
+        b.all = std::make_unique<std::barrier<>>(n);
+        b.warps.clear();
+        for (unsigned w = 0; w * 32 < n; ++w)
+            b.warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, n - 32 * w)));
+        blockIdx = {index % gridDim.x, index / gridDim.x % gridDim.y,
+                    index / (gridDim.x * gridDim.y)};
+    };
+    set_up();
+    block = &b;
+    auto after_block = [&]() noexcept {
+        if (++index < blocks) set_up();
+    };
+    std::barrier next(n, after_block);
+    std::vector<std::thread> threads;
+    threads.reserve(n);
+    for (unsigned t = 0; t < n; ++t)
+        threads.emplace_back([&, t] {
+            rank = t;
+            threadIdx = {t % blockDim.x, t / blockDim.x % blockDim.y, t / (blockDim.x * blockDim.y)};
+            for (unsigned i = 0; i < blocks; ++i) {
+                body();
+                b.warps[t / 32]->arrive_and_drop();
+                b.all->arrive_and_drop();
+                next.arrive_and_wait();
             }
+        });
+    for (auto& t : threads) t.join();
+    block = nullptr;
 }
 
 // Call kernel `f` with its arguments unpacked from `args`, an array of pointers to each
