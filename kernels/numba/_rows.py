@@ -39,8 +39,8 @@ def as_rows(x: np.ndarray) -> np.ndarray:
 def read_only(a: np.ndarray) -> np.ndarray:
     """A read-only view of `a`, for every array a kernel only reads. Why: Numba compiles a kernel
     once per combination of read-only and writeable arguments, and NumPy hands out both (views
-    from broadcast_to are read-only); the test suite made 25 variants of each short kernel, ~5 s
-    of compiling apiece. All read-only, it needs one per dtype."""
+    from broadcast_to are read-only); the test suite made 25 variants of each short kernel,
+    seconds of compiling apiece. All read-only, it needs one per dtype."""
     view = a.view()
     view.flags.writeable = False
     return view

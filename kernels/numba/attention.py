@@ -179,7 +179,7 @@ def _masks(mask, batch, tq, tk, dtype, causal):
 
     Why flat: the kernels are compiled once per dtype whatever the mask's layout. As (M, Tq, Tk)
     arrays, a contiguous mask and a broadcast one are two Numba types, and each pair of mask
-    types cost every attention kernel a compile of its own (~12 s each, forward and backward).
+    types cost every attention kernel a compile of its own, seconds each.
     A broadcast mask is not copied (its zero strides become a row step of 0 or shared starts)
     unless its keys are not contiguous."""
     if mask is None:
