@@ -47,7 +47,7 @@ prepare: install
 # compile; then the tests.
 test: install
 	$(MAKE) -j2 warm lint-and-notebooks
-	$(MAKE) unit notebooks docs
+	$(MAKE) unit notebooks docs WARMED=1
 
 lint-and-notebooks: dev-tools
 	$(MAKE) lint $(NOTEBOOKS)
@@ -62,7 +62,8 @@ check: prepare
 	$(MAKE) lint
 	HYPOTHESIS_PROFILE=quick $(PYTHON) -m pytest $(PYTEST_FLAGS) $(XDIST) $(CHECK_TESTS)
 
-unit: warm
+# WARMED=1: the kernels were compiled just now, so skip loading them all again (a few seconds)
+unit: $(if $(WARMED),,warm)
 	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(PYTHON) -m pytest $(PYTEST_FLAGS) $(XDIST)
 
 # Compile every kernel once, so that the test workers load them from the caches instead of
