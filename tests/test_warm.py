@@ -10,6 +10,9 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
+import pytest
+
 from tinyformer.testing import all_specs
 from tinyformer.testing import warm as warm_module
 from tinyformer.testing.checks import kernel_backends
@@ -64,9 +67,6 @@ def test_the_second_part_names_ops_with_numba_kernels():
 def test_each_other_path_reaches_the_branch_it_warms(monkeypatch):
     # The ops' samples seldom reach these branches, so warm calls them directly; a changed size
     # rule would leave the branch to the tests to compile, side by side, again.
-    import numpy as np
-    import pytest
-
     pytest.importorskip("numba")
     from tinyformer.kernels.numba import adamw, attention, conv2d, conv_transpose2d
 

@@ -307,25 +307,9 @@ def _store_rows(g_b, rows, cols, out, at, step):
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def pairs_backward(
-    gy,
-    q,
-    k,
-    v,
-    y,
-    steps,
-    dims,
-    lse,
-    keep,
-    bias,
-    starts,
-    row_steps,
-    flags,
-    scale,
-    workers,
-    gq,
-    gk,
-    gv,
-):
+    gy, q, k, v, y, steps, dims, lse, keep, bias, starts, row_steps, flags, scale, workers,
+    gq, gk, gv,
+):  # fmt: skip
     """gy, q, k, v, y and the outputs gq, gk, gv: flat buffers, steps[n] the element strides
     (batch, head, row) of the n-th in that order; dims = (B, H, Tq, Tk, d, dv); lse (BH, Tq)."""
     has_keep, has_bias, causal = flags[0], flags[1], flags[2]

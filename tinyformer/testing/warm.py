@@ -48,7 +48,7 @@ def warm(part: int | None = None) -> tuple[int, int]:
     (the ops not in PART_TWO) or part 2. Returns (checks run, checks that failed)."""
     runs = failed = 0
     for spec in all_specs():
-        if part is not None and (spec.name in PART_TWO) != (part == 2):
+        if not _in_part(spec.name, part):
             continue
         for backend in kernel_backends(spec):
             for dtype in (np.float32, np.float64):
@@ -58,15 +58,20 @@ def warm(part: int | None = None) -> tuple[int, int]:
                 except Exception:  # a wrong or broken kernel: the test suite says which and why
                     failed += 1
     for op, path in OTHER_PATHS.items():
-        if part is not None and (op in PART_TWO) != (part == 2):
+        if not _in_part(op, part):
             continue
         for dtype in (np.float32, np.float64):
             runs += 1
             try:
                 path(np.random.default_rng(0), dtype)
-            except Exception:
+            except Exception:  # as above
                 failed += 1
     return runs, failed
+
+
+def _in_part(op: str, part: int | None) -> bool:
+    """Whether `part` (None: both) compiles the kernels of `op`."""
+    return part is None or (op in PART_TWO) == (part == 2)
 
 
 # Paths of the Numba kernels that the ops' samples seldom reach (their own tests do): each called
