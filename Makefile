@@ -9,7 +9,8 @@ XDIST := -n $(WORKERS) --dist loadscope
 # Hypothesis examples per test (tests/conftest.py): ci for `make test` and CI, quick for `check`.
 HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help install dev dev-tools prepare test check unit warm notebooks lint lint-and-notebooks \
+.PHONY: help install dev dev-tools prepare test check unit unit-and-notebooks warm notebooks lint \
+	lint-and-notebooks \
 	format docs docs-instructor \
 	docs-tutorials bench clean
 
@@ -44,10 +45,10 @@ prepare: install
 	$(MAKE) -j2 dev-tools warm
 
 # As prepare, with lint and writing the notebooks after the test tools, while the kernels still
-# compile; then the tests.
+# compile; then the tests and the notebooks, and the docs.
 test: install
 	$(MAKE) -j2 warm lint-and-notebooks
-	$(MAKE) unit notebooks docs WARMED=1
+	$(MAKE) unit-and-notebooks docs WARMED=1
 
 lint-and-notebooks: dev-tools
 	$(MAKE) lint $(NOTEBOOKS)
@@ -66,6 +67,12 @@ check: prepare
 unit: $(if $(WARMED),,warm)
 	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(PYTHON) -m pytest $(PYTEST_FLAGS) $(XDIST)
 
+# Both in one pytest session, the notebooks handed out first: each worker goes on to the tests
+# when its notebooks are done, and no worker waits for the other to finish a set.
+unit-and-notebooks: $(NOTEBOOKS) $(if $(WARMED),,warm)
+	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(NOTEBOOK_ENV) \
+	$(PYTHON) -m pytest $(PYTEST_FLAGS) $(XDIST) --nbmake $(NOTEBOOKS) tests
+
 # Compile every kernel once, so that the test workers load them from the caches instead of
 # each compiling its own copy: two processes, which compile disjoint sets of kernels
 # (tinyformer/testing/warm.py).
@@ -76,18 +83,12 @@ warm:
 tutorials/%.ipynb: tutorials/%.py
 	$(PYTHON) -m jupytext --to ipynb --set-kernel python3 -o $@ $<
 
-# They run with a TMPDIR of their own, which must be empty when they finish: a notebook that
-# leaves its runs behind fills the user's /tmp a little more every time it is run. (pytest's
-# own temporary folder, which its workers need, goes elsewhere.) Two notebooks run side by
-# side, so Numba's OpenMP workers sleep as soon as they are idle (tests/conftest.py says why).
+# They run at the test sizes, with headless matplotlib, each in a TMPDIR of its own that must be
+# empty when it ends (tutorials/conftest.py). Two notebooks run side by side, so Numba's OpenMP
+# workers sleep as soon as they are idle (tests/conftest.py says why).
+NOTEBOOK_ENV := MPLBACKEND=Agg TINYFORMER_SMALL=1
 notebooks: $(NOTEBOOKS)
-	@tmp=$$(mktemp -d) && base=$$(mktemp -d) && trap 'rm -rf "$$tmp" "$$base"' EXIT && \
-	echo "TMPDIR=$$tmp MPLBACKEND=Agg TINYFORMER_SMALL=1 $(PYTHON) -m pytest --nbmake $(XDIST) $(NOTEBOOKS)" && \
-	TMPDIR="$$tmp" MPLBACKEND=Agg TINYFORMER_SMALL=1 GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-0} \
-	$(PYTHON) -m pytest --nbmake $(XDIST) --basetemp="$$base/pytest" $(NOTEBOOKS) && \
-	if [ -n "$$(ls -A "$$tmp")" ]; then \
-		echo "The notebooks left files in their TMPDIR ($$tmp):"; ls -A "$$tmp"; exit 1; \
-	fi
+	$(NOTEBOOK_ENV) GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-0} $(PYTHON) -m pytest --nbmake $(XDIST) $(NOTEBOOKS)
 
 lint:
 	$(PYTHON) -m ruff check .
