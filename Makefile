@@ -1,7 +1,8 @@
 # tinyformer: run `make help` for the targets. Use it inside a virtualenv (see README.md).
 PYTHON ?= python
 PIP := $(PYTHON) -m pip
-NOTEBOOKS := $(patsubst tutorials/%.py,tutorials/%.ipynb,$(wildcard tutorials/[0-9]*.py))
+NOTEBOOK_SOURCES := $(wildcard tutorials/[0-9]*.py)
+NOTEBOOKS := $(NOTEBOOK_SOURCES:.py=.ipynb)
 PYTEST_FLAGS ?= -q -rs
 # Test processes side by side (pytest-xdist): auto is one per CPU core; WORKERS=0 runs in one.
 WORKERS ?= auto
@@ -9,10 +10,8 @@ XDIST := -n $(WORKERS) --dist loadscope
 # Hypothesis examples per test (tests/conftest.py): ci for `make test` and CI, quick for `check`.
 HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help install dev dev-tools prepare test check unit unit-and-notebooks warm notebooks lint \
-	lint-and-notebooks \
-	format docs docs-instructor \
-	docs-tutorials bench clean
+.PHONY: help install dev dev-tools prepare test check unit unit-and-notebooks warm notebooks \
+	notebook-files lint-and-notebooks format docs docs-instructor docs-tutorials bench clean
 
 help:
 	@echo "install    pip install -e . (the library and its command line)"
@@ -51,7 +50,7 @@ test: install
 	$(MAKE) unit-and-notebooks docs WARMED=1
 
 lint-and-notebooks: dev-tools
-	$(MAKE) lint $(NOTEBOOKS)
+	$(MAKE) lint notebook-files
 
 dev-tools:
 	$(PIP) install "tinyformer[dev]"
@@ -69,7 +68,7 @@ unit: $(if $(WARMED),,warm)
 
 # Both in one pytest session, the notebooks handed out first: each worker goes on to the tests
 # when its notebooks are done, and no worker waits for the other to finish a set.
-unit-and-notebooks: $(NOTEBOOKS) $(if $(WARMED),,warm)
+unit-and-notebooks: notebook-files $(if $(WARMED),,warm)
 	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(NOTEBOOK_ENV) \
 	$(PYTHON) -m pytest $(PYTEST_FLAGS) $(XDIST) --nbmake $(NOTEBOOKS) tests
 
@@ -79,15 +78,21 @@ unit-and-notebooks: $(NOTEBOOKS) $(if $(WARMED),,warm)
 warm:
 	$(PYTHON) -m tinyformer.testing.warm
 
-# Notebooks are generated from their jupytext sources, then executed (headless matplotlib).
-tutorials/%.ipynb: tutorials/%.py
-	$(PYTHON) -m jupytext --to ipynb --set-kernel python3 -o $@ $<
+# Notebooks are generated from their jupytext sources, then executed: each notebook missing or
+# older than its source, all in one jupytext process (starting one per notebook took longest).
+notebook-files:
+	@stale=$$(for s in $(NOTEBOOK_SOURCES); do n="$${s%.py}.ipynb"; \
+		if [ ! -e "$$n" ] || [ "$$s" -nt "$$n" ]; then echo "$$s"; fi; done); \
+	if [ -n "$$stale" ]; then \
+		echo "$(PYTHON) -m jupytext --to ipynb --set-kernel python3" $$stale; \
+		$(PYTHON) -m jupytext --quiet --to ipynb --set-kernel python3 $$stale; \
+	fi
 
 # They run at the test sizes, with headless matplotlib, each in a TMPDIR of its own that must be
 # empty when it ends (tutorials/conftest.py). Two notebooks run side by side, so Numba's OpenMP
 # workers sleep as soon as they are idle (tests/conftest.py says why).
 NOTEBOOK_ENV := MPLBACKEND=Agg TINYFORMER_SMALL=1
-notebooks: $(NOTEBOOKS)
+notebooks: notebook-files
 	$(NOTEBOOK_ENV) GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-0} $(PYTHON) -m pytest --nbmake $(XDIST) $(NOTEBOOKS)
 
 lint:
@@ -110,7 +115,7 @@ docs-instructor:
 # This runs them to write those outputs: at the test sizes (DOCS_TUTORIALS_SMALL= for full
 # size), with Jupyter's inline backend so that the figures are kept, in a TMPDIR of their own.
 DOCS_TUTORIALS_SMALL ?= 1
-docs-tutorials: $(NOTEBOOKS)
+docs-tutorials: notebook-files
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	TMPDIR="$$tmp" MPLBACKEND=module://matplotlib_inline.backend_inline \
 	TINYFORMER_SMALL=$(DOCS_TUTORIALS_SMALL) \
