@@ -74,8 +74,11 @@ unit-and-notebooks: notebook-files $(if $(WARMED),,warm)
 
 # Compile every kernel once, so that the test workers load them from the caches instead of
 # each compiling its own copy: two processes, which compile disjoint sets of kernels
-# (tinyformer/testing/warm.py).
+# (tinyformer/testing/warm.py). The package's bytecode first: where PYTHONDONTWRITEBYTECODE is
+# set, every process the tests start (the commands, the ranks, the notebooks' kernels) would
+# otherwise compile tinyformer's modules again.
 warm:
+	$(PYTHON) -m compileall -q -j0 tinyformer kernels
 	$(PYTHON) -m tinyformer.testing.warm
 
 # Notebooks are generated from their jupytext sources, then executed: each notebook missing or
