@@ -20,6 +20,8 @@ help:
 	@echo "test       install the test tools, then run: lint, unit tests (with the planted-bug"
 	@echo "           check and, if torch is installed, the PyTorch oracle), notebooks, docs;"
 	@echo "           what CI runs: before you push (WORKERS=N test processes, default one per core)"
+	@echo "unit       the unit tests alone (after make dev, which installs the test tools)"
+	@echo "notebooks  the tutorial notebooks alone (after make dev)"
 	@echo "lint       ruff check + ruff format --check"
 	@echo "format     ruff format + ruff check --fix"
 	@echo "docs       build the students' MkDocs site into site/ (strict, offline): no instructor"
