@@ -47,8 +47,8 @@ def _block(w, workers, rows):
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _forward(x, w, b, has_b, workers, y):
     rows, w_t = x.shape[0], w.T  # F-ordered: BLAS reads it transposed
-    for w in prange(workers):
-        start, stop = _block(w, workers, rows)
+    for worker in prange(workers):
+        start, stop = _block(worker, workers, rows)
         np.dot(x[start:stop], w_t, y[start:stop])
         if has_b:
             for i in range(start, stop):
