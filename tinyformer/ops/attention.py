@@ -8,10 +8,8 @@ Forward   s = q k^T * scale  (masked entries -inf),  lse = logsumexp over each r
           p = exp(s - lse)   (the attention weights),  y = p v
           A row with every key masked has no distribution: its output is 0 (not NaN), and its lse
           is stored as +inf so that exp(s - lse) = 0 in backward as well.
-Backward  gv = p^T gy,   gp = gy v^T
-          gs = p * (gp - D),  D = rowsum(gp * p) = rowsum(gy * y)   (the softmax backward; the
-          second form of D needs no T x T product)
-          gq = gs k * scale,   gk = gs^T q * scale
+Backward  gq, gk, gv from gy and what was saved, back through y = p v, the softmax and the
+          scores. (The derivation sits with the code, in `attention_backward`.)
 Saved     q, k, v, y and lse (one number per query row), never the (Tq, Tk) weights: backward
           recomputes s and p from lse. The reference still forms s in each pass; the fused kernel
           of the same signatures works tile by tile and never does.
@@ -84,6 +82,10 @@ def attention_forward(q, k, v, mask, causal, scale):
 def attention_backward(gy, q, k, v, y, lse, mask, causal, scale):
     """-> gq, gk, gv (before summing over broadcast batch dims)."""
     ### BEGIN SOLUTION A3.1 backward
+    # gv = p^T gy,   gp = gy v^T
+    # gs = p * (gp - D),  D = rowsum(gp * p) = rowsum(gy * y)   (the softmax backward; the
+    # second form of D needs no T x T product)
+    # gq = gs k * scale,   gk = gs^T q * scale
     xp = backend.get_array_module(q)
     p = xp.exp(_scores(q, k, mask, causal, scale) - lse[..., None])
     gv = xp.swapaxes(p, -1, -2) @ gy

@@ -8,10 +8,8 @@ Forward   y[n, o, r, s]
           Computed as im2col: view x_pad's windows as columns cols (g, K, N L) with
           K = C/g kh kw (one column per output position of every image, L = Ho Wo), then one
           matrix product per group, y = W cols with W = w reshaped to (g, O/g, K).
-Backward  gW = sum over n and positions of gy cols^T (a matrix product per group);
-          gcols = W^T gy, then "col2im": every column entry is added back onto the input pixel
-          it was read from (overlapping windows add up), and the padding is cropped off: gx.
-          gb = sum of gy over n and positions.
+Backward  gx, gw, gb from gy and the saved x and w. (The derivation sits with the code, in
+          `conv2d_backward`.)
 Saved     x and w. The columns (kh kw times the size of x) are rebuilt in backward from x's
           strided view rather than kept between the passes.
 """
@@ -61,6 +59,10 @@ def conv2d_forward(x, w, b, stride, padding, dilation, groups):
 def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
     """-> gx, gw, gb."""
     ### BEGIN SOLUTION A4.1 backward
+    # gW = sum over n and positions of gy cols^T (a matrix product per group);
+    # gcols = W^T gy, then "col2im": every column entry is added back onto the input pixel it
+    # was read from (overlapping windows add up), and the padding is cropped off: gx.
+    # gb = sum of gy over n and positions.
     n, c, h, w_ = x.shape
     o, _, kh, kw = w.shape
     cols, (ho, wo) = _columns(x, kh, kw, stride, padding, dilation, groups)

@@ -13,9 +13,8 @@ Forward   cols = W^T x per group: (g, Co/g kh kw, Ci/g) @ (g, Ci/g, N H W) -> (g
           y = full[:, :, ph : ph + Ho, pw : pw + Wo] (+ b). output_padding (oph, opw) only
           lengthens the full grid at the bottom and right, so an output size that stride
           rounding made ambiguous can be chosen.
-Backward  pad gy back onto the full grid; im2col reads, for every input pixel, the gy values
-          under its stamp: gcols (g, K, N H W). Then gx = W gcols (a conv2d of gy with w) and
-          gW = sum over n and pixels of x gcols^T; gb = sum of gy.
+Backward  gx, gw, gb from gy and the saved x and w. (The derivation sits with the code, in
+          `conv_transpose2d_backward`.)
 Saved     x and w.
 """
 
@@ -61,6 +60,9 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
 def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilation, groups):
     """-> gx, gw, gb."""
     ### BEGIN SOLUTION A4.2 backward
+    # Pad gy back onto the full grid; im2col reads, for every input pixel, the gy values under
+    # its stamp: gcols (g, K, N H W). Then gx = W gcols (a conv2d of gy with w) and
+    # gW = sum over n and pixels of x gcols^T; gb = sum of gy.
     xp = backend.get_array_module(gy)
     n, ci, h, w_ = x.shape
     _, co_g, kh, kw = w.shape

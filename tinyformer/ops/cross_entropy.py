@@ -7,9 +7,10 @@ Forward   lse = logsumexp(logits row),  log p_c = logits_c - lse
           loss_row = (1 - eps) * (-log p_target) + eps * mean_c(-log p_c)   (eps = label_smoothing)
           rows whose target is `ignore_index` give 0 and are left out of the mean.
           reduction: "mean" (over kept rows; NaN if none is kept, as in PyTorch), "sum", "none".
-Backward  glogits = g_row * (p - (1 - eps) * onehot(target) - eps / C),   p = exp(logits - lse)
-          0 for ignored rows. No one-hot matrix is formed: 1 - eps is subtracted in place.
-Saved     logits, target and lse (one number a row): p is recomputed in backward.
+Backward  glogits = dL/dlogits from g_row = dL/dloss_row (R,); 0 for ignored rows. (The
+          derivation sits with the code, in `cross_entropy_backward`.)
+Saved     logits, target and lse (one number a row): p = softmax(logits) is recomputed in
+          backward.
 
 Class weights w (C,), as PyTorch's `weight`: each term of the loss is weighed by its class,
           loss_row = (1 - eps) * w[target] * (-log p_target) + eps / C * sum_c w_c (-log p_c)
@@ -46,6 +47,7 @@ __all__ = ["cross_entropy"]
 def cross_entropy_forward(logits, target, ignore_index, label_smoothing):
     """logits (R, C), target (R,) -> loss (R,), lse (R,)."""
     ### BEGIN SOLUTION A2.3 forward
+    # lse = m + log sum_c exp(logits_c - m), m the row's max: no exponent above 0.
     xp = backend.get_array_module(logits)
     rows = xp.arange(logits.shape[0])
     m = logits.max(axis=1)
@@ -63,6 +65,9 @@ def cross_entropy_forward(logits, target, ignore_index, label_smoothing):
 def cross_entropy_backward(gloss, logits, target, lse, ignore_index, label_smoothing):
     """gloss (R,) -> glogits (R, C)."""
     ### BEGIN SOLUTION A2.3 backward
+    # dloss_row/dlogits_c = p_c - (1 - eps) [c = target] - eps / C, p = exp(logits - lse), so
+    # glogits = g_row * (p - (1 - eps) * onehot(target) - eps / C). No one-hot matrix is
+    # formed: 1 - eps is subtracted at each row's target in place.
     xp = backend.get_array_module(logits)
     rows = xp.arange(logits.shape[0])
     keep = target != ignore_index

@@ -4,9 +4,8 @@ Shapes    x (..., *normalized_shape); weight and bias of `normalized_shape` (or 
           The primitives see x as (rows, D), D = prod(normalized_shape).
 Forward   mu = mean(x),  rstd = 1 / sqrt(var(x) + eps)   (population variance, per row)
           xhat = (x - mu) * rstd,   y = xhat * w + b
-Backward  g = gy * w   (the gradient reaching xhat)
-          gx = rstd * (g - mean(g) - xhat * mean(g * xhat))     (means over the row)
-          gw = sum over rows of gy * xhat,   gb = sum over rows of gy
+Backward  gx, gw, gb from gy and what was saved: x reaches y through both mu and rstd. (The
+          derivation sits with the code, in `layer_norm_backward`.)
 Saved     x, w, and per row mu and rstd (two numbers a row): xhat is recomputed in backward
           instead of stored, which saves a (rows, D) array for one cheap pass.
 """
@@ -46,6 +45,10 @@ def layer_norm_forward(x, w, b, eps):
 def layer_norm_backward(gy, x, w, mu, rstd):
     """-> gx (rows, D), gw (D,), gb (D,)."""
     ### BEGIN SOLUTION A2.4 backward
+    # g = gy * w is the gradient reaching xhat. Through x - mu and through rstd (which depends
+    # on x through the variance), with means over the row:
+    #   gx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+    #   gw = sum over rows of gy * xhat,   gb = sum over rows of gy
     xhat = (x - mu[:, None]) * rstd[:, None]
     g = gy * w if w is not None else gy
     gx = rstd[:, None] * (

@@ -1,8 +1,9 @@
 """log_softmax: logarithm of softmax along one axis, computed without forming softmax.
 
-Forward   y_i = x_i - logsumexp(x) = (x_i - m) - log sum_j exp(x_j - m),   m = max_j x_j
-          (stays finite for logits like +-1e4, where log(softmax(x)) would give log(0) = -inf)
-Backward  gx_i = gy_i - exp(y_i) * sum_j gy_j          (exp(y) is the softmax)
+Forward   y_i = log(exp(x_i) / sum_j exp(x_j)) = x_i - log sum_j exp(x_j), finite for logits
+          like +-1e4, where log(softmax(x)) would give log(0) = -inf.
+Backward  gx = J^T gy, from gy and the saved y alone (the derivation sits with the code, in
+          `log_softmax_backward`).
 Saved     y.
 """
 
@@ -23,6 +24,8 @@ __all__ = ["log_softmax"]
 @registry.reference("log_softmax.forward")
 def log_softmax_forward(x: np.ndarray) -> np.ndarray:
     ### BEGIN SOLUTION A2.2 forward
+    # y_i = (x_i - m) - log sum_j exp(x_j - m), m = max_j x_j: every exponent is <= 0 and the
+    # sum is >= 1 (the max's own term), so neither exp nor log can overflow or meet log(0).
     xp = backend.get_array_module(x)
     shifted = x - x.max(axis=-1, keepdims=True)
     return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
@@ -32,6 +35,8 @@ def log_softmax_forward(x: np.ndarray) -> np.ndarray:
 @registry.reference("log_softmax.backward")
 def log_softmax_backward(gy: np.ndarray, y: np.ndarray) -> np.ndarray:
     ### BEGIN SOLUTION A2.2 backward
+    # dy_i/dx_j = delta_ij - softmax(x)_j, and softmax(x) = exp(y), so
+    # gx_i = gy_i - exp(y_i) * sum_j gy_j.
     xp = backend.get_array_module(y)
     return gy - xp.exp(y) * gy.sum(axis=-1, keepdims=True)
     ### END SOLUTION

@@ -5,9 +5,8 @@ Shapes    x (N, C, H, W) -> y (N, C, Ho, Wo), Ho = floor((H + 2 ph - dh (kh - 1)
           flattened as h W + w (PyTorch's layout, which max_unpool2d reads).
 Forward   y[n, c, y_, x_] = max over the window of x_pad, x_pad = x padded with -inf (padding can
           never be chosen); ties go to the first maximum in row-major window order.
-Backward  the gradient flows only to the chosen element of each window:
-          gx[n, c, indices[n, c, y_, x_]] += gy[n, c, y_, x_]  (overlapping windows that chose
-          the same element add up), done as one bincount over flat positions.
+Backward  gx (N, C, H, W) from gy and the saved indices. (The derivation sits with the code,
+          in `max_pool2d_backward`.)
 Saved     the indices, and x's shape.
 """
 
@@ -49,6 +48,9 @@ def max_pool2d_forward(x, kernel, stride, padding, dilation):
 @registry.reference("max_pool2d.backward")
 def max_pool2d_backward(gy, indices, x_shape):
     ### BEGIN SOLUTION A4.3 backward
+    # The gradient flows only to the chosen element of each window:
+    # gx[n, c, indices[n, c, y_, x_]] += gy[n, c, y_, x_] (overlapping windows that chose the
+    # same element add up), done as one bincount over flat positions.
     xp = backend.get_array_module(gy)
     n, c, h, w = x_shape
     planes = xp.arange(n * c, dtype=np.int64).reshape(n, c, 1, 1) * (h * w)

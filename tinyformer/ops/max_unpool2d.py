@@ -8,9 +8,8 @@ Shapes    x (N, C, H, W) pooled values, indices (N, C, H, W) int64 from
           Ho = (H - 1) sh - 2 ph + kh (the size the pooled input had, up to rounding), or
           `output_size`.
 Forward   y = 0; y[n, c].flat[indices[n, c, h, w]] = x[n, c, h, w]
-Backward  gx[n, c, h, w] = gy[n, c].flat[indices[n, c, h, w]]: a gather, the adjoint of the
-          scatter (when two windows chose the same element, both read its gradient, matching
-          PyTorch).
+Backward  gx (N, C, H, W) from gy and the saved indices. (The derivation sits with the code,
+          in `max_unpool2d_backward`.)
 Saved     the indices.
 """
 
@@ -44,6 +43,8 @@ def max_unpool2d_forward(x, indices, out_hw):
 @registry.reference("max_unpool2d.backward")
 def max_unpool2d_backward(gy, indices):
     ### BEGIN SOLUTION A4.4 backward
+    # gx[n, c, h, w] = gy[n, c].flat[indices[n, c, h, w]]: a gather, the adjoint of the scatter
+    # (when two windows chose the same element, both read its gradient, matching PyTorch).
     xp = backend.get_array_module(gy)
     n, c = gy.shape[:2]
     gx = xp.take_along_axis(gy.reshape(n, c, -1), indices.reshape(n, c, -1), axis=2)

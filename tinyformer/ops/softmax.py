@@ -1,9 +1,10 @@
 """softmax: normalised exponentials along one axis.
 
-Forward   y_i = exp(x_i - m) / sum_j exp(x_j - m),   m = max_j x_j
-          (subtracting m changes nothing mathematically and keeps exp from overflowing)
-Backward  gx_i = y_i * (gy_i - sum_j gy_j y_j)
-          from the Jacobian dy_i/dx_j = y_i (delta_ij - y_j)
+Forward   y_i = exp(x_i) / sum_j exp(x_j), finite for any finite x (logits of 1e4 included:
+          exp(1e4) alone overflows).
+Backward  gx = J^T gy, the vector-Jacobian product of the upstream gradient gy with the
+          Jacobian J_ij = dy_i/dx_j, from gy and the saved y alone, never forming J.
+          (The derivation sits with the code, in `softmax_backward`.)
 Saved     y: the backward needs only the output, never x.
 
 The primitives work on the last axis; other axes are moved there and back (views, no copies).
@@ -25,6 +26,8 @@ __all__ = ["softmax"]
 @registry.reference("softmax.forward")
 def softmax_forward(x: np.ndarray) -> np.ndarray:
     ### BEGIN SOLUTION A2.1 forward
+    # y_i = exp(x_i - m) / sum_j exp(x_j - m), m = max_j x_j: subtracting m changes nothing
+    # mathematically and keeps every exponent <= 0, so exp cannot overflow.
     xp = backend.get_array_module(x)
     e = xp.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
@@ -34,6 +37,8 @@ def softmax_forward(x: np.ndarray) -> np.ndarray:
 @registry.reference("softmax.backward")
 def softmax_backward(gy: np.ndarray, y: np.ndarray) -> np.ndarray:
     ### BEGIN SOLUTION A2.1 backward
+    # The Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so
+    # gx_j = sum_i gy_i y_i (delta_ij - y_j), that is gx_i = y_i * (gy_i - sum_j gy_j y_j).
     return y * (gy - (gy * y).sum(axis=-1, keepdims=True))
     ### END SOLUTION
 
