@@ -23,15 +23,24 @@ from tinyformer.autograd import (
 )
 from tinyformer.backend import Device, device
 from tinyformer.creation import (
+    BoolTensor,
+    ByteTensor,
+    DoubleTensor,
+    FloatTensor,
+    IntTensor,
+    LongTensor,
     arange,
+    empty,
     from_numpy,
     full,
+    linspace,
     multinomial,
     ones,
     ones_like,
     rand,
     randint,
     randn,
+    randperm,
     tensor,
     zeros,
     zeros_like,
@@ -100,7 +109,7 @@ from tinyformer.ops import (
     var,
     where,
 )
-from tinyformer.random import get_rng_state, manual_seed, set_rng_state
+from tinyformer.random import Generator, get_rng_state, manual_seed, set_rng_state
 from tinyformer.tensor import Tensor
 
 # dtypes under PyTorch's names; each is the NumPy dtype's name, which every creation function,
@@ -109,18 +118,35 @@ from tinyformer.tensor import Tensor
 float16 = "float16"
 float32 = "float32"
 float64 = "float64"
+uint8 = "uint8"
+int8 = "int8"
+int16 = "int16"
 int32 = "int32"
 int64 = "int64"
 bool = "bool"  # noqa: A001
 half = float16
 float = float32  # noqa: A001
 double = float64
+short = int16
 int = int32  # noqa: A001  (torch.int is int32)
 long = int64  # tf.zeros(n, dtype=tf.long)
+
+
+def __getattr__(name: str) -> object:
+    # PyTorch's dtypes that NumPy cannot hold: an error that says so, not "no attribute".
+    if name in ("bfloat16", "complex64", "complex128", "cfloat", "cdouble"):
+        raise AttributeError(
+            f"tinyformer.{name}: NumPy, which holds tinyformer's arrays, has no {name} dtype "
+            "that tinyformer computes with; use tinyformer.float32 (or float16/float64)"
+        )
+    raise AttributeError(f"module 'tinyformer' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "Generator", "IntTensor",
+    "LongTensor", "empty", "int8", "int16", "linspace", "randperm", "short", "uint8",
     "Device", "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "amax", "amin",
     "arange", "argmax", "argmin", "argsort", "cat", "chunk", "clamp", "clip", "clone",
     "concatenate", "cos", "cuda", "cumsum", "detect_anomaly", "device", "div", "double", "einsum",

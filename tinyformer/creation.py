@@ -1,7 +1,9 @@
-"""Creating tensors: from data (`tensor`, `from_numpy`), filled (`zeros`, `ones`, `full`,
-`arange`, `*_like`) and random (`randn`, `rand`, `randint`, `multinomial`, from tinyformer's
-seeded generator). `device=` puts the result on a device ("cpu", "cuda"); random numbers are
-drawn on the host and moved, so a seed gives the same numbers on every device."""
+"""Creating tensors: from data (`tensor`, `from_numpy`, and PyTorch's legacy `FloatTensor`,
+`LongTensor`, ...), filled (`zeros`, `ones`, `full`, `empty`, `arange`, `linspace`, `*_like`)
+and random (`randn`, `rand`, `randint`, `randperm`, `multinomial`, from tinyformer's seeded
+generator, or from a `tf.Generator` passed as `generator=`). `device=` puts the result on a
+device ("cpu", "cuda"); random numbers are drawn on the host and moved, so a seed gives the
+same numbers on every device."""
 
 from __future__ import annotations
 
@@ -16,19 +18,10 @@ from tinyformer.array_facts import DEFAULT_DTYPE, as_array
 from tinyformer.tensor import Tensor, _data
 
 __all__ = [
-    "arange",
-    "from_numpy",
-    "full",
-    "multinomial",
-    "ones",
-    "ones_like",
-    "rand",
-    "randint",
-    "randn",
-    "tensor",
-    "zeros",
-    "zeros_like",
-]
+    "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "IntTensor", "LongTensor",
+    "arange", "empty", "from_numpy", "full", "linspace", "multinomial", "ones", "ones_like",
+    "rand", "randint", "randn", "randperm", "tensor", "zeros", "zeros_like",
+]  # fmt: skip
 
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
@@ -85,6 +78,46 @@ def ones_like(x: Tensor, requires_grad: bool = False) -> Tensor:
     return Tensor(backend.get_array_module(data).ones_like(data), requires_grad=requires_grad)
 
 
+def empty(
+    *shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False, device: Any = None
+) -> Tensor:
+    """A tensor of `shape` whose values the caller will overwrite, as `torch.empty`. Its
+    values are zeros here (PyTorch leaves whatever the memory held), so that a forgotten write
+    shows as zeros and never as a different garbage value each run."""
+    return zeros(*shape, dtype=dtype, requires_grad=requires_grad, device=device)
+
+
+def linspace(
+    start: float,
+    end: float,
+    steps: int,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+) -> Tensor:
+    """`steps` evenly spaced values from `start` to `end`, both included (float32 unless a
+    dtype is given), as `torch.linspace`, and computed as PyTorch computes them, so that the
+    values are the same to the last bit: step = (end - start) / (steps - 1) in the result's
+    dtype, the first half start + i step and the second half end - (steps - 1 - i) step (which
+    makes the last value exactly `end`), each a fused multiply-add (one rounding)."""
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"linspace: steps must be an integer >= 0, got {steps!r}")
+    dtype = np.dtype(DEFAULT_DTYPE if dtype is None else dtype)
+    start, end = (float(_data(v)) for v in (start, end))
+    i = np.arange(steps)
+    if dtype.kind == "f":  # the step in the result's dtype; the multiply-add in more precision
+        wide = np.longdouble if dtype.itemsize == 8 else np.float64
+        first, last = dtype.type(start), dtype.type(end)
+        step = (last - first) / dtype.type(max(steps - 1, 1))
+        first, last, step = wide(first), wide(last), wide(step)
+    else:  # integers: the values of a float64 linspace, truncated (as PyTorch's)
+        first, last = start, end
+        step = (end - start) / max(steps - 1, 1)
+    values = np.where(i < max(steps // 2, 1), first + step * i, last - step * (steps - 1 - i))
+    return Tensor(values.astype(dtype), requires_grad=requires_grad, device=device)
+
+
 def arange(*args: float, dtype: Any = None, device: Any = None) -> Tensor:
     """Like `numpy.arange`; integer arguments give int64, others float32."""
     array = np.arange(*args)
@@ -94,22 +127,37 @@ def arange(*args: float, dtype: Any = None, device: Any = None) -> Tensor:
 
 
 def randn(
-    *shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False, device: Any = None
+    *shape: Any,
+    dtype: Any = DEFAULT_DTYPE,
+    requires_grad: bool = False,
+    device: Any = None,
+    generator: _random.Generator | None = None,
 ) -> Tensor:
     """Standard normal samples from tinyformer's generator (see `tinyformer.manual_seed`)."""
-    array = _random.generator().standard_normal(_shape(shape)).astype(dtype)
+    rng = _random.numpy_generator(generator)
+    array = rng.standard_normal(_shape(shape)).astype(dtype)
     return Tensor(array, requires_grad=requires_grad, device=device)
 
 
 def rand(
-    *shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False, device: Any = None
+    *shape: Any,
+    dtype: Any = DEFAULT_DTYPE,
+    requires_grad: bool = False,
+    device: Any = None,
+    generator: _random.Generator | None = None,
 ) -> Tensor:
     """Uniform samples in [0, 1) from tinyformer's generator."""
-    array = _random.generator().random(_shape(shape)).astype(dtype)
+    array = _random.numpy_generator(generator).random(_shape(shape)).astype(dtype)
     return Tensor(array, requires_grad=requires_grad, device=device)
 
 
-def randint(*args: int, size: Any = None, dtype: Any = np.int64, device: Any = None) -> Tensor:
+def randint(
+    *args: int,
+    size: Any = None,
+    dtype: Any = np.int64,
+    device: Any = None,
+    generator: _random.Generator | None = None,
+) -> Tensor:
     """Integers drawn uniformly from [low, high) by tinyformer's generator, as `torch.randint`:
     `randint(high, size)` or `randint(low, high, size)`; `size` is a tuple (or a keyword)."""
     if size is None and args and isinstance(args[-1], (tuple, list)):
@@ -122,8 +170,26 @@ def randint(*args: int, size: Any = None, dtype: Any = np.int64, device: Any = N
     low, high = (0, args[0]) if len(args) == 1 else args
     if not low < high:
         raise ValueError(f"randint: need low < high, got low={low}, high={high}")
-    array = _random.generator().integers(low, high, size=tuple(size), dtype=dtype)
+    rng = _random.numpy_generator(generator)
+    array = rng.integers(low, high, size=tuple(size), dtype=dtype)
     return Tensor(array, device=device)
+
+
+def randperm(
+    n: int,
+    *,
+    generator: _random.Generator | None = None,
+    dtype: Any = np.int64,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A random permutation of 0..n-1 (int64), as `torch.randperm`: drawn by tinyformer's
+    generator, or by `generator` (a `tf.Generator`). The same seed gives another permutation
+    than PyTorch's, whose generator is another algorithm."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"randperm: n must be an integer >= 0, got {n!r}")
+    array = _random.numpy_generator(generator).permutation(int(n)).astype(dtype)
+    return Tensor(array, requires_grad=requires_grad, device=device)
 
 
 def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tensor:  # noqa: A002
@@ -163,3 +229,63 @@ def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tens
         picks = np.argsort(-keys, axis=-1)[:, :num_samples]
     picks = picks.reshape(*weights.shape[:-1], num_samples).astype(np.int64)
     return Tensor(picks, device=device)
+
+
+class _LegacyType(type):
+    """`isinstance(x, tf.FloatTensor)`: whether x is a Tensor of that dtype, as in PyTorch."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, Tensor) and obj.dtype == cls.dtype
+
+
+class _LegacyTensor(metaclass=_LegacyType):
+    """PyTorch's legacy constructors: `FloatTensor(2, 3)` (a shape: zeros here, uninitialised
+    memory in PyTorch; see `empty`), `FloatTensor([1, 2])` (data, converted to the dtype, as
+    PyTorch converts it: 1.7 becomes 1 in a LongTensor), `FloatTensor()` (no elements)."""
+
+    dtype: np.dtype
+
+    def __new__(cls, *args: Any, device: Any = None) -> Tensor:  # type: ignore[misc]
+        name = cls.__name__
+        if not args:
+            return Tensor(np.zeros((0,), cls.dtype), device=device)
+        if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+            return zeros(*args, dtype=cls.dtype, device=device)
+        if len(args) > 1:
+            raise TypeError(
+                f"{name}: takes sizes (ints: {name}(2, 3)) or one sequence of data "
+                f"({name}([1, 2])), got {args!r}"
+            )
+        (data,) = args
+        if isinstance(data, Tensor):  # PyTorch shares the tensor, of the same dtype only
+            if data.dtype != cls.dtype:
+                raise TypeError(
+                    f"{name}: expected a tensor of dtype {cls.dtype}, got {data.dtype}; "
+                    f"convert it with x.to({str(cls.dtype)!r})"
+                )
+            return data
+        return Tensor(np.asarray(data).astype(cls.dtype), device=device)
+
+
+class FloatTensor(_LegacyTensor):
+    dtype = np.dtype(np.float32)
+
+
+class DoubleTensor(_LegacyTensor):
+    dtype = np.dtype(np.float64)
+
+
+class LongTensor(_LegacyTensor):
+    dtype = np.dtype(np.int64)
+
+
+class IntTensor(_LegacyTensor):
+    dtype = np.dtype(np.int32)
+
+
+class ByteTensor(_LegacyTensor):
+    dtype = np.dtype(np.uint8)
+
+
+class BoolTensor(_LegacyTensor):
+    dtype = np.dtype(np.bool_)

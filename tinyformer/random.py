@@ -10,7 +10,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["categorical", "generator", "get_rng_state", "manual_seed", "set_rng_state"]
+__all__ = [
+    "Generator", "categorical", "generator", "get_rng_state", "manual_seed", "numpy_generator",
+    "set_rng_state",
+]  # fmt: skip
 
 _generator: np.random.Generator | None = None
 
@@ -33,6 +36,46 @@ def generator() -> np.random.Generator:
     if _generator is None:
         _generator = np.random.default_rng()
     return _generator
+
+
+class Generator:
+    """A generator of its own, as `torch.Generator`: `g = tf.Generator().manual_seed(0)`, then
+    `tf.randperm(n, generator=g)` or `DataLoader(..., generator=g)` draw from it and not from
+    the global generator. (A seed gives other numbers than PyTorch's generator gives.)"""
+
+    def __init__(self, device: Any = "cpu") -> None:
+        self._rng = np.random.default_rng()
+        self._seed: int | None = None
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Reset to a known state; returns the generator, so that it chains as in PyTorch."""
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"Generator.manual_seed: the seed must be an integer, got {seed!r}")
+        self._seed = int(seed) % 2**64
+        self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def initial_seed(self) -> int | None:
+        return self._seed
+
+    def get_state(self) -> dict[str, Any]:
+        return self._rng.bit_generator.state
+
+    def set_state(self, state: dict[str, Any]) -> Generator:
+        self._rng.bit_generator.state = state
+        return self
+
+
+def numpy_generator(source: Generator | None = None) -> np.random.Generator:
+    """The NumPy generator behind `source` (a `generator=` argument), the global one for None."""
+    if source is None:
+        return generator()
+    if not isinstance(source, Generator):
+        raise TypeError(
+            f"generator: expected a tinyformer.Generator (tf.Generator().manual_seed(0)), got "
+            f"{type(source).__name__}"
+        )
+    return source._rng
 
 
 def get_rng_state() -> dict[str, Any]:
