@@ -138,3 +138,46 @@ def test_randperm_is_a_permutation_from_the_seeded_generator():
     assert tinyformer.randperm(0).shape == (0,)
     with pytest.raises(TypeError, match="expected a tinyformer.Generator"):
         tinyformer.randperm(3, generator=np.random.default_rng(0))
+
+
+# -- 0-d tensors as Python numbers -------------------------------------------------------------
+
+
+@needs_torch
+def test_zero_d_tensors_are_used_as_numbers():
+    def code(lib):
+        words = ["a", "b", "c", "d", "e"]
+        x = lib.arange(10)
+        n = lib.tensor(3)
+        i = x.argmax() - 7  # a 0-d int64 tensor, as argmax gives
+        loss = lib.tensor(0.123456)
+        return [
+            words[i], words[:n], list(range(n)), x[:n], x[n:], x[lib.tensor([2])],
+            f"{loss:.4f}", f"{loss.item():.2e}", f"step {n:4d}", f"{lib.tensor(True)}",
+            format(lib.tensor(2.5)), int(lib.tensor(3.9)), float(lib.tensor([[2]])),
+            bool(lib.tensor([0.0])), bool(lib.tensor(1)), int(lib.tensor(-2.5)),
+            [10, 20, 30][lib.tensor([1])],
+        ]  # fmt: skip
+
+    both(code)
+
+
+def test_index_refuses_floats_and_many_elements_naming_the_tensor():
+    with pytest.raises(TypeError, match=r"Tensor.__index__: only integer 0-d tensors can be "
+                       r"used as an index; got float32"):  # fmt: skip
+        [1, 2, 3][tinyformer.tensor(1.0)]
+    with pytest.raises(TypeError, match=r"Tensor.__index__: .*; got float32"):
+        tinyformer.arange(5)[: tinyformer.tensor(2.0)]
+    with pytest.raises(TypeError, match=r"Tensor.__index__: .*; got shape \(2,\)"):
+        range(tinyformer.tensor([1, 2]))
+
+
+def test_format_spec_and_truth_of_many_elements():
+    x = tinyformer.tensor([1.0, 2.0])
+    assert f"{x}" == str(x)
+    with pytest.raises(TypeError, match=r"Tensor.__format__: the format spec '.2f' .* \(2,\)"):
+        f"{x:.2f}"
+    with pytest.raises(RuntimeError, match=r"Tensor.__bool__: .* shape \(2,\) is ambiguous"):
+        bool(x)
+    with pytest.raises(ValueError, match=r"Tensor.__float__: only one-element tensors"):
+        float(x)

@@ -5,7 +5,9 @@ holds: NumPy and device arrays are kept as they are (cast only when a dtype is a
 Python data becomes float32 by default, as in PyTorch. `ArrayFacts`, a mixin `Tensor`
 inherits, reads that array without computing anything new and without recording anything in
 the graph: `x.shape`, `x.ndim`, `x.dtype`, `x.size`, `x.numpy()`, `x.item()`, `len(x)`,
-`float(x)`, `repr(x)`. The methods that compute (and so call an op) live in `tensor.py`.
+`float(x)`, `int(x)`, `bool(x)`, `operator.index(x)` (a 0-d integer tensor as a list index or
+slice bound), `f"{x:.4f}"`, `repr(x)`: a one-element tensor stands for its number, as in
+PyTorch. The methods that compute (and so call an op) live in `tensor.py`.
 """
 
 from __future__ import annotations
@@ -84,13 +86,48 @@ class ArrayFacts:
         return self.shape[0]
 
     def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise RuntimeError(
+                f"Tensor.__bool__: the truth value of a tensor of shape {self.shape} is "
+                "ambiguous (it has more or fewer than one value); use x.any() or x.all()"
+            )
         return bool(self.item())
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._number("__float__"))
 
     def __int__(self) -> int:
+        return int(self._number("__int__"))
+
+    def __index__(self) -> int:
+        """`items[i]`, `x[:n]`, `range(n)` with a tensor i or n: its integer, as PyTorch's
+        (which also takes a one-element integer tensor of any shape)."""
+        if self.dtype.kind not in "biu" or self.data.size != 1:
+            got = self.dtype if self.dtype.kind not in "biu" else f"shape {self.shape}"
+            raise TypeError(
+                f"Tensor.__index__: only integer 0-d tensors can be used as an index; got {got}"
+            )
         return int(self.item())
+
+    def __format__(self, spec: str) -> str:
+        """`f"{loss:.4f}"` formats a 0-d tensor's number, as PyTorch's; other tensors format
+        as their repr when the spec is empty."""
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(
+                f"Tensor.__format__: the format spec {spec!r} applies to 0-d tensors (one "
+                f"number); this one has shape {self.shape}: format x.item() or a 0-d tensor"
+            )
+        return str(self)
+
+    def _number(self, op: str) -> float | int | bool:
+        if self.data.size != 1:
+            raise ValueError(
+                f"Tensor.{op}: only one-element tensors can be converted to Python scalars; "
+                f"this one has shape {self.shape}"
+            )
+        return self.item()
 
     def __repr__(self) -> str:
         host = backend.to_host(self.data)  # printing a device tensor copies it, as in PyTorch
