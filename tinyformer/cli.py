@@ -139,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         help="a primitive (softmax.forward) or an op (softmax); default: all",
     )  # fmt: skip
     add_device_flag(explain)
+    explain.add_argument(
+        "--size", type=int, default=None,
+        help="the elements of a call's first array: say whether it runs on one thread or the pool",
+    )  # fmt: skip
     sub.add_parser("doctor", help="what this Python runs tinyformer with, OK or WARN per line")
     from tinyformer.distributed.launch import add_launch_command
     from tinyformer.train.cli import add_training_commands
@@ -211,7 +215,7 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
     try:
         for dtype in ("float32", "float64"):
             for name in names:
-                print(registry.explain(name, dtype, device))
+                print(registry.explain(name, dtype, device, args.size))
     except (DeviceUnavailable, ValueError) as err:
         print(f"tinyformer explain: error: {err}", file=sys.stderr)
         return 2

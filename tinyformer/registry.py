@@ -14,6 +14,16 @@ The preference is, in order: the innermost `prefer(...)` block, the environment 
 every size; nothing sets `accepts` aside, so a kernel never sees a call it cannot do and needs
 no fallback of its own. `explain(name)` says what runs and why.
 
+Threads: a parallel Numba kernel hands its rows to a pool of threads and waits for all of them,
+and waking the pool costs tens of microseconds, more than a small call's work (an AdamW step on
+a 27 x 27 parameter, a cross-entropy over 512 x 27 logits). So a kernel call whose work (the
+elements of its first array; of the largest, for a list of arrays) is below its primitive's
+measured threshold runs on the calling thread alone (Numba's thread count set to 1 around the
+call; the kernels read it to size their work). The thresholds are data, measured on this machine
+per primitive by `python -m benchmarks.one_thread`, which writes `tinyformer/thread_table.py`;
+a primitive not in the table always uses the pool. Forced blocks use the pool at every size, so
+that the tests reach the kernels' parallel paths.
+
 Kernel files are imported on the first dispatch. A backend whose library is not installed (no
 numba, no cupy) is skipped silently, and the references run; any other error in a kernel file is
 raised, because a broken kernel must not hide behind a silent fallback.
@@ -72,8 +82,11 @@ class Implementation:
 _table: dict[str, dict[str, Implementation]] = {}
 _preferred: list[str] = []  # stack of prefer() blocks
 _forced: list[bool] = []  # beside it: whether each block sets `when` rules aside
-_state = {"kernels_loaded": False, "env": None}
-_cache: dict[tuple, Implementation] = {}
+_state: dict[str, Any] = {"kernels_loaded": False, "env": None, "one_thread_below": {}}
+# (primitive, dtype, array type, innermost prefer()) -> (the implementation, the reference, the
+# work below which the implementation runs on one thread; 0: never): the choice made once, so
+# that a call pays a dictionary lookup and the rules that read its arguments.
+_cache: dict[tuple, tuple[Implementation, Implementation, int]] = {}
 
 
 def reference(name: str) -> Callable[[Callable], Callable]:
@@ -133,6 +146,9 @@ def _load_kernels() -> None:
     runtime.apply_settings()
     _state["kernels_loaded"] = True
     _state["env"] = env
+    from tinyformer import thread_table
+
+    _state["one_thread_below"] = dict(thread_table.ONE_THREAD_BELOW)
     if importlib.util.find_spec("tinyformer.kernels") is None:  # a source tree never installed
         return
     for backend, library in BACKEND_LIBRARIES.items():
@@ -173,14 +189,14 @@ def _preference(array: Any) -> tuple[str, str]:
     return wanted, source
 
 
-def implementation(name: str, array: Any) -> Implementation:
-    """The implementation of `name` that runs for an input like `array`."""
+def _entry(name: str, array: Any) -> tuple[Implementation, Implementation, int]:
+    """The cached choice for inputs like `array` (see `_cache`)."""
     if not _state["kernels_loaded"]:
         _load_kernels()
     dtype = getattr(array, "dtype", None)
     key = (name, dtype, type(array), _preferred[-1] if _preferred else None)
-    impl = _cache.get(key)
-    if impl is None:
+    entry = _cache.get(key)
+    if entry is None:
         impls = _table.get(name)
         if impls is None:
             raise KeyError(f"no primitive named {name!r}; known: {', '.join(primitives())}")
@@ -188,28 +204,73 @@ def implementation(name: str, array: Any) -> Implementation:
         impl = impls.get(backend)
         if impl is None or dtype is None or not impl.supports(dtype):
             impl = impls[REFERENCE]
-        _cache[key] = impl
-    return impl
+        below = _state["one_thread_below"].get(name, 0) if impl.backend == "numba" else 0
+        entry = _cache[key] = (impl, impls[REFERENCE], below)
+    return entry
+
+
+def implementation(name: str, array: Any) -> Implementation:
+    """The implementation of `name` that runs for an input like `array`."""
+    return _entry(name, array)[0]
+
+
+def _first(args: tuple) -> Any:
+    """The argument that chooses: the first, or the first array of a list there."""
+    first = args[0]
+    if isinstance(first, (list, tuple)):
+        first = first[0] if first else None
+    return first
+
+
+def work(array: Any) -> int:
+    """A call's work, as the thread thresholds count it: the elements of its first argument,
+    or of the largest array of a list there (a list's kernel runs once per array)."""
+    if isinstance(array, (list, tuple)):
+        return max((a.size for a in array), default=0)
+    return getattr(array, "size", 0)
 
 
 def choose(name: str, *args: Any, **kwargs: Any) -> Implementation:
     """The implementation a call of `name` with these arguments runs. It is chosen by the first
     argument, or by the first array of a list there (primitives over many tensors at once)."""
-    first = args[0]
-    if isinstance(first, (list, tuple)):
-        first = first[0] if first else None
-    impl = implementation(name, first)
+    impl, ref, _ = _entry(name, _first(args))
+    if impl is ref:
+        return impl
     if impl.accepts is not None and not impl.accepts(*args, **kwargs):
-        return _table[name][REFERENCE]
+        return ref
     forced = bool(_forced) and _forced[-1]
     if impl.when is not None and not forced and not impl.when(*args, **kwargs):
-        return _table[name][REFERENCE]
+        return ref
     return impl
+
+
+def one_thread(name: str, *args: Any, **kwargs: Any) -> bool:
+    """Whether a call of `name` with these arguments runs its kernel on one thread (see the
+    module docstring, "Threads")."""
+    impl, ref, below = _entry(name, _first(args))
+    forced = bool(_forced) and _forced[-1]
+    return (
+        bool(below)
+        and not forced
+        and choose(name, *args, **kwargs) is impl
+        and (work(args[0]) < below)
+    )
 
 
 def call(name: str, *args: Any, **kwargs: Any) -> Any:
     """Run primitive `name` with the implementation chosen for its arguments."""
-    return choose(name, *args, **kwargs).fn(*args, **kwargs)
+    # `choose` and `one_thread` written out: this runs for every kernel call of a step.
+    impl, ref, below = _entry(name, _first(args))
+    if impl is ref:
+        return ref.fn(*args, **kwargs)
+    if impl.accepts is not None and not impl.accepts(*args, **kwargs):
+        return ref.fn(*args, **kwargs)
+    forced = bool(_forced) and _forced[-1]
+    if impl.when is not None and not forced and not impl.when(*args, **kwargs):
+        return ref.fn(*args, **kwargs)
+    if below and not forced and work(args[0]) < below:
+        return runtime.on_one_thread(impl.fn, *args, **kwargs)
+    return impl.fn(*args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -239,11 +300,28 @@ def backends(name: str) -> list[str]:
     return sorted(_table.get(name, {}), key=lambda b: (b != REFERENCE, b))
 
 
-def explain(name: str, dtype: Any = np.float32, device: Any = None) -> str:
+def _threads_why(name: str, below: int, work_size: int | None) -> str:
+    """The thread rule of a numba kernel, for `explain`."""
+    from tinyformer import thread_table
+
+    source = f"measured {thread_table.MEASURED} by python -m benchmarks.one_thread"
+    if _forced and _forced[-1]:
+        return "; on the thread pool at every size (a forced prefer() block)"
+    if not below:
+        return f"; on the thread pool at every size ({name} has no one-thread threshold)"
+    rule = f"on one thread for calls whose work is under {below} elements, else on the pool"
+    if work_size is None:
+        return f"; {rule} ({source})"
+    branch = "one thread" if work_size < below else "the thread pool"
+    return f"; a call of {work_size} elements runs on {branch}: {rule} ({source})"
+
+
+def explain(name: str, dtype: Any = np.float32, device: Any = None, size: int | None = None) -> str:
     """Say which implementation of `name` runs for an input of `dtype` on `device` (the host
-    by default), and why."""
+    by default), and why; for a numba kernel, whether it runs on one thread or the pool (for a
+    call whose first array has `size` elements, when given)."""
     array = array_module(device).empty(0, dtype)
-    impl = implementation(name, array)
+    impl, _, below = _entry(name, array)
     wanted, source = _preference(array)
     available = ", ".join(
         f"{b} ({'any dtype' if i.dtypes is None else '/'.join(sorted(map(str, i.dtypes)))})"
@@ -257,6 +335,8 @@ def explain(name: str, dtype: Any = np.float32, device: Any = None) -> str:
         rules = [" ".join((r.__doc__ or r.__name__).split()) for r in rules if r is not None]
         if rules:  # one line each
             why += f", for calls where {' and '.join(rules)} (the reference runs for the others)"
+        if impl.backend == "numba":
+            why += _threads_why(name, below, size)
     elif wanted not in _table[name]:
         library = BACKEND_LIBRARIES.get(wanted)
         missing = library is not None and importlib.util.find_spec(library) is None

@@ -32,6 +32,8 @@ import importlib.util
 import os
 import platform
 import sys
+from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "BENCH_ENV",
@@ -40,6 +42,7 @@ __all__ = [
     "apply_settings",
     "blas_controllers",
     "describe",
+    "on_one_thread",
     "restart_with_runtime_env",
     "settings",
 ]
@@ -166,6 +169,31 @@ def _apply_malloc(keep: bool) -> str:
         _M_MMAP_THRESHOLD, MALLOC_KEEP
     )
     return f"glibc keeps up to {MALLOC_KEEP >> 20} MiB freed" if done else "mallopt refused"
+
+
+_numba_threads: list = []  # Numba's own (get, set) of the calling thread's count, once launched
+
+
+def on_one_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` with Numba's thread count at 1 for the calling thread, then put
+    back: its parallel kernels then run on this thread alone, waking no worker (the registry's
+    small calls). Numba's count is per calling thread, so other threads keep theirs."""
+    if not _numba_threads:
+        from numba.np.ufunc import parallel
+
+        parallel._launch_threads()  # the pool, as the first parallel kernel would start it
+        # The threading layer's C functions that numba.get/set_num_threads call after their
+        # checks: a call here is a fraction of a microsecond instead of a few.
+        _numba_threads[:] = [parallel._get_num_threads, parallel._set_num_threads]
+    get, set_ = _numba_threads
+    threads = get()
+    if threads == 1:
+        return fn(*args, **kwargs)
+    set_(1)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        set_(threads)
 
 
 def apply_settings() -> dict[str, str]:
