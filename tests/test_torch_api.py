@@ -181,3 +181,40 @@ def test_format_spec_and_truth_of_many_elements():
         bool(x)
     with pytest.raises(ValueError, match=r"Tensor.__float__: only one-element tensors"):
         float(x)
+
+
+# -- boolean tensors -------------------------------------------------------------------------
+
+
+@needs_torch
+def test_masks_combine_with_logical_operators():
+    def code(lib):
+        lengths = lib.tensor([3, 5])
+        T = 5
+        causal = lib.tril(lib.ones(T, T)).bool()  # (T, T)
+        padding = lib.arange(T)[None, :] < lengths[:, None]  # (B, T)
+        mask = causal[None] & padding[:, None, :]  # (B, T, T)
+        scores = lib.arange(2 * T * T, dtype=lib.float32).reshape(2, T, T)
+        filled = scores.masked_fill(~mask, float("-inf"))
+        either = (scores > 40) | (scores < 3)
+        one = (scores > 10) ^ mask
+        flags = lib.tensor([True, False])
+        ints = lib.tensor([6, 3], dtype=lib.int32)
+        return [mask, filled, either, one, True & flags, flags | False, 1 ^ flags,
+                ints & 5, ints | lib.tensor([1, 8], dtype=lib.int32), ints ^ 2, ~ints,
+                3 & lib.tensor([1, 2]), flags & lib.tensor([1, 1], dtype=lib.uint8),
+                mask.logical_not(), lib.tensor([0.0, 2.0]).logical_not(), ~lengths]  # fmt: skip
+
+    both(code)
+
+
+def test_logical_operators_refuse_float_tensors():
+    x = tinyformer.tensor([1.0, 2.0])
+    with pytest.raises(RuntimeError, match=r"Tensor.__and__: & is logical on boolean .* float32"):
+        x & (x > 1)
+    with pytest.raises(RuntimeError, match=r"Tensor.__ror__: \| .* float"):
+        0.5 | (x > 1)
+    with pytest.raises(RuntimeError, match=r"Tensor.__invert__: ~ .* as in ~\(x > 0\)"):
+        ~x  # noqa: B018
+    m = x > 1
+    assert not (m & m).requires_grad

@@ -13,6 +13,7 @@ IndexPut op.
 
 from __future__ import annotations
 
+import operator
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -188,6 +189,33 @@ class Tensor(ArrayFacts, InPlaceOps, TorchSpellings):
         return Tensor._make(self.data != _data(other), None)
 
     __hash__ = object.__hash__
+
+    # Logical and bitwise operators: logical on boolean tensors (masks: `causal & padding`,
+    # `~mask`), bitwise on integer ones, as PyTorch's; no gradient.
+    def __and__(self, other: Any) -> Tensor:
+        return _bitwise("__and__", "&", self, other)
+
+    def __rand__(self, other: Any) -> Tensor:
+        return _bitwise("__rand__", "&", other, self)
+
+    def __or__(self, other: Any) -> Tensor:
+        return _bitwise("__or__", "|", self, other)
+
+    def __ror__(self, other: Any) -> Tensor:
+        return _bitwise("__ror__", "|", other, self)
+
+    def __xor__(self, other: Any) -> Tensor:
+        return _bitwise("__xor__", "^", self, other)
+
+    def __rxor__(self, other: Any) -> Tensor:
+        return _bitwise("__rxor__", "^", other, self)
+
+    def __invert__(self) -> Tensor:
+        return _bitwise("__invert__", "~", self)
+
+    def logical_not(self) -> Tensor:
+        """True where x is zero (False): a boolean tensor, whatever x's dtype."""
+        return Tensor._make(self.data == 0, None)
 
     # -- methods: each forwards to its op -------------------------------------------------------
 
@@ -379,6 +407,26 @@ class Tensor(ArrayFacts, InPlaceOps, TorchSpellings):
 
 def _data(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x
+
+
+_BITWISE = {"&": operator.and_, "|": operator.or_, "^": operator.xor}
+
+
+def _bitwise(name: str, symbol: str, x: Any, y: Any = None) -> Tensor:
+    """`x symbol y` (or `~x`) on boolean or integer operands, as a tensor without gradient."""
+    operands = (x,) if symbol == "~" else (x, y)
+    for value in operands:
+        kind = np.asarray(value).dtype.kind if not isinstance(value, Tensor) else value.dtype.kind
+        if kind not in "biu":
+            dtype = value.dtype if isinstance(value, Tensor) else type(value).__name__
+            example = "~(x > 0)" if symbol == "~" else f"(x > 0) {symbol} (y < 1)"
+            raise RuntimeError(
+                f"Tensor.{name}: {symbol} is logical on boolean tensors and bitwise on integer "
+                f"ones, got {dtype}; for a mask of a float tensor compare first, as in {example}"
+            )
+    if symbol == "~":
+        return Tensor._make(~_data(x), None)
+    return Tensor._make(_BITWISE[symbol](_data(x), _data(y)), None)
 
 
 # The ops need `Tensor` and the methods above need the ops: import them once Tensor exists.
