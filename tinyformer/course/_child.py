@@ -14,8 +14,6 @@ Requests ({"op": ...}):
   the arguments, with every primitive forced to its NumPy reference; tensor arguments come as
   {"tensor": array, "grad": bool, "layout": str}, plain arrays as {"array", "layout"}. With
   "upstream", also return the gradients of the outputs against the tensors that want one.
-- "batch": the forward of "call" at each of "values" in argument "slot", outputs flattened
-  (the grader's finite differences).
 - "kernel": a primitive's registered kernel on the given arrays (see KernelCheck).
 - "test": one test of the assignment's checks module, run here with this tree's tinyformer
   (tests of Python objects, not arrays); "source" brings the module's text for hidden tests.
@@ -82,41 +80,23 @@ def _call(request: dict[str, Any], specs: dict[str, Any]) -> dict[str, Any]:
     return {"outs": outs, "several": several, "grads": grads}
 
 
-def _arguments(slots: list, slot: int | None = None, value: Any = None) -> tuple[list, list]:
-    """The call's arguments (tensors rebuilt in their layouts; slot `slot`'s array replaced by
-    `value`, not requiring grad), and the tensors that want a gradient."""
+def _arguments(slots: list) -> tuple[list, list]:
+    """The call's arguments (tensors rebuilt in their layouts), and the tensors that want a
+    gradient."""
     import tinyformer as tf
     from tinyformer.testing.checks import relayout
 
     args, leaves = [], []
-    for i, a in enumerate(slots):
+    for a in slots:
         if isinstance(a, dict) and "tensor" in a:
-            grad = a["grad"] and i != slot
-            data = a["tensor"] if i != slot else value
-            t = tf.Tensor(relayout(data, a["layout"]), requires_grad=grad)
+            grad = a["grad"]
+            t = tf.Tensor(relayout(a["tensor"], a["layout"]), requires_grad=grad)
             leaves += [t] if grad else []
             a = t
         elif isinstance(a, dict) and "array" in a:
             a = relayout(a["array"], a["layout"])
         args.append(a)
     return args, leaves
-
-
-def _batch(request: dict[str, Any], specs: dict[str, Any]) -> dict[str, Any]:
-    """The forward at each of `values` put in slot `slot`: all outputs, flat, in float64."""
-    import numpy as np
-
-    import tinyformer as tf
-
-    fn, flat = _resolve(request["target"], specs), []
-    for value in request["values"]:
-        args, _ = _arguments(request["args"], request["slot"], value)
-        with tf.no_grad():
-            y = fn(*args, **request["kwargs"])
-        ys = list(y) if isinstance(y, tuple | list) else [y]
-        parts = [np.asarray(o.data if isinstance(o, tf.Tensor) else o, np.float64) for o in ys]
-        flat.append(np.concatenate([p.ravel() for p in parts]) if parts else np.zeros(0))
-    return {"outs": flat}
 
 
 def _kernel(request: dict[str, Any], tree: str) -> dict[str, Any]:
@@ -239,8 +219,6 @@ def _serve(tree: str, reply_fd: int, kernels: bool) -> None:
             try:
                 if op == "call":
                     reply = _call(request, specs)
-                elif op == "batch":
-                    reply = _batch(request, specs)
                 elif op == "kernel":
                     reply = _kernel(request, tree)
                 else:

@@ -3,8 +3,8 @@
 One `.npz` written with `np.savez` and read with `allow_pickle=False`: a JSON document under the
 key "meta", and every array under a key of its own ("a0", "a1", ...). JSON holds the structure:
 
-    {"format": 1, "assignment": "A2",
-     "tasks": {"A2.1": {"softmax": [{"seed": 3, "args": [...], "kwargs": {...}, "out": [...]}]}}}
+    {"format": 2, "assignment": "A2", "secret": false, "kernel_seeds": {},
+     "tasks": {"A2.1": {"softmax": [{"seed": 3, "args": [...], "out": [...], "vjp": [...], ...}]}}}
 
 where, in the stored JSON, every value is tagged with its kind: {"array": "a7"}, {"dict": {...}},
 {"list": [...]}, {"tuple": [...]} or {"value": <a JSON number, string, bool or null>}.
@@ -23,7 +23,7 @@ import numpy as np
 
 __all__ = ["FORMAT", "decode", "dumps", "encode", "loads"]
 
-FORMAT = 1
+FORMAT = 2
 
 
 class _Writer:

@@ -1,12 +1,14 @@
-"""The grader's gradcheck of a student's op: the comparison here, the op's code in the child.
+"""The grader's forward and backward checks of one sample: the child runs the student's op, the
+parent compares with the instructor's reference values (`data`), never with anything else the
+child reports.
 
-What `tinyformer.testing.checks.check_backward` does (float64, a random upstream gradient v,
-each float input in a layout drawn by `RandomDraw(seed)`, central differences with eps 1e-6,
-|analytic - numeric| <= atol + rtol |numeric| with the spec's tolerances), with the student's
-forward and backward run in the task's child: one request for the outputs, two for v^T J
-(which must agree: a backward that reads stale state fails), and one batch of perturbed
-forwards per input for the finite differences, so that a gradcheck costs a few round trips,
-not one per element. The same seeds draw the same layouts and v as `check_backward`.
+The child is asked two questions only: "this input -> this output" and "this input, this
+upstream gradient -> these input gradients" (each float input in the memory layout the sample
+names). The backward is asked twice and must answer the same twice (a backward that reads stale
+state fails). Its gradients must equal the reference's vector-Jacobian product on the same input
+and upstream gradient, |yours - reference| <= atol + rtol |reference| with the op spec's
+tolerances, and they count only where the forward on the same sample is right. Finite
+differences of the reference's forward, taken here, only annotate a failure.
 """
 
 from __future__ import annotations
@@ -15,107 +17,145 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer.course import _compare
 from tinyformer.course._remote import StudentError, layout_of
-from tinyformer.gradcheck import _report, _worst  # the library's report, word for word
-from tinyformer.testing import RandomDraw, Sample
-from tinyformer.testing.checks import draw_layouts, relayout
+from tinyformer.course.data import is_float, reference_call
+from tinyformer.testing.checks import relayout
 
-__all__ = ["EPS", "student_gradcheck"]
+__all__ = ["EPS", "FORWARD_TOL", "ask", "backward_case", "forward_case", "outputs", "slots"]
 
-EPS = 1e-6
-
-
-def _is_float(a: Any) -> bool:
-    return isinstance(a, np.ndarray) and a.dtype.kind == "f"
+EPS = 1e-6  # central differences of the reference forward (feedback only)
+FORWARD_TOL = {"atol": 1e-8, "rtol": 1e-6}  # float64 values, any order of summation
 
 
-def _slot(a: Any, layout: str, grad: bool) -> Any:
-    if not isinstance(a, np.ndarray):
-        return a
-    a = relayout(a, layout) if _is_float(a) else a
-    return {"tensor": np.ascontiguousarray(a), "grad": grad, "layout": layout_of(a)}
+def slots(args: list[Any], layouts: list[str], grad: bool) -> list[Any]:
+    """The arguments as the child rebuilds them: arrays in their layouts, floats wanting a
+    gradient when `grad`."""
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            laid = relayout(a, layouts[i % len(layouts)]) if is_float(a) else a
+            a = {"tensor": np.ascontiguousarray(laid), "grad": grad and is_float(a),
+                 "layout": layout_of(laid)}  # fmt: skip
+        out.append(a)
+    return out
 
 
-def _ask(child: Any, message: dict[str, Any], during: str) -> dict[str, Any]:
+def ask(child: Any, message: dict[str, Any], during: str) -> dict[str, Any]:
     reply = child.request(message, during)
+    if not isinstance(reply, dict):
+        raise StudentError(f"the child's reply to {during} is not a message")
     if "error" in reply:
         raise StudentError(str(reply["error"]))
     return reply
 
 
-def _arrays(items: Any, what: str) -> list[np.ndarray]:
-    if not isinstance(items, list) or not all(isinstance(o, np.ndarray) for o in items):
-        raise StudentError(f"the code returned something other than arrays ({what})")
-    return items
+def outputs(reply: dict[str, Any], stored: dict[str, Any]) -> list[np.ndarray]:
+    """The reply's outputs as float64 arrays of the reference's shapes; StudentError if not."""
+    outs, want = reply.get("outs"), stored["out"]
+    if not isinstance(outs, list):
+        raise StudentError("the code returned something other than arrays")
+    if len(outs) != len(want):
+        raise StudentError(f"the op returned {len(outs)} outputs, expected {len(want)}")
+    return [_compare.numeric(o, f"output {i}", w.shape) for i, (o, w) in enumerate(zip(outs, want))]
 
 
-def _describe(names: list[str], args: list[Any], layouts: list[str], kwargs: dict) -> str:
-    parts = []
-    for name, a, layout in zip(names, args, layouts):
-        if _is_float(a):
-            parts.append(f"{name} float64 {a.shape} {layout}")
-        elif isinstance(a, np.ndarray):
-            parts.append(f"{name} {a.dtype} {a.shape}")
-        else:
-            parts.append(f"{name} {a!r}"[:60])
-    keywords = ", ".join(f"{k}={v!r}"[:60] for k, v in kwargs.items()) or "none"
-    return f"  inputs: {'; '.join(parts) or 'none'}\n  kwargs: {keywords}"
-
-
-def student_gradcheck(
-    child: Any, target: str, spec: Any, stored: dict[str, Any], names: list[str]
-) -> str | None:
-    """Why the student's backward disagrees with finite differences on the stored sample, or
-    None if it agrees. Raises StudentError when the student's code raises."""
-    draw = RandomDraw(stored["seed"])
-    sample = Sample(list(stored["args"]), dict(stored["kwargs"]))
-    layouts = draw_layouts(draw, sample)
-    args = [a.astype(np.float64) if _is_float(a) else a for a in sample.args]
-    checked = [i for i, a in enumerate(args) if _is_float(a)]
-    if not checked:
-        return None
-    rng = np.random.default_rng(draw.integers(0, 2**16))
-    base = {"op": "call", "target": target, "kwargs": sample.kwargs}
-    slots = [_slot(a, layouts[i % len(layouts)], _is_float(a)) for i, a in enumerate(args)]
-    outs = _arrays(_ask(child, {**base, "args": slots}, "gradcheck").get("outs"), "outputs")
-    v = rng.standard_normal(sum(o.size for o in outs))
-    upstream, at = [], 0
-    for o in outs:
-        upstream.append(v[at : at + o.size].reshape(o.shape).astype(o.dtype))
-        at += o.size
-    vjp = {**base, "args": slots, "upstream": upstream}
-    first = _arrays(_ask(child, vjp, "gradcheck (backward)").get("grads"), "gradients")
-    again = _arrays(_ask(child, vjp, "gradcheck (backward)").get("grads"), "gradients")
-    head = f"gradcheck of {spec.name} on the sample drawn by RandomDraw({stored['seed']}):\n"
-    head += _describe(names, args, layouts, sample.kwargs) + "\n"
-    if len(first) != len(checked):
-        return head + f"the backward gave {len(first)} gradients for {len(checked)} inputs"
-    for k, i in enumerate(checked):
-        a = np.asarray(first[k], dtype=np.float64)
-        if a.shape != args[i].shape:
-            return head + f"the gradient of {names[i]} has shape {a.shape}, not {args[i].shape}"
-        if not np.array_equal(a, again[k], equal_nan=True):
-            return head + f"two backward passes gave different gradients for {names[i]}"
-        numeric = _numeric(child, base, slots, i, args[i], v)
-        if not np.allclose(a, numeric, rtol=spec.rtol, atol=spec.atol):
-            worst = _worst(a, numeric, spec.atol, spec.rtol)
-            where = names[i] + "[" + ", ".join(str(int(j)) for j in worst) + "]"
-            report = (a, numeric, spec.atol, spec.rtol, "the student's op", worst, where)
-            return head + _report("random upstream", names[i], args[i], *report)
+def forward_error(got: list[np.ndarray], stored: dict[str, Any]) -> str | None:
+    for i, (a, b) in enumerate(zip(got, stored["out"])):
+        b = b.astype(np.float64)
+        if _compare.bad(a, b, **FORWARD_TOL).any():
+            looks = _compare.diagnose(a, b)
+            return (
+                f"  output {i} differs from the reference: "
+                f"{_compare.first_difference(a, b, **FORWARD_TOL)}"
+                + (f"\n  Looks like: {looks}." if looks else "")
+            )
     return None
 
 
-def _numeric(child, base, slots, i, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """v^T J for input i by central differences: one batch of 2 x.size forwards in the child."""
-    values = []
-    for j in range(x.size):
-        for sign in (1.0, -1.0):
-            step = x.copy()
-            step.flat[j] += sign * EPS
-            values.append(step)  # the child lays it out as the input's slot says
-    message = {**base, "op": "batch", "args": slots, "slot": i, "values": values}
-    flat = _arrays(_ask(child, message, "gradcheck (finite differences)").get("outs"), "outputs")
-    if len(flat) != len(values) or any(f.shape != (v.size,) for f in flat):
-        raise StudentError("the forward's outputs changed shape under a small step")
-    plus, minus = np.stack(flat[0::2]), np.stack(flat[1::2])
-    return (((plus - minus) / (2 * EPS)) @ v).reshape(x.shape)
+def forward_case(child: Any, target: str, stored: dict[str, Any]) -> str | None:
+    """Why the student's forward differs from the reference on the sample, or None."""
+    message = {"op": "call", "target": target, "kwargs": stored["kwargs"],
+               "args": slots(list(stored["args"]), stored["layouts"], grad=False)}  # fmt: skip
+    try:
+        got = outputs(ask(child, message, "the forward"), stored)
+    except StudentError as err:
+        return f"  {err}"
+    return forward_error(got, stored)
+
+
+def _grads(reply: dict[str, Any], args: list[Any], checked: list[int], names: list[str]):
+    grads = reply.get("grads")
+    if not isinstance(grads, list) or len(grads) != len(checked):
+        n = len(grads) if isinstance(grads, list) else "no"
+        raise StudentError(f"the backward gave {n} gradients for {len(checked)} inputs")
+    return [
+        np.zeros(args[i].shape)
+        if g is None  # None: no path, as in PyTorch: zero
+        else _compare.numeric(g, f"the gradient of {names[i]}", args[i].shape)
+        for g, i in zip(grads, checked)
+    ]
+
+
+def backward_case(child: Any, target: str, spec: Any, stored: dict, names: list[str]):
+    """Why the student's backward differs from the reference's on the sample, or None."""
+    args = list(stored["args"])
+    checked = [i for i, a in enumerate(args) if is_float(a)]
+    if not checked:
+        return None
+    message = {"op": "call", "target": target, "kwargs": stored["kwargs"],
+               "args": slots(args, stored["layouts"], grad=True),
+               "upstream": list(stored["upstream"])}  # fmt: skip
+    try:
+        reply = ask(child, message, "the backward")
+        wrong = forward_error(outputs(reply, stored), stored)
+        if wrong is not None:
+            return (
+                "the forward is wrong on this sample, and a backward counts only where its "
+                f"forward is right:\n{wrong}"
+            )
+        first = _grads(reply, args, checked, names)
+        again = _grads(ask(child, message, "the backward"), args, checked, names)
+    except StudentError as err:
+        return f"  {err}"
+    for k, i in enumerate(checked):
+        if not np.array_equal(first[k], again[k], equal_nan=True):
+            return f"  two backward passes gave different gradients for {names[i]}"
+        want = stored["vjp"][k]
+        out = _compare.bad(first[k], want, spec.atol, spec.rtol)
+        if out.any():
+            return _report(spec, stored, names[i], i, first[k], want, out)
+    return None
+
+
+def _fd(spec: Any, stored: dict[str, Any], i: int, j: tuple) -> float | None:
+    """d<reference(x), upstream>/dx_i[j] by central differences of the reference forward."""
+
+    def value(step: float) -> float:
+        args = [np.array(a) if isinstance(a, np.ndarray) else a for a in stored["args"]]
+        args[i][j] += step
+        outs, _ = reference_call(spec, args, stored["kwargs"])
+        return sum(float((o * g).sum()) for o, g in zip(outs, stored["upstream"])
+                   if o.dtype.kind == "f")  # fmt: skip
+
+    try:
+        with np.errstate(all="ignore"):
+            return (value(EPS) - value(-EPS)) / (2 * EPS)
+    except Exception:  # the reference may refuse a perturbed input: no annotation then
+        return None
+
+
+def _report(spec, stored, name: str, i: int, got: np.ndarray, want: np.ndarray, out) -> str:
+    j = _compare.worst(got, want, out)
+    fd = _fd(spec, stored, i, j)
+    numeric = "" if fd is None else f", finite differences of the reference forward {fd:.8g}"
+    looks = _compare.diagnose(got, want)
+    return (
+        f"  your backward disagrees with the reference's (the same input and upstream gradient)"
+        f" for {name} (shape {got.shape}):\n"
+        f"    worst at {name}{_compare.index(j)}: yours {_compare.number(got[j])}, the "
+        f"reference's {_compare.number(want[j])}{numeric}\n"
+        f"    {int(out.sum())} of {out.size} values out of tolerance "
+        f"(allowed: atol {spec.atol:g} + rtol {spec.rtol:g} * |reference|)"
+        + (f"\n  Looks like: {looks}." if looks else "")
+    )

@@ -40,15 +40,21 @@ def layout_of(a: np.ndarray) -> str:
 
 def _reply(child: Any, message: dict[str, Any], during: str) -> dict[str, Any]:
     reply = child.request(message, during)
+    if not isinstance(reply, dict):
+        raise StudentError(f"the child's reply to {during} is not a message")
     if "error" in reply:
         raise StudentError(str(reply["error"]))
     return reply
 
 
+def _is_numbers(a: Any) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype.kind in "biuf"
+
+
 def _outputs(reply: dict[str, Any]) -> list[np.ndarray]:
     outs = reply.get("outs")
-    if not isinstance(outs, list) or not all(isinstance(o, np.ndarray) for o in outs):
-        raise StudentError("the code returned something other than arrays")
+    if not isinstance(outs, list) or not all(_is_numbers(o) for o in outs):
+        raise StudentError("the code returned something other than arrays of numbers")
     return outs
 
 
@@ -78,6 +84,9 @@ class Remote(Function):
         out = []
         for want, a in zip(wants, ctx.arrays):
             g = next(found) if want else None
+            if g is not None and not (_is_numbers(g) and g.shape == a.shape):
+                what = f"{g.dtype} {g.shape}" if isinstance(g, np.ndarray) else type(g).__name__
+                raise StudentError(f"the backward returned {what} for an input of shape {a.shape}")
             out.append(np.zeros(a.shape) if want and g is None else g)
         return tuple(out) if len(out) > 1 else out[0]
 
@@ -127,9 +136,11 @@ class _StudentModule:
         return StudentFunction(f"{self._name}.{attr}", self._child, f"{self._name}.{attr}")
 
 
-def student_tinyformer(child: Any) -> Any:
+def student_tinyformer(child: Any, reference: bool = False) -> Any:
     """The `tf` a parent-run test gets: the instructor's tinyformer, with `tf.nn.functional`,
-    `tf.ops.MODULE` and `tf.course.MODULE` replaced by the student's, run in `child`."""
+    `tf.ops.MODULE` and `tf.course.MODULE` replaced by the student's, run in `child`, and
+    `tf.reference` the instructor's own tinyformer when `reference` (None in a self-check, where
+    this process runs a release: its code is not the instructor's)."""
 
     class Facade(SimpleNamespace):
         def __getattr__(self, attr: str) -> Any:
@@ -141,5 +152,8 @@ def student_tinyformer(child: Any) -> Any:
 
     nn = SimpleNamespace(functional=_StudentModule(child, "tinyformer.nn.functional"))
     return Facade(
-        nn=nn, ops=Package(name="tinyformer.ops"), course=Package(name="tinyformer.course")
+        nn=nn,
+        ops=Package(name="tinyformer.ops"),
+        course=Package(name="tinyformer.course"),
+        reference=tf if reference else None,
     )

@@ -1,10 +1,20 @@
-"""The instructor's forward values: computed from the running (instructor's) tinyformer, at
-release time, for a fixed set of seeded samples per task, and stored without pickle.
+"""The instructor's expected values: samples drawn from each task's op specs, and what the
+instructor's reference gives on them, computed in the grader's own process.
 
-Samples are drawn from each spec with `RandomDraw(seed)` for seed = 0, 1, 2, ..., keeping those
-the task accepts (`Task.keep`), until `Task.samples` are found; the grader's gradcheck replays
-the same seeds. Values are computed in float64 with every primitive forced to its NumPy
-reference, as the grader runs the student's code.
+Each sample is drawn with `RandomDraw(seed)` from the spec's sampler, kept if the task accepts
+it (`Task.keep`), until `Task.samples` are found, then `Task.wide_samples` more made with
+`Task.widen` (large logits, padding masks, ties). The seeds are 0, 1, 2, ... (and 1_000_000 +
+i for widened ones) for the release's public data, `assignments/NAME.grading.npz`, which only
+self-checks; a real grade draws them from a secret salt (`secret.seed(salt, NAME, task, spec,
+i)`), so no student has seen its inputs. Per sample it keeps:
+
+    seed, args (float inputs as float64), kwargs, layouts (one memory layout per input, as the
+    child gets them), out (the reference's outputs), upstream (a random gradient per output)
+    and vjp (the reference's gradient of <outputs, upstream> for each float input)
+
+all from the running tinyformer with every primitive forced to its NumPy reference, in float64:
+the release's data holds the reference's answers on public inputs so that a release, which has
+no reference, can self-check.
 """
 
 from __future__ import annotations
@@ -15,53 +25,133 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer.course import _codec
+from tinyformer.course import _codec, secret
 from tinyformer.course.definition import Assignment, Task
 
-__all__ = ["MAX_TRIES", "compute", "load", "save"]
+__all__ = ["MAX_TRIES", "compute", "is_float", "load", "reference_call", "save"]
 
 MAX_TRIES = 1000  # seeds tried per spec before a too-strict `keep` is reported
+WIDE_SEEDS = 1_000_000  # public seeds of widened samples start here
 
 
-def _samples(task: Task, spec: Any) -> list[dict[str, Any]]:
-    import tinyformer as tf
-    from tinyformer import registry
-    from tinyformer.testing import RandomDraw
-
-    found = []
-    for seed in range(MAX_TRIES):
-        sample = spec.sample(RandomDraw(seed))
-        if task.keep is not None and not task.keep(sample):
-            continue
-        args = [a.astype(np.float64) if _is_float(a) else a for a in sample.args]
-        inputs = [tf.Tensor(a) if isinstance(a, np.ndarray) else a for a in args]
-        with registry.prefer(registry.REFERENCE), tf.no_grad():
-            y = spec.fn(*inputs, **sample.kwargs)
-        outs = [np.asarray(t.data) for t in (y if isinstance(y, tuple | list) else [y])]
-        found.append({"seed": seed, "args": args, "kwargs": sample.kwargs, "out": outs})
-        if len(found) == task.samples:
-            return found
-    raise ValueError(f"{task.id}: fewer than {task.samples} of {MAX_TRIES} samples kept")
-
-
-def _is_float(a: Any) -> bool:
+def is_float(a: Any) -> bool:
     return isinstance(a, np.ndarray) and a.dtype.kind == "f"
 
 
-def compute(assignment: Assignment, progress: bool = False) -> dict[str, Any]:
-    """The grading data of `assignment`, from the running tinyformer's code."""
+def reference_call(spec: Any, args: list, kwargs: dict, upstream: list | None = None):
+    """The reference's outputs of `spec.fn` on `args` (float64, every primitive forced to its
+    NumPy reference) and, given `upstream`, the gradients of <outputs, upstream> for each
+    float input (zeros where the graph does not reach it)."""
+    import tinyformer as tf
+    from tinyformer import registry
+
+    with registry.prefer(registry.REFERENCE):
+        inputs = [
+            tf.Tensor(np.array(a, np.float64), requires_grad=upstream is not None)
+            if is_float(a)
+            else (tf.Tensor(a) if isinstance(a, np.ndarray) else a)
+            for a in args
+        ]
+        if upstream is None:
+            with tf.no_grad():
+                y = spec.fn(*inputs, **kwargs)
+        else:
+            y = spec.fn(*inputs, **kwargs)
+        ys = list(y) if isinstance(y, tuple | list) else [y]
+        outs = [np.asarray(o.data if isinstance(o, tf.Tensor) else o) for o in ys]
+        if upstream is None:
+            return outs, []
+        leaves = [t for t, a in zip(inputs, args) if is_float(a)]
+        live = [
+            (o, g) for o, g in zip(ys, upstream) if isinstance(o, tf.Tensor) and o.requires_grad
+        ]
+        found: list[Any] = [None] * len(leaves)
+        if live and leaves:
+            found = tf.grad([o for o, _ in live], leaves, [g for _, g in live])
+    grads = [np.zeros(t.shape) if g is None else np.asarray(g, np.float64) for t, g in
+             zip(leaves, found)]  # fmt: skip
+    return outs, grads
+
+
+def _upstream(rng: np.random.Generator, outs: list[np.ndarray]) -> list[np.ndarray]:
+    """A standard-normal gradient per float output; zeros (unused) for index outputs."""
+    return [rng.standard_normal(o.shape) if o.dtype.kind == "f" else np.zeros(o.shape, o.dtype)
+            for o in outs]  # fmt: skip
+
+
+def _one(spec: Any, sample: Any, seed: int, wide: bool) -> dict[str, Any]:
+    from tinyformer.testing import RandomDraw
+    from tinyformer.testing.checks import draw_layouts
+
+    draw = RandomDraw(seed)  # the layouts and upstream of `check_backward` for this seed
+    layouts = draw_layouts(draw, sample)
+    rng = np.random.default_rng(draw.integers(0, 2**16))
+    args = [a.astype(np.float64) if is_float(a) else a for a in sample.args]
+    outs, _ = reference_call(spec, args, sample.kwargs)
+    upstream = _upstream(rng, outs)
+    _, vjp = reference_call(spec, args, sample.kwargs, upstream)
+    return {
+        "seed": seed, "args": args, "kwargs": sample.kwargs, "layouts": layouts, "out": outs,
+        "upstream": upstream, "vjp": vjp, "wide": wide,
+    }  # fmt: skip
+
+
+def _seed(salt: bytes | None, a: Assignment, task: Task, spec: str, i: int, wide: bool) -> int:
+    if salt is None:
+        return WIDE_SEEDS + i if wide else i
+    return secret.seed(salt, a.name, task.id, spec, "wide" if wide else "plain", i)
+
+
+def _samples(a: Assignment, task: Task, spec: Any, salt: bytes | None) -> list[dict[str, Any]]:
+    from tinyformer.testing import RandomDraw
+
+    found: list[dict[str, Any]] = []
+    for wide, wanted in ((False, task.samples), (True, task.wide_samples * bool(task.widen))):
+        kept = 0
+        for i in range(MAX_TRIES):
+            if kept == wanted:
+                break
+            seed = _seed(salt, a, task, spec.name, i, wide)
+            draw = RandomDraw(seed)
+            sample = spec.sample(draw)
+            if wide:
+                sample = task.widen(sample, draw)
+            if task.keep is not None and not task.keep(sample):
+                continue
+            found.append(_one(spec, sample, seed, wide))
+            kept += 1
+        else:
+            raise ValueError(f"{task.id}: fewer than {wanted} of {MAX_TRIES} samples kept")
+    return found
+
+
+def compute(
+    assignment: Assignment, progress: bool = False, salt: bytes | None = None
+) -> dict[str, Any]:
+    """The expected values of `assignment`, from the running tinyformer's reference: on the
+    public seeds (a release's self-check data), or on seeds from the secret `salt`."""
     from tqdm import tqdm
 
     from tinyformer.testing import all_specs
 
     specs = {s.name: s for s in all_specs()}
     tasks: dict[str, Any] = {}
+    kernel_seeds: dict[str, int] = {}
     for task in tqdm(assignment.tasks, desc="grading data", unit="task", disable=not progress):
         missing = [name for name in task.specs if name not in specs]
         if missing:
             raise ValueError(f"{task.id}: no op spec named {', '.join(map(repr, missing))}")
-        tasks[task.id] = {name: _samples(task, specs[name]) for name in task.specs}
-    return {"format": _codec.FORMAT, "assignment": assignment.name, "tasks": tasks}
+        tasks[task.id] = {
+            name: _samples(assignment, task, specs[name], salt) for name in task.specs
+        }
+        if task.kernel is not None:
+            kernel_seeds[task.id] = (
+                task.kernel.seed if salt is None else secret.seed(salt, assignment.name, task.id)
+            )
+    return {
+        "format": _codec.FORMAT, "assignment": assignment.name, "secret": salt is not None,
+        "tasks": tasks, "kernel_seeds": kernel_seeds,
+    }  # fmt: skip
 
 
 def save(path: str | os.PathLike, meta: dict[str, Any]) -> None:

@@ -1,13 +1,15 @@
 """The course: assignments, their tasks, and how each task is graded.
 
-A task is graded by the op specs it names (`tinyformer.testing.OpSpec`), on seeded samples
-(`RandomDraw(seed)`) chosen at release time. Its checks, each worth the points given in
-`Task.points`:
+A task is graded by the op specs it names (`tinyformer.testing.OpSpec`), on samples drawn from
+their samplers with `RandomDraw(seed)`: in the instructor's tree from seeds derived from a secret
+salt (`tinyformer.course.secret`), in a release's self-check from public seeds 0, 1, 2, ...
+(`tinyformer.course.data`). `Task.widen` adds samples where a skill hides (large logits,
+padding masks, ties). Its checks, each worth the points given in `Task.points`:
 
-- `forward`: the student's forward on the stored inputs equals the instructor's stored values
-  (gradcheck alone would pass a wrong forward whose backward is consistent with it);
-- `gradcheck`: `tinyformer.testing.checks.check_backward` on the same seeds (float64, random
-  upstream gradient, random memory layouts);
+- `forward`: the student's forward equals the instructor's reference on each sample (float64);
+- `gradcheck`: the student's backward, given the sample and a random upstream gradient (in
+  random memory layouts), equals the reference's vector-Jacobian product; a sample counts only
+  where the forward is right on it;
 - `properties`: the task's functions in the assignment's checks module (`PROPERTIES`);
 - `hidden`: the same for `HIDDEN`, which sits in a hidden-test region of that module, so a
   release does not ship it;
@@ -27,7 +29,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinyformer.testing.specs import Sample
+import numpy as np
+
+from tinyformer.testing.specs import Draw, Sample
 
 __all__ = [
     "CHECK_KINDS", "COURSE", "Assignment", "KernelCheck", "Task", "assignment", "due",
@@ -87,8 +91,10 @@ class Task:
         keep: which drawn samples may grade this task (e.g. only those that reach the task's
             own code); None keeps all.
         kernel: what the "kernel" check compares; required by, and only with, that check.
-        forward_keep: which of the task's samples the forward check compares (e.g. not those
-            that also run another task's code); None compares all. The gradcheck runs all.
+        forward_keep: which of the task's samples the forward and backward checks grade (e.g.
+            not those that also run another task's code); None grades all.
+        widen: turns a drawn sample into one where the skill hides (large logits, padding
+            masks, ties); `wide_samples` such samples per spec join the graded ones.
     """
 
     id: str
@@ -100,6 +106,8 @@ class Task:
     keep: Callable[[Sample], bool] | None = None
     kernel: KernelCheck | None = None
     forward_keep: Callable[[Sample], bool] | None = None
+    widen: Callable[[Sample, Draw], Sample] | None = None
+    wide_samples: int = 3
 
     def __post_init__(self) -> None:
         unknown = set(self.points) - set(CHECK_KINDS)
@@ -160,6 +168,43 @@ def _unweighted(sample: Sample) -> bool:
     return sample.kwargs.get("weight") is None
 
 
+def _large_logits(sample: Sample, draw: Draw) -> Sample:
+    """The logits scaled or shifted past exp's range (exp(710) overflows float64, exp(-746)
+    underflows to 0): a softmax that does not subtract the row's maximum gives inf or NaN."""
+    x = sample.args[0]
+    if draw.integers(0, 1):
+        x = x / max(float(np.abs(x).max(initial=0.0)), 1e-3) * draw.choice([800.0, 1500.0])
+    else:
+        x = x + draw.choice([-1000.0, 1000.0])
+    return Sample([x, *sample.args[1:]], dict(sample.kwargs))
+
+
+def _large_offset(sample: Sample, draw: Draw) -> Sample:
+    """x far from 0: a one-pass variance E[x^2] - E[x]^2 cancels catastrophically."""
+    x = sample.args[0] + draw.choice([1e6, -1e6, 3e5])
+    return Sample([x, *sample.args[1:]], dict(sample.kwargs))
+
+
+def _padding_mask(sample: Sample, draw: Draw) -> Sample:
+    """A key-padding mask (keys from some index on are masked; every key in some draws), a
+    query that sees no key, and large scores: no causal mask (A3.2's code)."""
+    q, k, _ = sample.args
+    tq, tk = q.shape[-2], k.shape[-2]
+    mask = np.broadcast_to(np.arange(tk) < draw.integers(0, tk), (tq, tk)).copy()
+    if tq > 1 and draw.integers(0, 1):
+        mask[draw.integers(0, tq - 1)] = False  # that row gives 0, and no NaN
+    scale = draw.choice([None, 100.0])  # scores past exp's range
+    kwargs = {**sample.kwargs, "attn_mask": mask, "is_causal": False, "scale": scale}
+    return Sample(list(sample.args), kwargs)
+
+
+def _ties(sample: Sample, draw: Draw) -> Sample:
+    """Values rounded to halves: windows hold ties, where the gradient goes to the first
+    maximum only (PyTorch's rule, the returned index)."""
+    x = np.floor(sample.args[0] * draw.choice([2.0, 1.0])) / 2.0
+    return Sample([x, *sample.args[1:]], dict(sample.kwargs))
+
+
 _AUTOGRAD = "docs/architecture.md"
 
 A1 = Assignment(
@@ -193,20 +238,20 @@ A2 = Assignment(
     tasks=(
         Task(
             "A2.1", "softmax", ("softmax",), _LOSSES,
-            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1}, widen=_large_logits,
         ),
         Task(
             "A2.2", "log_softmax", ("log_softmax",), _LOSSES,
-            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1}, widen=_large_logits,
         ),
         Task(
             "A2.3", "cross_entropy", ("cross_entropy",), _LOSSES,
             {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
-            keep=_unweighted,
+            keep=_unweighted, widen=_large_logits,
         ),
         Task(
             "A2.4", "layer_norm", ("layer_norm",), "docs/ops/layers.md",
-            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1}, widen=_large_offset,
         ),
     ),
 )  # fmt: skip
@@ -229,13 +274,13 @@ A3 = Assignment(
     primitives=_primitives("attention"),
     files=("tinyformer/ops/attention.py", "tinyformer/nn/transformer.py"),
     tasks=(
-        # The backward is the core skill: most of A3's points. The gradcheck runs causal
-        # samples too, as a model calls it; the forward compares the others only, so that a
-        # wrong mask (A3.2's code) costs A3.1 nothing: its backward stays consistent with it.
+        # The backward is the core skill: most of A3's points. Causal samples are drawn but
+        # not graded here (a wrong mask is A3.2's code, and a backward counts only where the
+        # forward is right); padding masks and huge scores are (`_padding_mask`).
         Task(
             "A3.1", "scaled_dot_product_attention", ("scaled_dot_product_attention",),
             _ATTENTION, {"forward": 2, "gradcheck": 6, "properties": 1, "hidden": 1}, samples=8,
-            forward_keep=_not_causal,
+            forward_keep=_not_causal, widen=_padding_mask,
         ),
         # No op spec grades the mask or the heads: every sample through them also runs A3.1's
         # code. Their tests compare two routes through the same attention code instead.
@@ -264,7 +309,7 @@ A4 = Assignment(
         ),
         Task(
             "A4.3", "max_pool2d", ("max_pool2d",), _CONV,
-            {"forward": 2, "gradcheck": 2, "properties": 1, "hidden": 1},
+            {"forward": 2, "gradcheck": 2, "properties": 1, "hidden": 1}, widen=_ties,
         ),
         Task(
             "A4.4", "max_unpool2d", ("max_unpool2d",), _CONV,

@@ -34,9 +34,11 @@ from typing import Any
 from tinyformer.course import _tree, _verdicts
 from tinyformer.course import data as grading_data
 from tinyformer.course._sandbox import Child, ChildGone, Limits, reaping
+from tinyformer.course._text import clean
 from tinyformer.course.definition import Assignment, Task, assignment
 from tinyformer.course.markers import solution_regions
 from tinyformer.course.release import data_path
+from tinyformer.course.secret import read_secret
 
 __all__ = ["CheckResult", "Grade", "grade", "has_solutions", "is_tree"]
 
@@ -142,32 +144,45 @@ def _release_data(name: str) -> Path:
     return data_path(_tree.package_source().parent, name)
 
 
-def load_data(a: Assignment, data: str | os.PathLike | None) -> tuple[str, dict[str, Any]]:
-    """Where the instructor's values come from, and the values; ValueError if they are missing
-    or are not `a`'s."""
+def load_data(
+    a: Assignment, data: str | os.PathLike | None, secret: str | os.PathLike | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Where the expected values come from, and the values; ValueError if they are missing or
+    are not `a`'s. In the instructor's tree they are computed now from its reference, on
+    samples drawn from the secret salt; in a release they are its public samples (a
+    self-check, not a grade)."""
     if data is not None:
         path = Path(data).resolve()
         if not path.is_file():
             raise ValueError(f"--data: no grading data file {path}")
         try:
             meta = grading_data.load(path)
-        except (OSError, ValueError, KeyError) as err:
+        except (OSError, ValueError, KeyError, TypeError) as err:
             raise ValueError(f"--data: {path} is not a grading data file ({err})") from None
         source = f"the file {path.name}"
     elif has_solutions(a):
-        source, meta = "the instructor's tree (computed now)", grading_data.compute(a)
-    elif _release_data(a.name).is_file():
-        source, meta = (
-            f"the release's {_release_data(a.name).name}",
-            grading_data.load(_release_data(a.name)),
+        salt = read_secret(secret)
+        source = "the instructor's reference, on samples drawn from the grading secret"
+        meta = grading_data.compute(a, salt=salt)
+    elif secret is not None:
+        raise ValueError(
+            f"--secret: the installed tinyformer is not the instructor's tree and holds no "
+            f"reference for {a.name}: grade with the instructor's tree"
         )
+    elif _release_data(a.name).is_file():
+        source = (
+            f"SELF-CHECK on the public samples of the release's {_release_data(a.name).name} "
+            "(not the grade: grading uses samples no student has seen)"
+        )
+        meta = grading_data.load(_release_data(a.name))
     else:
         raise ValueError(
             f"no grading data for {a.name}: the installed tinyformer is not the instructor's "
             f"tree and has no assignments/{a.name}.grading.npz; give --data FILE"
         )
-    if meta.get("assignment") != a.name:
-        raise ValueError(f"the grading data is {meta.get('assignment')!r}'s, not {a.name}'s")
+    if not isinstance(meta, dict) or meta.get("assignment") != a.name:
+        found = meta.get("assignment") if isinstance(meta, dict) else None
+        raise ValueError(f"the grading data is {found!r}'s, not {a.name}'s")
     if not isinstance(meta.get("tasks"), dict):
         raise ValueError("the grading data has no tasks")
     return source, meta
@@ -181,6 +196,8 @@ class _Run:
 
         self.a, self.root, self.limits, self.meta, self.spare = a, root, limits, meta, spare
         self.specs = {s.name: s for s in all_specs()}
+        # property and hidden tests compare with the instructor's code only where it runs here
+        self.reference = has_solutions(a)
         self.checks = (
             importlib.import_module(f"tinyformer.course.{a.checks[:-3]}") if a.checks else None
         )
@@ -193,14 +210,23 @@ class _Run:
         return Path(self.checks.__file__).read_text(encoding="utf-8")
 
     def check(self, child: Child, task: Task, kind: str) -> tuple[Any, str]:
-        if kind in CHECKS:
-            samples = self.meta["tasks"].get(task.id, {})
-            return CHECKS[kind](child, task, samples, self.specs)
-        if self.checks is None:
-            return None, "no tests of this kind in this copy of the course"
-        table = "HIDDEN" if kind == "hidden" else "PROPERTIES"
-        source = self.hidden_source() if kind == "hidden" else None
-        return _verdicts.run_tests(child, task, self.checks, table, source, self.a.checks)
+        """One check's verdict; a check that raises (a malformed reply, a grader bug on an odd
+        input) fails with a message and gives no points, and never stops the grade."""
+        try:
+            if kind in CHECKS:
+                return CHECKS[kind](child, task, self.meta, self.specs)
+            if self.checks is None:
+                return None, "no tests of this kind in this copy of the course"
+            table = "HIDDEN" if kind == "hidden" else "PROPERTIES"
+            source = self.hidden_source() if kind == "hidden" else None
+            return _verdicts.run_tests(
+                child, task, self.checks, table, source, self.a.checks, self.reference
+            )
+        except ChildGone:
+            raise
+        except Exception as err:
+            why = clean(f"{type(err).__name__}: {err}", 2000)
+            return False, f"{task.id} {kind}: the check could not run ({why}); no points"
 
     def task(self, task: Task, kinds: list[str], phase: str) -> dict[str, tuple[Any, str]]:
         if kinds == ["hidden"] and not (getattr(self.checks, "HIDDEN", None) or {}).get(task.id):
@@ -260,6 +286,7 @@ def grade(
     tree: str | os.PathLike = ".",
     *,
     data: str | os.PathLike | None = None,
+    secret: str | os.PathLike | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     tasks: list[str] | None = None,
     user: str | None = None,
@@ -270,6 +297,7 @@ def grade(
 
     Args:
         timeout: wall-clock seconds per task (and again for its hidden tests).
+        secret: the file of the grading salt (default: the instructor tree's grading-secret).
         tasks: grade only these task ids.
         user: run the student's code as this user (the grader must run as root).
         memory: bytes of address space for the student's code, or None.
@@ -296,7 +324,7 @@ def grade(
             f"({', '.join(a.files)})"
         )
     selected = _selected(a, tasks)
-    source, meta = load_data(a, data)
+    source, meta = load_data(a, data, secret)
     start = time.perf_counter()
     records: dict[tuple[str, str], tuple[Any, str]] = {}
     with tempfile.TemporaryDirectory(prefix="tinyformer-grade-") as tmp:
