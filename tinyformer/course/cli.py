@@ -63,6 +63,10 @@ def add_course_commands(sub: argparse._SubParsersAction) -> None:
     grade.add_argument("--json", default=None, metavar="FILE", help="write Gradescope's results")
     grade.add_argument("--data", default=None, metavar="FILE", help="grading data to use")
     grade.add_argument(
+        "--secret", default=None, metavar="FILE",
+        help="the grading salt (default: grading-secret in the instructor's tree)",
+    )  # fmt: skip
+    grade.add_argument(
         "--timeout", type=float, default=120.0, help="seconds per task (default 120)"
     )
     grade.add_argument(
@@ -153,8 +157,8 @@ def _grade(args: argparse.Namespace) -> int:
         if warning:  # the pristine tree it grades in comes from the imported tinyformer
             print(warning, file=sys.stderr)
     result = grade(
-        args.name, args.dir, data=args.data, timeout=args.timeout, tasks=args.task,
-        user=args.user, memory=memory,
+        args.name, args.dir, data=args.data, secret=args.secret, timeout=args.timeout,
+        tasks=args.task, user=args.user, memory=memory,
     )  # fmt: skip
     print(f"grading {result.assignment} in {result.tree} (instructor values: {result.data_source})")
     print(result.table())
