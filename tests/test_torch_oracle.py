@@ -81,6 +81,11 @@ def _weighted_topk(result):
     return result.values * (result.indices + 1)  # as the topk spec weighs them
 
 
+def _batch_norm(x, w, b, running_mean, running_var, training):
+    stats = [None if a is None else torch.from_numpy(a.copy()) for a in (running_mean, running_var)]
+    return TF.batch_norm(x, *stats, w, b, training=training)
+
+
 TORCH = {
     "abs": lambda x: torch.abs(x),
     "add": lambda a, b: a + b,
@@ -171,6 +176,11 @@ TORCH = {
     "outer": torch.outer,
     "roll": lambda x, shifts, dims=None: torch.roll(x, shifts, dims),
     "meshgrid": lambda *xs, indexing: _pieces(torch.meshgrid(*xs, indexing=indexing)),
+    "hardswish": TF.hardswish,
+    "adaptive_avg_pool2d": lambda x, output_size: TF.adaptive_avg_pool2d(x, output_size),
+    "unfold": lambda x, **kw: TF.unfold(x, **kw),
+    "kl_div": lambda x, t, **kw: TF.kl_div(x, t, **kw),
+    "batch_norm": _batch_norm,
 }
 # Not compared, on purpose: dropout draws its mask from tinyformer's own generator, so no other
 # library can produce the same mask (its properties are tested in test_op_properties.py).

@@ -2,7 +2,9 @@
 as F`). Each is defined, with its backward, in `tinyformer/ops/<name>.py`."""
 
 from tinyformer.ops import (
+    adaptive_avg_pool2d,
     avg_pool2d,
+    batch_norm,
     binary_cross_entropy_with_logits,
     conv1d,
     conv2d,
@@ -11,7 +13,9 @@ from tinyformer.ops import (
     dropout,
     embedding,
     gelu,
+    hardswish,
     interpolate,
+    kl_div,
     layer_norm,
     linear,
     log_softmax,
@@ -29,10 +33,13 @@ from tinyformer.ops import (
     silu,
     softmax,
     tanh,
+    unfold,
 )
 
 __all__ = [
+    "adaptive_avg_pool2d",
     "avg_pool2d",
+    "batch_norm",
     "binary_cross_entropy_with_logits",
     "conv1d",
     "conv2d",
@@ -41,7 +48,9 @@ __all__ = [
     "dropout",
     "embedding",
     "gelu",
+    "hardswish",
     "interpolate",
+    "kl_div",
     "layer_norm",
     "linear",
     "log_softmax",
@@ -59,4 +68,5 @@ __all__ = [
     "silu",
     "softmax",
     "tanh",
+    "unfold",
 ]

@@ -4,12 +4,14 @@ Adding an op: write `ops/<name>.py` (see docs/adding-an-op.md) and import its wr
 """
 
 from tinyformer.ops.abs import abs
+from tinyformer.ops.adaptive_avg_pool2d import adaptive_avg_pool2d
 from tinyformer.ops.add import add
 from tinyformer.ops.amax import amax, amin
 from tinyformer.ops.argsort import argsort
 from tinyformer.ops.astype import astype
 from tinyformer.ops.attention import scaled_dot_product_attention
 from tinyformer.ops.avg_pool2d import avg_pool2d
+from tinyformer.ops.batch_norm import batch_norm
 from tinyformer.ops.binary_cross_entropy_with_logits import binary_cross_entropy_with_logits
 from tinyformer.ops.cat import cat, concatenate, stack
 from tinyformer.ops.clip import clamp, clip
@@ -31,7 +33,9 @@ from tinyformer.ops.gather import gather
 from tinyformer.ops.gelu import gelu
 from tinyformer.ops.getitem import getitem
 from tinyformer.ops.getitem import index_put as index_put  # for Tensor.__setitem__; not public
+from tinyformer.ops.hardswish import hardswish
 from tinyformer.ops.interpolate import interpolate
+from tinyformer.ops.kl_div import kl_div
 from tinyformer.ops.layer_norm import layer_norm
 from tinyformer.ops.linear import linear
 from tinyformer.ops.log import log
@@ -63,6 +67,7 @@ from tinyformer.ops.reshape import flatten, reshape
 from tinyformer.ops.rms_norm import rms_norm
 from tinyformer.ops.roll import roll
 from tinyformer.ops.rsqrt import rsqrt
+from tinyformer.ops.scatter import scatter
 from tinyformer.ops.sigmoid import sigmoid
 from tinyformer.ops.silu import silu
 from tinyformer.ops.sin import sin
@@ -75,19 +80,20 @@ from tinyformer.ops.sum import sum
 from tinyformer.ops.tanh import tanh
 from tinyformer.ops.topk import topk
 from tinyformer.ops.tril import tril, triu
+from tinyformer.ops.unfold import unfold
 from tinyformer.ops.var import std, var
 from tinyformer.ops.where import where
 
 __all__ = [
-    "abs", "add", "amax", "amin", "argmax", "argmin", "argsort", "astype", "avg_pool2d",
-    "binary_cross_entropy_with_logits", "cat", "chunk", "clamp", "clip", "clone",
-    "concatenate", "conv1d", "conv2d", "conv_transpose2d", "cos", "cross_entropy", "cumsum",
-    "div", "dropout", "einsum", "embedding", "erf", "exp", "expand", "flatten", "gather", "gelu",
-    "getitem", "interpolate", "layer_norm", "linear", "log", "log1p", "log_softmax",
-    "logsumexp", "masked_fill", "matmul", "max", "max_pool2d", "max_unpool2d", "maximum",
-    "mean", "meshgrid", "min", "minimum", "mse_loss", "mul", "neg", "nll_loss", "norm",
-    "normalize", "one_hot", "outer", "pad", "permute", "pow", "prod", "relu", "reshape",
-    "rms_norm", "roll", "rsqrt", "scaled_dot_product_attention", "sigmoid", "silu", "sin",
-    "softmax", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
-    "transpose", "tril", "triu", "unsqueeze", "var", "where",
+    "abs", "adaptive_avg_pool2d", "add", "amax", "amin", "argmax", "argmin", "argsort", "astype",
+    "avg_pool2d", "batch_norm", "binary_cross_entropy_with_logits", "cat", "chunk", "clamp",
+    "clip", "clone", "concatenate", "conv1d", "conv2d", "conv_transpose2d", "cos", "cross_entropy",
+    "cumsum", "div", "dropout", "einsum", "embedding", "erf", "exp", "expand", "flatten", "gather",
+    "gelu", "getitem", "hardswish", "interpolate", "kl_div", "layer_norm", "linear", "log",
+    "log1p", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
+    "max_unpool2d", "maximum", "mean", "meshgrid", "min", "minimum", "mse_loss", "mul", "neg",
+    "nll_loss", "norm", "normalize", "one_hot", "outer", "pad", "permute", "pow", "prod", "relu",
+    "reshape", "rms_norm", "roll", "rsqrt", "scaled_dot_product_attention", "scatter", "sigmoid", "silu",
+    "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
+    "transpose", "tril", "triu", "unfold", "unsqueeze", "var", "where",
 ]  # fmt: skip
