@@ -4,25 +4,42 @@ reject sizes the flags pass on to them; `--help` shows defaults only where there
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import importlib
+import typing
 
 import numpy as np
 import pytest
 
 from tinyformer import cli
+from tinyformer.checkpoint import save_checkpoint
 from tinyformer.models.bert import BertConfig
 from tinyformer.models.cnn import CNNConfig
 from tinyformer.models.segmentation import SegConfig
 from tinyformer.models.seq2seq import Seq2SeqConfig
+from tinyformer.models.vilbert import ViLBERTConfig
 from tinyformer.models.vit import ViTConfig
-from tinyformer.train.args import COUNT, FRACTION, POSITIVE, PROPER_FRACTION, Range
-from tinyformer.train.bert import TrainBertConfig
+from tinyformer.train.args import (
+    COUNT,
+    EXAMPLES,
+    FRACTION,
+    POSITIVE,
+    PROPER_FRACTION,
+    Range,
+    add_dataclass_flags,
+)
+from tinyformer.train.cli import TRAINERS
 from tinyformer.train.gpt import TrainGPTConfig
 from tinyformer.train.rundir import check_out_dir
-from tinyformer.train.seq2seq import TrainSeq2SeqConfig
 from tinyformer.train.vision import TrainVisionConfig, load_vision, model_config
 
-CONFIGS = (TrainGPTConfig, TrainBertConfig, TrainSeq2SeqConfig, TrainVisionConfig)
+# every `tinyformer train NAME`: (NAME, its config class)
+COMMANDS = [("gpt", TrainGPTConfig), ("vit", TrainVisionConfig)] + [
+    (name, getattr(importlib.import_module(module), config))
+    for name, (module, config, *_) in TRAINERS.items()
+]
+CONFIGS = tuple(config for _, config in COMMANDS)
 
 
 def test_ranges_include_exactly_their_bounds():
@@ -31,9 +48,10 @@ def test_ranges_include_exactly_their_bounds():
     assert 0 in FRACTION and 1 in FRACTION and -0.1 not in FRACTION and 1.1 not in FRACTION
     assert 0.5 in PROPER_FRACTION and 0 not in PROPER_FRACTION and 1 not in PROPER_FRACTION
     assert 3 in Range(3) and 2 not in Range(3)
-    assert [str(r) for r in (COUNT, POSITIVE, FRACTION, PROPER_FRACTION)] == [
-        "at least 1", "above 0", "in [0, 1]", "in (0, 1)"
+    assert [str(r) for r in (COUNT, POSITIVE, FRACTION, PROPER_FRACTION, EXAMPLES)] == [
+        "at least 1", "above 0", "in [0, 1]", "in (0, 1)", "in [1, 1000000]"
     ]  # fmt: skip
+    assert 10**400 in COUNT  # an int too large for a float is still compared, not an error
 
 
 def _edges(valid: Range, kind: type) -> tuple[list, list]:
@@ -71,17 +89,19 @@ def test_every_ranged_flag_rejects_values_outside_by_name(config):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["gpt", "--iters", "1", "--batch-size", "0"], "--batch-size must be at least 1, got 0"),
-        (["gpt", "--iters", "1", "--eval-interval", "0"], "--eval-interval must be at least 1"),
-        (["vit", "--iters", "1", "--val-fraction", "1.5"], "--val-fraction must be in (0, 1)"),
-        (["bert", "--pretrain-iters", "1", "--seq-len", "2"], "--seq-len must be at least 3"),
-        (["seq2seq", "--iters", "1", "--beam", "0"], "--beam must be at least 1, got 0"),
+        (["gpt", "--iters", "1", "--batch-size", "0"], "--batch-size: must be at least 1, got 0"),
+        (["gpt", "--iters", "1", "--eval-interval", "0"], "--eval-interval: must be at least 1"),
+        (["vit", "--iters", "1", "--val-fraction", "1.5"], "--val-fraction: must be in (0, 1)"),
+        (["bert", "--pretrain-iters", "1", "--seq-len", "2"], "--seq-len: must be at least 3"),
+        (["seq2seq", "--iters", "1", "--beam", "0"], "--beam: must be at least 1, got 0"),
     ],
 )
 def test_the_cli_reports_a_flag_out_of_range_before_any_work(argv, message, capsys, tmp_path):
-    # (one step each, so that a missing check costs seconds, not a whole default run)
-    assert cli.main(["train", *argv, "--out-dir", str(tmp_path / "run")]) == 2
-    assert message in capsys.readouterr().err
+    # (one step each, so that a missing check costs seconds, not a whole default run); refused
+    # when parsed, as argparse refuses what it cannot parse (exit status 2)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["train", *argv, "--out-dir", str(tmp_path / "run")])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 
@@ -143,3 +163,99 @@ def test_help_states_a_default_only_where_there_is_one(model, capsys):
     text = capsys.readouterr().out
     assert "(default: None)" not in text
     assert "(default: " in text  # the flags that have one still say it
+
+
+def _numeric_flags(config: type) -> list[tuple[str, type, Range | None]]:
+    hints = typing.get_type_hints(config)
+    found = []
+    for field in dataclasses.fields(config):
+        kind = next(
+            (
+                k
+                for k in (int, float)
+                if k in (hints[field.name], *typing.get_args(hints[field.name]))
+            ),
+            None,
+        )
+        if kind is not None:
+            found.append(("--" + field.name.replace("_", "-"), kind, field.metadata.get("valid")))
+    return found
+
+
+@pytest.mark.parametrize("command, config", COMMANDS, ids=[c for c, _ in COMMANDS])
+def test_every_numeric_flag_is_refused_when_parsed_naming_it(command, config, capsys):
+    # `--warmup -5` reached a scheduler's check after the data were built; NaN trained
+    parser = argparse.ArgumentParser(prog=f"tinyformer train {command}")
+    add_dataclass_flags(parser, config)
+    flags = _numeric_flags(config)
+    assert flags
+    for flag, kind, valid in flags:
+        outside = ["nan", "inf"] if kind is float else ["1.5", "x"]
+        if valid is not None:
+            outside += [str(v) for v in _edges(valid, kind)[1]]
+        for text in outside:
+            with pytest.raises(SystemExit) as exit_:
+                parser.parse_args([flag, text])
+            err = capsys.readouterr().err
+            assert exit_.value.code == 2 and f"argument {flag}: " in err, (flag, text, err)
+        if valid is not None:  # the bounds themselves pass
+            for value in _edges(valid, kind)[0]:
+                assert (
+                    getattr(parser.parse_args([flag, str(value)]), flag[2:].replace("-", "_"))
+                    == value
+                )
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["vilbert", "--test-scenes", "1000000000"], "--test-scenes: must be in [1, 1000000], got"),
+        (
+            ["vilbert", "--finetune-examples", "10000000"],
+            "--finetune-examples: must be in [1, 1000000]",
+        ),
+        (["vilbert", "--weight-decay", "-1"], "--weight-decay: must be at least 0, got -1.0"),
+        (["vilbert", "--warmup", "-5"], "--warmup: must be at least 0, got -5"),
+        (["vilbert", "--dropout", "1"], "--dropout: must be in [0, 1), got 1.0"),
+        (["xlm", "--train-pairs", "100000000"], "--train-pairs: must be in [1, 1000000]"),
+        (["unet", "--shapes", "100000000"], "--shapes: must be in [1, 1000000]"),
+        (["rlhf", "--prompt-len", "1e8"], "--prompt-len: expected a whole number, got '1e8'"),
+        (["gpt", "--lr", "nan"], "--lr: must be above 0, got nan"),
+    ],
+)
+def test_the_sweep_s_numbers_are_refused_when_parsed(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["train", *argv, "--out-dir", str(tmp_path / "run")])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_shapes_that_cannot_fit_in_memory_are_refused_by_name(capsys, tmp_path):
+    # within the count's ceiling, but 1000000 images of 4096 x 4096 pixels
+    argv = ["train", "unet", "--shapes", "1000000", "--image-size", "4096", "--iters", "1"]
+    assert cli.main([*argv, "--out-dir", str(tmp_path / "run")]) == 2
+    assert "--shapes 1000000 --image-size 4096: the images would hold at least" in (
+        capsys.readouterr().err
+    )
+
+
+def test_rlhf_blames_a_sequence_too_long_on_the_lengths(capsys, tmp_path):
+    # it blamed --batch-size, which no value could have fixed
+    argv = ["train", "rlhf", "--prompt-len", "100000000", "--init", str(tmp_path / "base")]
+    assert cli.main([*argv, "--out-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "--prompt-len 100000000 --completion-len 24: the activations of one pair" in err
+    assert "--batch-size" not in err and not (tmp_path / "base").exists()
+
+
+@pytest.mark.parametrize("iteration", [3, 10])  # stopped, and finished
+def test_rlhf_init_at_another_command_s_run_is_not_called_a_gpt_run(iteration, capsys, tmp_path):
+    init = tmp_path / "vilbert" / "pretrain"
+    meta = {"model_config": dataclasses.asdict(ViLBERTConfig(vocab_size=20)),
+            "iteration": iteration, "train_config": {"iters": 10}}  # fmt: skip
+    save_checkpoint(init / "ckpt.npz", {"model/w": np.zeros(2, np.float32)}, meta)
+    argv = ["train", "rlhf", "--init", str(init), "--out-dir", str(tmp_path / "run")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "GPT run stopped" not in err
+    assert "not a GPT" in err and str(init) in err

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
-    "BELOW_ONE", "COUNT", "FRACTION", "NONNEGATIVE", "POSITIVE", "PROPER_FRACTION", "Range",
-    "add_dataclass_flags", "add_device_flag", "check_ranges", "dataclass_from_args", "flag",
-    "ranged",
+    "BELOW_ONE", "COUNT", "EXAMPLES", "FINITE", "FRACTION", "NONNEGATIVE", "POSITIVE",
+    "PROPER_FRACTION", "Range", "add_dataclass_flags", "add_device_flag", "check_ranges",
+    "dataclass_from_args", "flag", "ranged",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -33,17 +33,31 @@ class Range:
     open_high: bool = False
 
     def __contains__(self, value: float) -> bool:
-        if not math.isfinite(value):  # NaN fails every comparison, so it would pass them all
+        # NaN fails every comparison, so it would pass them all (an int is always finite, and
+        # one too large for a float would overflow math.isfinite)
+        if isinstance(value, float) and not math.isfinite(value):
             return False
         if self.low is not None and (value <= self.low if self.open_low else value < self.low):
             return False
         return self.high is None or (value < self.high if self.open_high else value <= self.high)
 
     def __str__(self) -> str:
+        low, high = _number(self.low), _number(self.high)
+        if self.low is None and self.high is None:
+            return "a finite number"
+        if self.low is None:
+            return f"{'below' if self.open_high else 'at most'} {high}"
         if self.high is None:
-            return f"{'above' if self.open_low else 'at least'} {self.low:g}"
+            return f"{'above' if self.open_low else 'at least'} {low}"
         left, right = "(" if self.open_low else "[", ")" if self.open_high else "]"
-        return f"in {left}{self.low:g}, {self.high:g}{right}"
+        return f"in {left}{low}, {high}{right}"
+
+
+def _number(x: float | None) -> str:
+    """1000000 as 1000000 (not 1e+06, which reads as a float), 0.5 as 0.5."""
+    if x is None:
+        return ""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 COUNT = Range(1)  # sizes, steps, intervals: at least 1
@@ -52,6 +66,11 @@ POSITIVE = Range(0, open_low=True)  # learning rates
 FRACTION = Range(0, 1)  # [0, 1]
 PROPER_FRACTION = Range(0, 1, open_low=True, open_high=True)  # (0, 1): a split with both sides
 BELOW_ONE = Range(0, 1, open_high=True)  # [0, 1): dropout probabilities, Adam's betas
+FINITE = Range()  # any number but NaN and the infinities
+# Counts of examples generated before the first step, all held in memory: a sane ceiling, so
+# that a slip of the keyboard (a few zeros too many) is refused at once instead of building
+# data for minutes, beyond the reach of Ctrl-C.
+EXAMPLES = Range(1, 1_000_000)
 
 
 def flag(
@@ -109,9 +128,10 @@ def check_ranges(config: Any) -> None:
 
 
 def ranged(kind: type, valid: Range) -> Callable[[str], Any]:
-    """An argparse `type=` for flags that are not dataclass fields: `kind(text)`, or argparse's
-    one-line error naming the flag (exit status 2) when that fails or falls outside `valid`
-    (NaN and infinities are outside every range)."""
+    """An argparse `type=`: `kind(text)`, or argparse's one-line error naming the flag (exit
+    status 2) when that fails or falls outside `valid` (NaN and infinities are outside every
+    range). The dataclass flags use it too, so that a value out of range is refused when
+    parsed, before any data are built; `check_ranges` checks the same for Python callers."""
 
     def parse(text: str) -> Any:
         try:
@@ -156,6 +176,9 @@ def add_dataclass_flags(
         # None means "the configuration's own value", which the help text says in its words
         if default is not None:
             text = f"{text} (default: {default})"
+        if kind in (int, float):  # refused when parsed, by name, before any work
+            valid = field.metadata.get("valid")
+            kind = ranged(kind, FINITE if valid is None else valid)
         if kind is bool:
             parser.add_argument(
                 flag, dest=field.name, action=argparse.BooleanOptionalAction, default=default,

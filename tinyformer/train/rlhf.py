@@ -37,6 +37,7 @@ from tinyformer.models.rlhf import HeadConfig, RewardModel
 from tinyformer.nn.rlhf import bradley_terry_loss
 from tinyformer.train.args import (
     COUNT,
+    EXAMPLES,
     FRACTION,
     NONNEGATIVE,
     POSITIVE,
@@ -85,9 +86,9 @@ class TrainRLHFConfig:
     method: str = flag("both", "what learns from the preferences", ["ppo", "dpo", "both"])
     prompt_len: int = flag(16, "prompt characters", valid=COUNT)
     completion_len: int = flag(24, "completion characters", valid=COUNT)
-    demos: int = flag(512, "SFT demonstrations", valid=COUNT)
+    demos: int = flag(512, "SFT demonstrations", valid=EXAMPLES)
     sft_iters: int = flag(150, "SFT steps", valid=COUNT)
-    prompts: int = flag(256, "prompts sampled for preference pairs", valid=COUNT)
+    prompts: int = flag(256, "prompts sampled for preference pairs", valid=EXAMPLES)
     samples_per_prompt: int = flag(4, "completions per prompt, all pairs ranked", valid=Range(2))
     rm_iters: int = flag(150, "reward-model steps", valid=COUNT)
     ppo_iters: int = flag(40, "PPO iterations (rollout + update)", valid=COUNT)

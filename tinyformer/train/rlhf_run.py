@@ -105,10 +105,23 @@ def stopped_at(init: Path) -> tuple[int, int] | None:
     if not (init / "ckpt.npz").is_file():
         return None
     _, meta = load_run(init)
+    if not is_gpt_run(meta):
+        raise ValueError(
+            f"--init {init} holds a run of another command, not a GPT run (`tinyformer train "
+            f"gpt`): name a GPT run folder, or a new folder to pretrain one in"
+        )
     done, total = meta.get("iteration"), meta.get("train_config", {}).get("iters")
     if isinstance(done, int) and isinstance(total, int) and done < total:
         return done, total
     return None
+
+
+def is_gpt_run(meta: dict[str, Any]) -> bool:
+    """Whether a checkpoint's metadata is a GPT's (what `load_model` reads): a tokenizer, and
+    sizes that are all GPTConfig's (a ViLBERT or BERT run has sizes of other names)."""
+    sizes = meta.get("model_config")
+    names = {f.name for f in dataclasses.fields(GPTConfig)}
+    return "tokenizer" in meta and isinstance(sizes, dict) and set(sizes) <= names
 
 
 def check_init_folder(init: str) -> None:
@@ -130,6 +143,9 @@ def check_sizes(cfg: TrainRLHFConfig, model: GPTConfig) -> None:
     c, t = model.n_embd, cfg.seq_len
     step = transformer_floor(t, model.n_layer, c, 4 * c, model.vocab_size)
     what = f"this GPT on {t} tokens"
+    # a sequence too long for even one pair: the lengths are to blame, not the batch sizes
+    check_data_fits(f"--prompt-len {cfg.prompt_len} --completion-len {cfg.completion_len}",
+                    2 * step, f"the activations of one pair of {t}-token sequences")  # fmt: skip
     # the reward model and DPO read a pair's two sequences in one forward
     check_batch_fits(cfg.batch_size, 2 * step, what, cfg.device, "--batch-size")
     check_batch_fits(cfg.minibatch, step, what, cfg.device, "--minibatch")

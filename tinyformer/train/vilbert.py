@@ -48,7 +48,9 @@ from tinyformer.models.vilbert import (
 )  # fmt: skip
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import (
+    BELOW_ONE,
     COUNT,
+    EXAMPLES,
     FRACTION,
     NONNEGATIVE,
     POSITIVE,
@@ -72,21 +74,22 @@ class TrainViLBERTConfig:
     n_head: int = flag(4, "attention heads")
     d_text: int = flag(64, "width of the text stream")
     d_image: int = flag(64, "width of the image stream")
-    dropout: float = flag(0.1, "dropout")
+    dropout: float = flag(0.1, "dropout", valid=BELOW_ONE)
     word_mask: float = flag(0.15, "share of caption words masked (at least one)",
                             valid=PROPER_FRACTION)  # fmt: skip
     region_mask: float = flag(0.3, "chance that a region is masked", valid=FRACTION)
     pretrain_iters: int = flag(1500, "pretraining steps", valid=COUNT)
     finetune_iters: int = flag(300, "question-answering steps (each of the two runs)", valid=COUNT)
     finetune_examples: int = flag(
-        100, "labelled question-answer scenes for fine-tuning", valid=COUNT
+        100, "labelled question-answer scenes for fine-tuning", valid=EXAMPLES
     )
-    test_scenes: int = flag(1000, "held-out scenes every evaluation reads", valid=COUNT)
+    test_scenes: int = flag(1000, "held-out scenes every evaluation reads", valid=EXAMPLES)
     batch_size: int = flag(32, "scenes per batch", valid=COUNT)
     lr: float = flag(1e-3, "peak learning rate of pretraining", valid=POSITIVE)
     finetune_lr: float = flag(5e-4, "peak learning rate of fine-tuning", valid=POSITIVE)
-    warmup: int = flag(100, "linear warm-up steps (fine-tuning: a tenth of its steps)")
-    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices")
+    warmup: int = flag(100, "linear warm-up steps (fine-tuning: a tenth of its steps)",
+                       valid=NONNEGATIVE)  # fmt: skip
+    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     val_fraction: float = flag(0.2, "held-out share of the digits", valid=PROPER_FRACTION)
     eval_interval: int = flag(
         250, "evaluate and checkpoint every this many pretraining steps", valid=COUNT

@@ -28,6 +28,7 @@ from tinyformer.nn.module import Module
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.train.args import (
     COUNT,
+    EXAMPLES,
     FRACTION,
     NONNEGATIVE,
     POSITIVE,
@@ -36,7 +37,12 @@ from tinyformer.train.args import (
     flag,
 )
 from tinyformer.train.loop import Run, start_run
-from tinyformer.train.memory import check_batch_fits, conv_floor, transformer_floor
+from tinyformer.train.memory import (
+    check_batch_fits,
+    check_data_fits,
+    conv_floor,
+    transformer_floor,
+)
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, load_run
 
@@ -76,7 +82,7 @@ class TrainVisionConfig:
     augment_shift: int = flag(
         1, "classifiers: shift training images by up to this many pixels", valid=NONNEGATIVE
     )
-    shapes: int = flag(2000, "images in the generated shapes dataset", valid=COUNT)
+    shapes: int = flag(2000, "images in the generated shapes dataset", valid=EXAMPLES)
     image_size: int = flag(64, "side of the generated shapes images", valid=COUNT)
     iters: int | None = flag(
         None, "training iterations (default per model; on --resume, saved)", valid=COUNT
@@ -145,6 +151,11 @@ def load_vision(cfg: TrainVisionConfig) -> tuple[np.ndarray, ...]:
     if cfg.data == "digits":
         images, targets = load_digits()
     elif cfg.data == "shapes":
+        # three float32 channels and an int64 mask per pixel, all generated up front
+        nbytes = cfg.shapes * cfg.image_size**2 * (3 * 4 + 8)
+        check_data_fits(
+            f"--shapes {cfg.shapes} --image-size {cfg.image_size}", nbytes, "the images"
+        )
         images, targets = make_shapes(cfg.shapes, cfg.image_size, seed=cfg.seed)
     else:
         raise ValueError(

@@ -39,6 +39,7 @@ from tinyformer.tensor import Tensor
 from tinyformer.train.args import (
     BELOW_ONE,
     COUNT,
+    EXAMPLES,
     FRACTION,
     NONNEGATIVE,
     POSITIVE,
@@ -101,8 +102,9 @@ class TrainXLMConfig:
     warmup: int = flag(50, "linear warm-up steps of pretraining", valid=NONNEGATIVE)
     weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
     train_pairs: int = flag(8000, "labelled number pairs in language A to fine-tune on",
-                            valid=COUNT)  # fmt: skip
-    test_pairs: int = flag(600, "held-out pairs, tested in A and (zero-shot) in B", valid=COUNT)
+                            valid=EXAMPLES)  # fmt: skip
+    test_pairs: int = flag(600, "held-out pairs, tested in A and (zero-shot) in B",
+                           valid=EXAMPLES)  # fmt: skip
     near: float = flag(0.25, "share of unequal task pairs that differ by less than 30",
                        valid=FRACTION)  # fmt: skip
     eval_interval: int = flag(500, "evaluate and checkpoint every this many steps", valid=COUNT)
