@@ -238,6 +238,8 @@ def test_embed_refuses_nan_weights(tmp_path, capsys):
         (["sample", "--ckpt", "x", "--top-k", "-1"], "argument --top-k: must be at least 0"),
         (["sample", "--ckpt", "x", "--top-p", "nan"], "argument --top-p: must be in (0, 1]"),
         (["gradcheck", "--samples", "1.5"], "--samples: expected a whole number, got '1.5'"),
+        (["sample", "--ckpt", "x", "--seed", "-1"], "argument --seed: must be at least 0, got -1"),
+        (["bughunt", "--op", "softmax", "--seed", "-1"], "--seed: must be at least 0, got -1"),
     ],
 )
 def test_sampling_and_gradcheck_numbers_are_checked_when_parsed(argv, message, capsys):

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tinyformer", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"tinyformer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    from tinyformer.train.args import COUNT, add_device_flag, ranged  # (training loads it anyway)
+    from tinyformer.train.args import COUNT, NONNEGATIVE, add_device_flag, ranged  # (loaded anyway)
 
     demo = sub.add_parser("demo", help="autograd on an attention layer, then gradcheck every op")
     add_device_flag(demo)
@@ -128,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         "`pytest --tinyformer-ops bughunt_<op>.py`; --reveal shows the change.",
     )
     hunt.add_argument("--op", required=True, help="an op file's name: softmax, layer_norm, ...")
-    hunt.add_argument("--seed", type=int, default=0, help="which bug (default: 0)")
+    hunt.add_argument(
+        "--seed", type=ranged(int, NONNEGATIVE), default=0, help="which bug (default: 0)"
+    )
     hunt.add_argument("--kind", default=None, help="one kind of mistake (default: any)")
     hunt.add_argument("--out", default=".", help="folder for the file (default: here)")
     hunt.add_argument("--reveal", action="store_true", help="print the planted change")

@@ -139,7 +139,9 @@ def add_training_commands(sub: argparse._SubParsersAction) -> None:
         "--top-p", type=ranged(float, Range(0, 1, open_low=True)), default=None,
         help="nucleus sampling: keep the likeliest tokens up to this mass (default: off)",
     )  # fmt: skip
-    sample.add_argument("--seed", type=int, default=0, help="seed of the sampling (default: 0)")
+    sample.add_argument(
+        "--seed", type=ranged(int, NONNEGATIVE), default=0, help="seed of the sampling (default: 0)"
+    )
     add_device_flag(sample)
     params = sub.add_parser("params", help="parameter count of a named configuration")
     params.add_argument("model", choices=["gpt", "bert", "vit", "swin"])
