@@ -102,6 +102,10 @@ def test_heads_read_the_trunk_and_logprobs_pick_the_next_tokens():
     changed = idx.copy()
     changed[:, 2] = (changed[:, 2] + 1) % 7  # an early token: the last position attends to it
     assert not np.allclose(rm(changed).data, r.data)
+    # the score is read at the last token: the only position that has seen it
+    changed = idx.copy()
+    changed[:, -1] = (changed[:, -1] + 1) % 7
+    assert (rm(changed).data != r.data).all()
     assert tf.gradcheck(rm, [idx], fast_mode=True)  # the score head and the trunk
     model = PolicyWithValue(HeadConfig(TINY)).to(np.float64)
     logits, values = model(idx)
@@ -169,3 +173,161 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_:
             cli.main(["train", "rlhf", flag, value, "--out-dir", out])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+# PPO's rollout and update, DPO and SFT, as `train rlhf` calls them: properties that hold
+# whatever the weights, each failing on a realistic slip of the code that calls the losses.
+
+P, T = 4, 10  # prompt and whole-sequence lengths of the tiny rollouts: L = 6 completion tokens
+
+
+def _ppo_models(score: float = 2.0):
+    """A policy whose value head reads the trunk, a reference GPT with other weights, and a
+    reward model that scores every sequence `score` (its head is the bias alone)."""
+    from tinyformer.models.gpt import GPT
+
+    tf.manual_seed(1)
+    model = PolicyWithValue(HeadConfig(TINY, head_std=0.5)).to(np.float64)
+    ref = GPT(TINY).to(np.float64)
+    rm = RewardModel(HeadConfig(TINY)).to(np.float64)
+    rm.score.bias.data[...] = score
+    seqs = np.random.default_rng(8).integers(0, 7, (5, T))
+    return model, ref, rm, seqs
+
+
+def _rlhf_config(**changes):
+    from tinyformer.train.rlhf import TrainRLHFConfig
+
+    return TrainRLHFConfig(prompt_len=P, completion_len=T - P, **changes)
+
+
+def test_ppo_rewards_end_with_the_score_and_gae_takes_lambda_not_gamma():
+    from tinyformer.train.ppo import _rollout
+
+    model, ref, rm, seqs = _ppo_models(score=2.0)
+    # lambda 0 and no KL penalty: each return is the one-step target r_t + V(next state), so
+    # the score (at the last token only) is the last return and the others are the next values
+    roll = _rollout(_rlhf_config(kl_coef=0.0, lam=0.0), model, ref, rm, seqs)
+    values = roll["values"]
+    assert np.abs(values).min() > 0  # a value head that reads the trunk
+    np.testing.assert_allclose(roll["returns"][:, -1], 2.0, rtol=1e-12)
+    np.testing.assert_allclose(roll["returns"][:, :-1], values[:, 1:], rtol=1e-12)
+    # lambda 1, gamma 1: every return is the reward to go, the score, whatever the values
+    roll = _rollout(_rlhf_config(kl_coef=0.0, lam=1.0), model, ref, rm, seqs)
+    np.testing.assert_allclose(roll["returns"], 2.0, rtol=1e-12)
+
+
+def test_ppo_kl_penalty_lowers_the_reward_of_tokens_the_policy_likes_more_than_the_reference():
+    from tinyformer.train.ppo import _rollout
+
+    model, ref, rm, seqs = _ppo_models(score=2.0)
+    roll = _rollout(_rlhf_config(kl_coef=0.5, lam=1.0), model, ref, rm, seqs)
+    with tf.no_grad():
+        logp = completion_logprobs(model(seqs)[0], seqs, P).data
+        ref_logp = completion_logprobs(ref(seqs)[0], seqs, P).data
+    log_ratio = (logp - ref_logp).sum(axis=1)  # (B,)
+    assert np.abs(log_ratio).min() > 0.01
+    # the return of the first token is the whole completion's reward: score - coef * log ratio
+    np.testing.assert_allclose(roll["returns"][:, 0], 2.0 - 0.5 * log_ratio, rtol=1e-10)
+    assert roll["kl"] == pytest.approx(log_ratio.mean(), rel=1e-10)
+    assert roll["reward"] == pytest.approx(2.0)
+
+
+def test_ppo_values_are_read_at_the_state_each_token_is_drawn_in():
+    from tinyformer.train.ppo import _rollout
+
+    model, ref, rm, seqs = _ppo_models()
+    cfg = _rlhf_config(kl_coef=0.1, lam=0.95)
+    before = _rollout(cfg, model, ref, rm, seqs)["values"]
+    for j in range(T - P):  # change the j-th completion token
+        changed = seqs.copy()
+        changed[:, P + j] = (changed[:, P + j] + 1) % 7
+        after = _rollout(cfg, model, ref, rm, changed)["values"]
+        # the value of the state token j is drawn in has not seen token j ...
+        np.testing.assert_array_equal(after[:, : j + 1], before[:, : j + 1])
+        # ... and every later state has (the last token itself is never a state)
+        assert (np.abs(after[:, j + 1 :] - before[:, j + 1 :]) > 0).all()
+
+
+def test_ppo_update_regresses_the_value_head_on_the_returns():
+    from tinyformer.optim import AdamW
+    from tinyformer.train.ppo import _update
+
+    model, _, _, seqs = _ppo_models()
+    cfg = _rlhf_config(ppo_epochs=1, minibatch=len(seqs), rollout=len(seqs), vf_coef=1.0)
+    with tf.no_grad():
+        logits, values = model(seqs)
+    logp = completion_logprobs(logits, seqs, P).data
+    old = values.data[:, P - 1 : T - 1]  # the value of each completion token's state
+    advantages = np.random.default_rng(9).standard_normal(old.shape)
+
+    def moved(returns: np.ndarray) -> bool:
+        """Whether one update moves the value head (a fresh copy of the model each time)."""
+        copy = PolicyWithValue(HeadConfig(TINY, head_std=0.5)).to(np.float64)
+        copy.load_state_dict(model.state_dict())
+        head = [p.data.copy() for p in copy.v_head.parameters()]
+        optimizer = AdamW(copy.parameters(), lr=1e-2, weight_decay=0.0)
+        roll = {"logp": logp, "values": old, "advantages": advantages, "returns": returns}
+        _update(cfg, copy, optimizer, seqs, roll, np.random.default_rng(0), 0)
+        return any((p.data != h).any() for p, h in zip(copy.v_head.parameters(), head))
+
+    # returns equal to the values: no value error, no gradient for the head, whatever the
+    # advantages (which train the policy only)
+    assert not moved(old.copy())
+    assert moved(old + 1.0)  # and a value error moves it
+
+
+def test_dpo_starts_at_log_2_the_policy_being_its_reference(tmp_path):
+    from tinyformer.data import CharTokenizer
+    from tinyformer.models.gpt import GPT
+    from tinyformer.train.dpo import dpo
+    from tinyformer.train.rlhf_data import Pairs
+    from tinyformer.train.rlhf_run import Stage
+
+    tf.manual_seed(2)
+    sft_model = GPT(TINY).eval()
+    rng = np.random.default_rng(10)
+    pairs = [Pairs(rng.integers(0, 7, (6, T)), rng.integers(0, 7, (6, T)), np.arange(6))
+             for _ in range(2)]  # fmt: skip
+    cfg = _rlhf_config(dpo_iters=1, batch_size=6, dpo_beta=1.0, eval_prompts=2,
+                       out_dir=str(tmp_path), progress=False)  # fmt: skip
+    _, log = dpo(cfg, sft_model, CharTokenizer("abcdefg"), pairs[0], pairs[1],
+                 rng.integers(0, 7, (2, P)), Stage(tmp_path / "dpo", {}))  # fmt: skip
+    # at the start the implicit reward beta log(pi / pi_ref) is 0 for every completion, so
+    # the loss is log 2 whatever the pairs: the chosen completion's reference log-probability
+    # set against the rejected one's would make it 2 beta (log pi_c - log pi_r) instead
+    assert log["loss"][0] == pytest.approx(np.log(2), abs=1e-5)
+    assert log["evals"][0]["iter"] == 0
+    assert log["evals"][0]["test"] == pytest.approx(np.log(2), abs=1e-5)
+
+
+def test_sft_learns_every_completion_token_and_no_prompt_token(tmp_path):
+    from tinyformer.data import CharTokenizer
+    from tinyformer.models.gpt import GPT
+    from tinyformer.train.rlhf import sft
+    from tinyformer.train.rlhf_run import Stage
+
+    text = " ".join(np.random.default_rng(0).choice(["list", "code", "xx"], 300))
+    tokenizer = CharTokenizer(text)
+    config = GPTConfig(block_size=12, vocab_size=len(tokenizer.chars), n_layer=1, n_head=2,
+                       n_embd=8)  # fmt: skip
+    base = GPT(config)
+    seen = []
+    forward = base.forward
+
+    def recording(idx, targets=None):
+        if targets is not None:
+            seen.append((np.array(idx), np.array(targets)))
+        return forward(idx, targets)
+
+    base.forward = recording
+    cfg = _rlhf_config(demos=8, sft_iters=1, batch_size=4, out_dir=str(tmp_path), progress=False)
+    sft(cfg, base, tokenizer, text, Stage(tmp_path / "sft", {}))
+    assert len(seen) >= 2  # the evaluation's batch and the training step's
+    for x, y in seen:
+        learned = y != -100
+        # the targets are the next tokens, learned from the position that predicts the first
+        # completion token (P - 1) to the end: the L completion tokens, no prompt token
+        assert (~learned[:, : P - 1]).all() and learned[:, P - 1 :].all()
+        assert learned.sum(axis=1).tolist() == [T - P] * len(y)
+        np.testing.assert_array_equal(y[:, :-1][learned[:, :-1]], x[:, 1:][learned[:, :-1]])
