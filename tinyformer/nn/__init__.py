@@ -4,7 +4,9 @@ containers and transformer blocks; `tinyformer.nn.functional` holds the function
 einops is installed, importing them also lets einops take tinyformer tensors."""
 
 from tinyformer.nn import functional, init, utils
+from tinyformer.nn.batchnorm import BatchNorm1d, BatchNorm2d
 from tinyformer.nn.conv import (
+    AdaptiveAvgPool2d,
     AvgPool2d,
     Conv1d,
     Conv2d,
@@ -12,6 +14,7 @@ from tinyformer.nn.conv import (
     Flatten,
     MaxPool2d,
     MaxUnpool2d,
+    Unfold,
     Upsample,
 )
 from tinyformer.nn.einops_layers import Rearrange, Reduce
@@ -19,6 +22,7 @@ from tinyformer.nn.layers import (
     GELU,
     Dropout,
     Embedding,
+    Hardswish,
     Identity,
     LayerNorm,
     Linear,
@@ -33,13 +37,14 @@ from tinyformer.nn.layers import (
     Softmax,
     Tanh,
 )
-from tinyformer.nn.losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from tinyformer.nn.losses import BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, MSELoss, NLLLoss
 from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.rnn import GRU, LSTM, GRUCell, LSTMCell
 from tinyformer.nn.transformer import MLP, Block, MultiheadAttention
 
 __all__ = [
-    "AvgPool2d", "BCEWithLogitsLoss", "Block", "Conv1d", "Conv2d", "ConvTranspose2d",
+    "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Hardswish", "KLDivLoss",
+    "Unfold", "BCEWithLogitsLoss", "Block", "Conv1d", "Conv2d", "ConvTranspose2d",
     "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "Identity",
     "LSTM", "LSTMCell", "LayerNorm", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool2d",
     "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss",

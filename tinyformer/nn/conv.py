@@ -18,8 +18,8 @@ from tinyformer.ops._im2col import pair
 from tinyformer.tensor import Tensor
 
 __all__ = [
-    "AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose2d", "Flatten", "MaxPool2d", "MaxUnpool2d",
-    "Upsample",
+    "AdaptiveAvgPool2d", "AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose2d", "Flatten",
+    "MaxPool2d", "MaxUnpool2d", "Unfold", "Upsample",
 ]  # fmt: skip
 
 IntPair = int | Sequence[int]
@@ -212,6 +212,45 @@ class AvgPool2d(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.avg_pool2d(
             x, self.kernel_size, self.stride, self.padding, count_include_pad=self.count_include_pad
+        )
+
+
+class AdaptiveAvgPool2d(Module):
+    """Average pooling to a fixed output size, whatever the input's (`F.adaptive_avg_pool2d`);
+    `output_size` an int, a pair, or a pair with None to keep that input size."""
+
+    def __init__(self, output_size: int | None | Sequence[int | None]) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class Unfold(Module):
+    """Sliding windows as columns, (N, C, H, W) -> (N, C kh kw, L) (`F.unfold`)."""
+
+    def __init__(
+        self,
+        kernel_size: IntPair,
+        dilation: IntPair = 1,
+        padding: IntPair = 0,
+        stride: IntPair = 1,
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.dilation = kernel_size, dilation
+        self.padding, self.stride = padding, stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.unfold(x, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (
+            f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+            f"padding={self.padding}, stride={self.stride}"
         )
 
 

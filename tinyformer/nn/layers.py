@@ -18,6 +18,7 @@ from tinyformer.torch_names import torch_names
 __all__ = [
     "GELU",
     "Dropout",
+    "Hardswish",
     "Embedding",
     "Identity",
     "LayerNorm",
@@ -174,6 +175,17 @@ class GELU(Module):
 
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
+
+
+class Hardswish(Module):
+    """x * relu6(x + 3) / 6 (`F.hardswish`), MobileNetV3's activation."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace  # accepted for PyTorch's signature: the result is a new tensor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.hardswish(x)
 
 
 class ReLU(Module):

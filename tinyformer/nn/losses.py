@@ -9,7 +9,7 @@ import tinyformer.nn.functional as F
 from tinyformer.nn.module import Module
 from tinyformer.tensor import Tensor
 
-__all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "MSELoss", "NLLLoss"]
+__all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "KLDivLoss", "MSELoss", "NLLLoss"]
 
 
 class BCEWithLogitsLoss(Module):
@@ -59,6 +59,31 @@ class CrossEntropyLoss(Module):
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, " + (
             f"label_smoothing={self.label_smoothing}"
         )
+
+
+class KLDivLoss(Module):
+    """`F.kl_div(input, target, ...)`: KL(target || exp(input)), input log-probabilities,
+    target probabilities (or log-probabilities with `log_target=True`) of the same shape.
+    `reduction="batchmean"` is the mathematical KL divergence per sample; "mean" (PyTorch's
+    default, kept for its sake) also divides by the number of classes."""
+
+    def __init__(
+        self,
+        size_average: None = None,
+        reduce: None = None,
+        reduction: str = "mean",
+        log_target: bool = False,
+    ) -> None:
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            raise ValueError("KLDivLoss: size_average and reduce are deprecated: use reduction=")
+        self.reduction, self.log_target = reduction, log_target
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}, log_target={self.log_target}"
 
 
 class MSELoss(Module):

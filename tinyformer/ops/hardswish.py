@@ -3,9 +3,9 @@
 Forward   y = 0                    for x <= -3
           y = x (x + 3) / 6        for -3 < x < 3
           y = x                    for x >= 3
-Backward  gx = gy * 0              for x < -3
-          gx = gy * (2 x + 3) / 6  for -3 <= x <= 3   (PyTorch's choice at the two kinks)
-          gx = gy                  for x > 3
+Backward  gx = gy * 0              for x <= -3
+          gx = gy * (2 x + 3) / 6  for -3 < x < 3
+          gx = gy                  for x >= 3     (at the kinks, the flat pieces' slopes: PyTorch's)
 Saved     x: the slope is a cheap function of it.
 """
 
@@ -28,7 +28,7 @@ def hardswish_forward(x):
 @registry.reference("hardswish.backward")
 def hardswish_backward(gy, x):
     xp = backend.get_array_module(x)
-    slope = xp.where(x < -3.0, 0.0, xp.where(x <= 3.0, (2.0 * x + 3.0) / 6.0, 1.0))
+    slope = xp.where(x <= -3.0, 0.0, xp.where(x < 3.0, (2.0 * x + 3.0) / 6.0, 1.0))
     return (gy * slope).astype(gy.dtype, copy=False)
 
 

@@ -7,7 +7,7 @@ Forward   l = p (log p - input)          (0 where p = 0: the limit of p log p)
           reduced by 'none' (keep), 'sum', 'mean' (over every element) or 'batchmean' (the sum
           divided by input.shape[0]: the true KL per sample, the mean over a batch).
 Backward  d l / d input = -p                    (or -exp(t))
-          d l / d p     = log p - input + 1     (0 where p = 0, as PyTorch's)
+          d l / d p     = log p - input + 1     (0 where p = 0; PyTorch gives NaN there)
           d l / d t     = exp(t) (t - input + 1)
           each times gy spread back through the reduction (gy, or gy / count).
 Saved     input and target: the gradients are cheap functions of them.

@@ -1,0 +1,151 @@
+"""Layers against PyTorch: for each module, PyTorch's own instance is built, its state_dict is
+loaded into ours with strict=True (so every parameter and buffer name and shape is PyTorch's),
+the same float64 inputs go through both, and the outputs, the input gradients and every
+parameter's gradient must agree (a random upstream gradient on each output)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tinyformer as tf
+from tinyformer import nn
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+
+def _load(ours: nn.Module, theirs) -> nn.Module:
+    """ours.to(float64) holding theirs' state, loaded strictly."""
+    ours.to(np.float64)
+    ours.load_state_dict({k: v.detach().numpy().copy() for k, v in theirs.state_dict().items()})
+    return ours
+
+
+def _flat(out) -> list:
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
+def compare(ours, theirs, *inputs, call=None, seed=0, grads=True, constants=(), **kwargs):
+    """Same inputs (float arrays get gradients, but those at the `constants` positions) through
+    both modules; compare everything."""
+    call = call or (lambda m, *xs, **kw: m(*xs, **kw))
+    need = [a.dtype.kind == "f" and i not in constants for i, a in enumerate(inputs)]
+    ours_in = [tf.Tensor(a, requires_grad=n) for a, n in zip(inputs, need, strict=True)]
+    theirs_in = [torch.tensor(a, requires_grad=n) for a, n in zip(inputs, need, strict=True)]
+    outs = [o for o in _flat(call(ours, *ours_in, **kwargs)) if o is not None]
+    outs_t = [o for o in _flat(call(theirs, *theirs_in, **kwargs)) if o is not None]
+    assert len(outs) == len(outs_t)
+    for a, b in zip(outs, outs_t, strict=True):
+        np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=1e-9, atol=1e-11)
+    if not grads:
+        return
+    rng = np.random.default_rng(seed)
+    gys = [rng.standard_normal(o.shape) for o in outs]
+    total = sum((o * tf.Tensor(g)).sum() for o, g in zip(outs, gys, strict=True))
+    total.backward()
+    total_t = sum((o * torch.from_numpy(g)).sum() for o, g in zip(outs_t, gys, strict=True))
+    total_t.backward()
+    for a, b in zip(ours_in, theirs_in, strict=True):
+        if b.requires_grad:
+            np.testing.assert_allclose(a.grad, b.grad.numpy(), rtol=1e-9, atol=1e-11)
+    params = dict(ours.named_parameters())
+    for name, p in theirs.named_parameters():
+        expected = np.zeros(p.shape) if p.grad is None else p.grad.numpy()
+        got = params[name].grad
+        got = np.zeros(p.shape) if got is None else got
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-11, err_msg=name)
+
+
+def _x(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+# -- batch norm ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, shape, kw",
+    [
+        ("BatchNorm1d", (5, 3), {}),
+        ("BatchNorm1d", (4, 3, 6), {"momentum": None}),
+        ("BatchNorm2d", (2, 3, 4, 5), {"affine": False}),
+        ("BatchNorm2d", (2, 3, 4, 5), {"momentum": 0.3, "eps": 1e-3}),
+        ("BatchNorm2d", (2, 3, 2, 2), {"track_running_stats": False}),
+    ],
+)
+def test_batch_norm_trains_and_evaluates_as_pytorch(name, shape, kw):
+    theirs = getattr(torch.nn, name)(3, **kw).double()
+    with torch.no_grad():  # running stats and affine parameters away from their defaults
+        for p in theirs.parameters():
+            p.copy_(torch.from_numpy(_x(3, seed=7) * 0.3 + 1.0))
+    ours = _load(getattr(nn, name)(3, **kw), theirs)
+    for step in range(3):  # training steps move the running statistics
+        compare(ours, theirs, _x(*shape, seed=step))
+        ours.zero_grad()
+        theirs.zero_grad()
+    state, state_t = ours.state_dict(), theirs.state_dict()
+    assert list(state) == list(state_t)
+    for key, value in state_t.items():
+        np.testing.assert_allclose(np.asarray(state[key].data), value.numpy(), rtol=1e-12)
+    ours.eval()
+    theirs.eval()
+    compare(ours, theirs, _x(*shape, seed=9))
+
+
+def test_batch_norm_cumulative_average_with_momentum_none():
+    bn = nn.BatchNorm1d(2, momentum=None).to(np.float64)
+    batches = [_x(6, 2, seed=s) for s in range(4)]
+    for b in batches:
+        bn(tf.Tensor(b))
+    np.testing.assert_allclose(bn.running_mean, np.mean([b.mean(0) for b in batches], 0))
+    np.testing.assert_allclose(bn.running_var, np.mean([b.var(0, ddof=1) for b in batches], 0))
+    assert int(np.asarray(bn.num_batches_tracked)) == 4
+
+
+def test_batch_norm_errors_name_the_layer():
+    with pytest.raises(ValueError, match=r"BatchNorm2d: expected 4D input \(got 3D input\)"):
+        nn.BatchNorm2d(3)(tf.randn(3, 4, 4))
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        nn.BatchNorm1d(3)(tf.randn(1, 3))
+    with pytest.raises(ValueError, match="num_features=4"):
+        nn.BatchNorm1d(4)(tf.randn(2, 3))
+
+
+# -- unfold, adaptive pooling, hardswish, KL divergence -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"kernel_size": 3}, {"kernel_size": (2, 3), "dilation": (2, 1), "padding": 1, "stride": 2}],
+)
+def test_unfold(kw):
+    compare(nn.Unfold(**kw), torch.nn.Unfold(**kw), _x(2, 3, 7, 6))
+    compare(nn.Unfold(**kw), torch.nn.Unfold(**kw), _x(3, 7, 6))  # unbatched
+
+
+@pytest.mark.parametrize("size", [1, 3, (2, None), (5, 4)])
+def test_adaptive_avg_pool2d(size):
+    compare(nn.AdaptiveAvgPool2d(size), torch.nn.AdaptiveAvgPool2d(size), _x(2, 3, 7, 3))
+
+
+def test_hardswish_at_and_between_the_kinks():
+    x = np.array([-5.0, -3.0, -2.5, -1e-3, 0.0, 1.7, 3.0, 4.2])
+    compare(nn.Hardswish(), torch.nn.Hardswish(), x)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "batchmean", "sum", "none"])
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div_loss(reduction, log_target):
+    logq = np.log(np.random.default_rng(1).dirichlet(np.ones(5), size=4))
+    p = np.random.default_rng(2).dirichlet(np.ones(5), size=4)
+    target = np.log(p) if log_target else p
+    kw = {"reduction": reduction, "log_target": log_target}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # PyTorch's note on reduction="mean"
+        compare(nn.KLDivLoss(**kw), torch.nn.KLDivLoss(**kw), logq, target)
+        if not log_target:  # a zero probability adds nothing (PyTorch's target gradient is NaN
+            p[0, 1] = 0.0  # there, ours 0: only the input's gradient is compared)
+            compare(nn.KLDivLoss(**kw), torch.nn.KLDivLoss(**kw), logq, p, constants=(1,))
