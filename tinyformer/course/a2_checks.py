@@ -2,9 +2,13 @@
 
 The grader runs each test itself: it gets a `tf` whose `tf.nn.functional` and `tf.ops` are the
 student's, run in the task's child process, and raises AssertionError on failure. `PROPERTIES`
-and `HIDDEN` map a task id to its tests. Properties explain the op; the hidden tests probe what
-the seeded samples (values in [-3, 3]) never reach: huge logits and large offsets, where a naive
-formula overflows or cancels.
+and `HIDDEN` map a task id to its tests. Properties explain the op; the hidden tests probe huge
+logits and large offsets, where a naive formula overflows or cancels.
+
+Expected values never come from the student's code itself (a constant function agrees with
+itself): they are exact values, closed forms, or, when the grader runs the instructor's tree,
+`tf.reference` (the instructor's tinyformer, run in the grader's process). In a self-check,
+`tf.reference` is None and only the properties' own values are checked.
 """
 
 from __future__ import annotations
@@ -24,6 +28,34 @@ def _upstream(shape: tuple[int, ...]) -> np.ndarray:
     return np.random.default_rng(1).standard_normal(shape)
 
 
+def _like_reference(tf: ModuleType, op: str, args: list, kwargs: dict, y, gy=None, grads=()):
+    """The student's output y (and gradients `grads` of <y, gy> for the float inputs) equal the
+    reference's on the same inputs; nothing to compare in a self-check."""
+    ref = getattr(tf, "reference", None)
+    if ref is None:
+        return
+    leaves = [
+        ref.Tensor(np.asarray(a, np.float64), requires_grad=True)
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
+        for a in args
+    ]  # fmt: skip
+    want = getattr(ref.nn.functional, op)(*leaves, **kwargs)
+    np.testing.assert_allclose(
+        np.asarray(y), want.data, rtol=1e-9, atol=1e-12, err_msg=f"{op}: not the reference's output"
+    )
+    if gy is not None:
+        floats = [t for t in leaves if isinstance(t, ref.Tensor)]
+        for k, (g, w) in enumerate(zip(grads, ref.grad(want, floats, gy))):
+            np.testing.assert_allclose(
+                g, w, rtol=1e-7, atol=1e-10, err_msg=f"{op}: gradient {k} is not the reference's"
+            )
+
+
+def _closed_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
 def softmax_rows_sum_to_one(tf: ModuleType) -> None:
     """Each row is a probability distribution, and moving along it leaves the sum at 1, so the
     gradient of any upstream gradient sums to 0 over the row."""
@@ -33,8 +65,10 @@ def softmax_rows_sum_to_one(tf: ModuleType) -> None:
     y = F.softmax(x, axis=-1)
     np.testing.assert_allclose(y.data.sum(axis=-1), 1.0, rtol=1e-12)
     assert (y.data > 0).all() and (y.data < 1).all(), "softmax values must lie in (0, 1)"
+    np.testing.assert_allclose(y.data, _closed_softmax(x.data, -1), rtol=1e-12)
     (gx,) = tf.grad(y, [x], _upstream(y.shape))
     np.testing.assert_allclose(gx.sum(axis=-1), 0.0, atol=1e-12)
+    _like_reference(tf, "softmax", [x.data], {"axis": -1}, y.data, _upstream(y.shape), [gx])
 
 
 def softmax_large_logits(tf: ModuleType) -> None:
@@ -46,8 +80,9 @@ def softmax_large_logits(tf: ModuleType) -> None:
     y = F.softmax(x, axis=-1)
     assert np.isfinite(y.data).all(), "softmax is not finite for logits of +-800"
     np.testing.assert_allclose(y.data, [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]], atol=1e-12)
-    (gx,) = tf.grad(y, [x], np.ones(y.shape))
+    (gx,) = tf.grad(y, [x], _upstream(y.shape))
     assert np.isfinite(gx).all(), "softmax backward is not finite for logits of +-800"
+    _like_reference(tf, "softmax", [x.data], {"axis": -1}, y.data, _upstream(y.shape), [gx])
 
 
 def log_softmax_exponentiates_to_distribution(tf: ModuleType) -> None:
@@ -57,8 +92,10 @@ def log_softmax_exponentiates_to_distribution(tf: ModuleType) -> None:
     x = _leaf(tf, np.random.default_rng(0).uniform(-3, 3, (4, 6)))
     y = F.log_softmax(x, axis=1)
     np.testing.assert_allclose(np.exp(y.data).sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(np.exp(y.data), _closed_softmax(x.data, 1), rtol=1e-12)
     (gx,) = tf.grad(y, [x], _upstream(y.shape))
     np.testing.assert_allclose(gx.sum(axis=1), 0.0, atol=1e-12)
+    _like_reference(tf, "log_softmax", [x.data], {"axis": 1}, y.data, _upstream(y.shape), [gx])
 
 
 def cross_entropy_of_uniform_logits(tf: ModuleType) -> None:
@@ -84,8 +121,12 @@ def layer_norm_rows_are_standardised(tf: ModuleType) -> None:
     y = F.layer_norm(x, 16, eps=0.0)
     np.testing.assert_allclose(y.data.mean(axis=1), 0.0, atol=1e-12)
     np.testing.assert_allclose(y.data.var(axis=1), 1.0, rtol=1e-10)
+    centred = x.data - x.data.mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(y.data, centred / centred.std(axis=1, keepdims=True), atol=1e-10)
     y.sum().backward()
     np.testing.assert_allclose(x.grad, 0.0, atol=1e-10)
+    (gx,) = tf.grad(F.layer_norm(x, 16, eps=0.0), [x], _upstream(y.shape))
+    _like_reference(tf, "layer_norm", [x.data, 16], {"eps": 0.0}, y.data, _upstream(y.shape), [gx])
 
 
 PROPERTIES = {
@@ -105,8 +146,9 @@ def softmax_huge_logits(tf: ModuleType) -> None:
     x = _leaf(tf, [[BIG, BIG, -BIG], [-BIG, 0.0, BIG]])
     y = F.softmax(x, axis=-1)
     np.testing.assert_allclose(y.data, [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]], atol=1e-12)
-    (gx,) = tf.grad(y, [x], np.ones(y.shape))
+    (gx,) = tf.grad(y, [x], _upstream(y.shape))
     assert np.isfinite(gx).all(), "softmax backward is not finite for logits of +-1e4"
+    _like_reference(tf, "softmax", [x.data], {"axis": -1}, y.data, _upstream(y.shape), [gx])
 
 
 def log_softmax_huge_logits(tf: ModuleType) -> None:
@@ -128,6 +170,8 @@ def cross_entropy_huge_logits_and_ignored_rows(tf: ModuleType) -> None:
     loss.sum().backward()
     np.testing.assert_allclose(x.grad[1], 0.0, atol=0, err_msg="an ignored row got a gradient")
     assert np.isfinite(x.grad).all(), "cross_entropy backward is not finite for logits of 1e4"
+    args, kwargs = [x.data, np.array([1, -100, 2])], {"reduction": "none"}
+    _like_reference(tf, "cross_entropy", args, kwargs, loss.data, np.ones(3), [x.grad])
 
 
 def layer_norm_large_offset(tf: ModuleType) -> None:
@@ -135,9 +179,13 @@ def layer_norm_large_offset(tf: ModuleType) -> None:
     F = tf.nn.functional
 
     base = np.random.default_rng(2).normal(size=(3, 8))
-    y0 = F.layer_norm(_leaf(tf, base), 8)
-    y1 = F.layer_norm(_leaf(tf, base + 1e6), 8)
-    np.testing.assert_allclose(y1.data, y0.data, atol=1e-6)
+    x = _leaf(tf, base + 1e6)
+    y1 = F.layer_norm(x, 8)
+    centred = base - base.mean(axis=1, keepdims=True)  # the same rows, without the offset
+    want = centred / np.sqrt(centred.var(axis=1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y1.data, want, atol=1e-6)
+    (gx,) = tf.grad(y1, [x], _upstream(y1.shape))
+    _like_reference(tf, "layer_norm", [x.data, 8], {}, y1.data, _upstream(y1.shape), [gx])
 
 
 HIDDEN = {

@@ -5,11 +5,12 @@ student's, run in the task's child process, and raises AssertionError on failure
 parameters and cannot leave the child: `tf.course.a3_drivers` builds one there from a seed and
 returns its output and projections. `PROPERTIES` and `HIDDEN` map a task id to its tests.
 
-Every attention sample also runs A3.1's softmax and backward, so A3.2 (the causal mask) and
-A3.3 (the heads) are graded by comparing two routes through the same attention code: the causal
-scores against an explicit lower-triangular mask, the module against one attention call per
-head. A wrong A3.1 then costs A3.2 and A3.3 nothing, and each test calls its own task's code
-first, so that a fresh release fails each task on its own stub.
+Expected values never come from the student's code alone (a constant function agrees with
+itself): the causal scores are compared with q k^T and an explicit lower-triangular mask, and,
+when the grader runs the instructor's tree, outputs and gradients with `tf.reference` (the
+instructor's tinyformer, run in the grader's process; None in a self-check, where the module is
+compared with one call of the student's attention per head instead). Each test calls its own
+task's code first, so that a fresh release fails each task on its own stub.
 """
 
 from __future__ import annotations
@@ -23,6 +24,27 @@ __all__ = ["PROPERTIES"]
 
 def _leaf(tf: ModuleType, a: np.ndarray):
     return tf.Tensor(np.asarray(a, dtype=np.float64), requires_grad=True)
+
+
+def _like_reference(tf: ModuleType, args: list, kwargs: dict, y, gy=None, grads=()) -> None:
+    """The student's attention output y (and gradients of <y, gy> for q, k, v) equal the
+    reference's; nothing to compare in a self-check."""
+    ref = getattr(tf, "reference", None)
+    if ref is None:
+        return
+    leaves = [ref.Tensor(np.asarray(a, np.float64), requires_grad=True) for a in args]
+    want = ref.nn.functional.scaled_dot_product_attention(*leaves, **kwargs)
+    np.testing.assert_allclose(y, want.data, rtol=1e-9, atol=1e-12, err_msg="not the reference")
+    if gy is not None:
+        for name, g, w in zip("qkv", grads, ref.grad(want, leaves, gy)):
+            np.testing.assert_allclose(
+                g, w, rtol=1e-7, atol=1e-10, err_msg=f"the gradient of {name}"
+            )
+
+
+def _masked_scores(q, k, allowed, scale) -> np.ndarray:
+    """q k^T * scale, -inf where `allowed` is False: what the scores must be."""
+    return np.where(allowed, (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(scale), -np.inf)
 
 
 def _qkv(shape_q: tuple[int, ...], tk: int, seed: int = 0) -> list[np.ndarray]:
@@ -45,6 +67,11 @@ def weights_are_distributions_and_y_is_their_average(tf: ModuleType) -> None:
     np.testing.assert_allclose(
         flat.data, np.broadcast_to(v.mean(axis=-2, keepdims=True), flat.shape)
     )
+    leaves = [_leaf(tf, a) for a in (q, k, v)]
+    y = F.scaled_dot_product_attention(*leaves)
+    gy = np.random.default_rng(1).normal(size=y.shape)
+    grads = tf.grad(y, leaves, gy)
+    _like_reference(tf, [q, k, v], {}, y.data, gy, grads)
 
 
 def causal_scores_are_a_lower_triangular_mask(tf: ModuleType) -> None:
@@ -54,8 +81,8 @@ def causal_scores_are_a_lower_triangular_mask(tf: ModuleType) -> None:
     q, k, _ = _qkv((2, 3, 4, 5), 4)
     causal = _scores(q, k, None, True, 0.5)
     tril = np.tril(np.ones((4, 4), dtype=bool))
-    np.testing.assert_array_equal(causal, _scores(q, k, tril, False, 0.5))
     assert np.isneginf(causal[..., ~tril]).all(), "a future key is not masked"
+    np.testing.assert_allclose(causal, _masked_scores(q, k, tril, 0.5), rtol=1e-12)
 
 
 def causal_scores_keep_dtype_and_other_masks(tf: ModuleType) -> None:
@@ -66,18 +93,32 @@ def causal_scores_keep_dtype_and_other_masks(tf: ModuleType) -> None:
     both = _scores(q, k, np.array([True, False, True, True]), True, 1.0)
     assert both.dtype == np.float32, f"float32 scores came back {both.dtype}"
     allowed = np.tril(np.ones((4, 4), dtype=bool)) & np.array([True, False, True, True])
-    np.testing.assert_array_equal(both, _scores(q, k, allowed, False, 1.0))
+    np.testing.assert_allclose(both, _masked_scores(q, k, allowed, 1.0), rtol=1e-6)
+
+
+def _reference_module(ref: ModuleType, x, context, c, nh, seed, context_dim=None, **kw):
+    """The instructor's module, made from the same seed as the driver's, on x."""
+    ref.manual_seed(seed)
+    cross = context is not None
+    mha = ref.nn.MultiheadAttention(c, nh, cross=cross, context_dim=context_dim)
+    with ref.no_grad():
+        args = (ref.Tensor(x), ref.Tensor(context)) if cross else (ref.Tensor(x),)
+        return np.asarray(mha(*args, **kw).data)
 
 
 def _per_head(tf: ModuleType, x: np.ndarray, context: np.ndarray | None = None, **kw):
     """The student's module on x (from `tf.course.a3_drivers`, run in the grader's child), and
-    its output recomputed here with one call of the student's attention per head."""
+    what it should give: the instructor's module from the same seed, or in a self-check, its
+    output recomputed here with one call of the student's attention per head."""
     F = tf.nn.functional
     c, nh, seed = kw.pop("embed_dim"), kw.pop("num_heads"), kw.pop("seed")
     module_kw = {"context": context, "context_dim": kw.pop("context_dim", None), **kw}
     y, q, k, v, w, b = tf.course.a3_drivers.attention_module(c, nh, seed, x, **module_kw)
     for name, a, shape in (("q", q, x.shape), ("weight", w, (c, c)), ("bias", b, (c,))):
         assert a.shape == shape, f"the module's {name} has shape {a.shape}, not {shape}"
+    if getattr(tf, "reference", None) is not None:
+        cdim = module_kw["context_dim"]
+        return y, _reference_module(tf.reference, x, context, c, nh, seed, cdim, **kw)
     hs = c // nh
     with tf.no_grad():
         heads = [
@@ -125,10 +166,13 @@ def huge_scores_and_fully_masked_rows(tf: ModuleType) -> None:
     y = F.scaled_dot_product_attention(q, k, v, mask, scale=1e4)
     assert np.isfinite(y.data).all(), "attention is not finite for scores of 1e4"
     np.testing.assert_array_equal(y.data[1], 0.0, err_msg="a row with no key must give 0")
-    gq, gk, gv = tf.grad(y, [q, k, v], np.random.default_rng(3).normal(size=y.shape))
+    gy = np.random.default_rng(3).normal(size=y.shape)
+    gq, gk, gv = tf.grad(y, [q, k, v], gy)
     for g in (gq, gk, gv):
         assert np.isfinite(g).all(), "the backward is not finite (masked row or huge scores)"
     np.testing.assert_array_equal(gq[1], 0.0, err_msg="a query that sees no key got a gradient")
+    args = [q.data, k.data, v.data]
+    _like_reference(tf, args, {"attn_mask": mask, "scale": 1e4}, y.data, gy, [gq, gk, gv])
 
 
 def causal_with_fewer_queries_than_keys(tf: ModuleType) -> None:
@@ -137,7 +181,7 @@ def causal_with_fewer_queries_than_keys(tf: ModuleType) -> None:
 
     q, k, _ = _qkv((2, 3, 4), 5, seed=4)
     tril = np.tril(np.ones((3, 5), dtype=bool))
-    np.testing.assert_array_equal(_scores(q, k, None, True, 1.0), _scores(q, k, tril, False, 1.0))
+    np.testing.assert_allclose(_scores(q, k, None, True, 1.0), _masked_scores(q, k, tril, 1.0))
 
 
 def cross_attention_with_another_length(tf: ModuleType) -> None:

@@ -55,16 +55,26 @@ def forward_rows_sum_to_one_in_the_input_dtype(tf: ModuleType) -> None:
     np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5)
     assert (y >= 0).all(), "a probability is negative"
     np.testing.assert_array_equal(after, x, err_msg="the kernel changed its input")
+    np.testing.assert_allclose(y, _reference_softmax(x), atol=1e-6, rtol=0)
 
 
 def backward_rows_sum_to_zero(tf: ModuleType) -> None:
-    """sum_j gx_j = sum_j y_j (gy_j - <gy, y>) = 0 when y sums to 1: shifting every logit of a
-    row by the same amount changes no softmax output."""
+    """The gradient of <softmax(x), gy>: it equals central differences of SciPy's softmax, and
+    its rows sum to 0 (shifting every logit of a row by the same amount changes no output)."""
     rng = np.random.default_rng(1)
-    y = _reference_softmax(rng.normal(size=(8, 50)))
-    gx = _drivers(tf).backward(rng.normal(size=y.shape), y)
+    x = rng.normal(size=(8, 50))
+    y, gy = _reference_softmax(x), rng.normal(size=x.shape)
+    gx = _drivers(tf).backward(gy, y)
     assert gx.dtype == y.dtype and gx.shape == y.shape, f"got {gx.dtype} {gx.shape}"
     np.testing.assert_allclose(gx.sum(axis=-1), 0.0, atol=1e-12)
+    # and it is the gradient of <softmax(x), gy>: central differences of SciPy's softmax
+    h, want = 1e-6, np.zeros_like(x)
+    for j in range(x.shape[1]):
+        step = np.zeros_like(x)
+        step[:, j] = h
+        up, down = _reference_softmax(x + step), _reference_softmax(x - step)
+        want[:, j] = ((up - down) * gy).sum(axis=-1) / (2 * h)
+    np.testing.assert_allclose(gx, want, atol=1e-8, err_msg="not the gradient of softmax")
 
 
 def cuda_rows_sum_to_one_in_the_input_dtype(tf: ModuleType) -> None:
@@ -78,6 +88,7 @@ def cuda_rows_sum_to_one_in_the_input_dtype(tf: ModuleType) -> None:
         np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5, err_msg=device)
         assert (y >= 0).all(), f"{device}: a probability is negative"
         assert (after == x).all(), f"{device}: the kernel changed its input"
+        np.testing.assert_allclose(y, _reference_softmax(x), atol=1e-6, rtol=0, err_msg=device)
 
 
 def cuda_kernel_compiles_with_nvrtc(tf: ModuleType) -> str | None:
