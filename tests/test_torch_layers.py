@@ -25,7 +25,10 @@ def _load(ours: nn.Module, theirs) -> nn.Module:
 
 
 def _flat(out) -> list:
-    return list(out) if isinstance(out, tuple | list) else [out]
+    """Every tensor of a nested tuple of outputs, such as an LSTM's (out, (h, c))."""
+    if isinstance(out, tuple | list):
+        return [t for o in out for t in _flat(o)]
+    return [out]
 
 
 def compare(ours, theirs, *inputs, call=None, seed=0, grads=True, constants=(), **kwargs):
@@ -149,3 +152,63 @@ def test_kl_div_loss(reduction, log_target):
         if not log_target:  # a zero probability adds nothing (PyTorch's target gradient is NaN
             p[0, 1] = 0.0  # there, ours 0: only the input's gradient is compared)
             compare(nn.KLDivLoss(**kw), torch.nn.KLDivLoss(**kw), logq, p, constants=(1,))
+
+
+# -- recurrent layers ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_rnn(nonlinearity, batch_first):
+    kw = dict(num_layers=2, nonlinearity=nonlinearity, batch_first=batch_first, bidirectional=True)
+    theirs = torch.nn.RNN(3, 4, **kw).double()
+    ours = _load(nn.RNN(3, 4, **kw), theirs)
+    x = _x(2, 5, 3) if batch_first else _x(5, 2, 3)
+    compare(ours, theirs, x, _x(4, 2, 4, seed=1))
+    compare(ours, theirs, x)  # h0 = zeros
+
+
+@pytest.mark.parametrize("name", ["RNN", "GRU", "LSTM"])
+def test_unbatched_sequences(name):
+    theirs = getattr(torch.nn, name)(3, 4, num_layers=2).double()
+    ours = _load(getattr(nn, name)(3, 4, num_layers=2), theirs)
+    compare(ours, theirs, _x(5, 3))
+
+
+def test_rnn_cell():
+    for nonlinearity in ("tanh", "relu"):
+        theirs = torch.nn.RNNCell(3, 4, nonlinearity=nonlinearity).double()
+        ours = _load(nn.RNNCell(3, 4, nonlinearity=nonlinearity), theirs)
+        compare(ours, theirs, _x(2, 3), _x(2, 4, seed=1))
+
+
+@pytest.mark.parametrize("name", ["RNN", "GRU", "LSTM"])
+def test_dropout_between_layers(name):
+    """In eval, dropout changes nothing (so PyTorch's outputs match); in training it drops
+    only what goes to the next layer: the last layer's outputs are never zeroed wholesale, and
+    the first layer's final state does not depend on it."""
+    theirs = getattr(torch.nn, name)(3, 4, num_layers=2, dropout=0.5).double().eval()
+    ours = _load(getattr(nn, name)(3, 4, num_layers=2, dropout=0.5), theirs).eval()
+    compare(ours, theirs, _x(5, 2, 3))
+    ours.train()
+    x = tf.Tensor(_x(5, 2, 3))
+    tf.manual_seed(0)
+    out_a, state_a = ours(x)
+    tf.manual_seed(1)
+    out_b, state_b = ours(x)
+    h_a, h_b = (s[0] if name == "LSTM" else s for s in (state_a, state_b))
+    assert not np.allclose(out_a.data, out_b.data)  # the second layer saw other masks
+    np.testing.assert_array_equal(h_a.data[0], h_b.data[0])  # the first layer saw none
+    with pytest.warns(UserWarning, match="num_layers=1"):
+        getattr(nn, name)(3, 4, dropout=0.2)
+
+
+@pytest.mark.parametrize("name", ["RNN", "GRU", "LSTM"])
+def test_recurrent_errors_name_the_public_class(name):
+    with pytest.raises(ValueError, match=f"^{name}: dropout should be"):
+        getattr(nn, name)(3, 4, num_layers=2, dropout=1.5)
+    with pytest.raises(ValueError, match=f"^{name}: input must be"):
+        getattr(nn, name)(3, 4)(tf.randn(2, 5, 7))
+    if name == "RNN":
+        with pytest.raises(ValueError, match="RNN: unknown nonlinearity 'gelu'"):
+            nn.RNN(3, 4, nonlinearity="gelu")

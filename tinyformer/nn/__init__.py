@@ -39,12 +39,12 @@ from tinyformer.nn.layers import (
 )
 from tinyformer.nn.losses import BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, MSELoss, NLLLoss
 from tinyformer.nn.module import Module, Parameter, StateDictError
-from tinyformer.nn.rnn import GRU, LSTM, GRUCell, LSTMCell
+from tinyformer.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from tinyformer.nn.transformer import MLP, Block, MultiheadAttention
 
 __all__ = [
     "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Hardswish", "KLDivLoss",
-    "Unfold", "BCEWithLogitsLoss", "Block", "Conv1d", "Conv2d", "ConvTranspose2d",
+    "RNN", "RNNCell", "Unfold", "BCEWithLogitsLoss", "Block", "Conv1d", "Conv2d", "ConvTranspose2d",
     "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "Identity",
     "LSTM", "LSTMCell", "LayerNorm", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool2d",
     "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss",

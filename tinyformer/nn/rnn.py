@@ -1,7 +1,10 @@
-"""Recurrent layers (`torch.nn` names): GRUCell and LSTMCell, one time step each, and GRU and
-LSTM, which unroll a cell over a sequence.
+"""Recurrent layers (`torch.nn` names): RNNCell, GRUCell and LSTMCell, one time step each, and
+RNN, GRU and LSTM, which unroll a cell over a sequence.
 
 Shapes: B batch, T time, I input size, H hidden size, D directions (2 if bidirectional).
+
+RNN (Elman, 1990), one gate:
+    h' = tanh(W_ih x + b_ih + W_hh h + b_hh)              (or relu with nonlinearity="relu")
 
 GRU (Cho et al., 2014), gates in PyTorch's order r, z, n (rows of weight_ih and weight_hh):
     r  = sigmoid(W_ir x + b_ir + W_hr h + b_hr)           reset: how much of h the candidate sees
@@ -16,12 +19,15 @@ Backpropagation through time is nothing new here: unrolling T steps builds one g
 autograd engine walks it back. Its length is the point: the gradient from step T to step 1
 passes through T cells (tutorial 13 measures it). The input projections W_i x of all steps do
 not depend on h, so GRU and LSTM compute them as one matrix product before the loop.
-Initialisation is PyTorch's: every weight and bias U(±1/sqrt(H)).
+Initialisation is PyTorch's: every weight and bias U(±1/sqrt(H)). With num_layers > 1,
+`dropout` drops each layer's outputs on their way to the next layer in training, as PyTorch's
+(not after the last layer).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -30,11 +36,27 @@ import tinyformer.nn.functional as F
 from tinyformer import backend
 from tinyformer.nn import init
 from tinyformer.nn.module import Module, Parameter
-from tinyformer.ops import cat, chunk, stack, where
+from tinyformer.ops import cat, chunk, squeeze, stack, unsqueeze, where
 from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
-__all__ = ["GRU", "LSTM", "GRUCell", "LSTMCell", "gru_step", "lstm_step"]
+__all__ = [
+    "GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNCell", "gru_step", "lstm_step", "rnn_step",
+]  # fmt: skip
+
+
+NONLINEARITIES = {"tanh": F.tanh, "relu": F.relu}
+
+
+def rnn_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None, nonlinearity: str) -> Tensor:
+    """One Elman RNN step from gi = x W_ih^T + b_ih (B, H) and h (B, H)."""
+    return NONLINEARITIES[nonlinearity](gi + F.linear(h, w_hh, b_hh))
+
+
+def _check_nonlinearity(owner: str, nonlinearity: str) -> str:
+    if nonlinearity not in NONLINEARITIES:
+        raise ValueError(f"{owner}: unknown nonlinearity {nonlinearity!r}; choose 'tanh' or 'relu'")
+    return nonlinearity
 
 
 def gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
@@ -109,6 +131,29 @@ class _Cell(Module):
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"
 
 
+class RNNCell(_Cell):
+    """One Elman RNN step: x (B, I), h (B, H) or None (zeros) -> h' (B, H). weight_ih (H, I),
+    weight_hh (H, H), bias_ih and bias_hh (H,)."""
+
+    gates = 1
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        dtype: Any = np.float32,
+    ) -> None:
+        super().__init__(input_size, hidden_size, bias, dtype)
+        self.nonlinearity = _check_nonlinearity("RNNCell", nonlinearity)
+
+    def forward(self, x: Tensor, h: Tensor | None = None) -> Tensor:
+        gi = self._input(x)
+        h = self._state(x, h, "h")
+        return rnn_step(gi, h, self.weight_hh, self.bias_hh, self.nonlinearity)
+
+
 class GRUCell(_Cell):
     """One GRU step: x (B, I), h (B, H) or None (zeros) -> h' (B, H). weight_ih (3H, I),
     weight_hh (3H, H), bias_ih and bias_hh (3H,), rows in gate order r, z, n."""
@@ -157,14 +202,32 @@ class _RNN(Module):
         num_layers: int = 1,
         bias: bool = True,
         batch_first: bool = False,
+        dropout: float = 0.0,
         bidirectional: bool = False,
         dtype: Any = np.float32,
     ) -> None:
         super().__init__()
         owner = type(self).__name__
         _check_sizes(owner, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
+        if (
+            isinstance(dropout, bool)
+            or not isinstance(dropout, (int, float))
+            or not 0 <= dropout <= 1
+        ):
+            raise ValueError(
+                f"{owner}: dropout should be a number in range [0, 1] representing the "
+                f"probability of an element being zeroed, got {dropout!r}"
+            )
+        if dropout > 0 and num_layers == 1:
+            warnings.warn(
+                f"{owner}: dropout acts between recurrent layers (after all but the last), so "
+                f"with num_layers=1 dropout={dropout} does nothing",
+                UserWarning,
+                stacklevel=2,
+            )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.bidirectional = bias, batch_first, bidirectional
+        self.dropout = float(dropout)
         self.suffixes = ("", "_reverse") if bidirectional else ("",)
         g, bound = self.gates * hidden_size, 1.0 / math.sqrt(hidden_size)
         for layer in range(num_layers):
@@ -213,11 +276,16 @@ class _RNN(Module):
         return stack(ys, axis=1), state
 
     def _run(self, x: Tensor, hx: tuple, lengths: Any) -> tuple[Tensor, tuple]:
+        if x.ndim == 2 and lengths is None:  # one unbatched sequence (T, I), as PyTorch takes
+            axis = 0 if self.batch_first else 1
+            hx = tuple(None if h is None else unsqueeze(h, 1) for h in hx)
+            out, finals = self._run(unsqueeze(x, axis), hx, None)
+            return squeeze(out, axis), tuple(squeeze(f, 1) for f in finals)
         if x.ndim != 3 or x.shape[2] != self.input_size:
             i = self.input_size
             raise ValueError(
-                f"{type(self).__name__}: input must be (B, T, {i}) (batch_first) or "
-                f"(T, B, {i}), got shape {x.shape}"
+                f"{type(self).__name__}: input must be (B, T, {i}) (batch_first), "
+                f"(T, B, {i}) or unbatched (T, {i}), got shape {x.shape}"
             )
         if not self.batch_first:
             x = x.transpose(0, 1)  # (T, B, I) -> (B, T, I)
@@ -243,18 +311,58 @@ class _RNN(Module):
                 outs.append(y)
                 finals.append(state)
             x = outs[0] if len(outs) == 1 else cat(outs, axis=-1)  # (B, T, D H)
+            if self.dropout and layer < self.num_layers - 1:  # between layers only
+                x = F.dropout(x, self.dropout, self.training)
         out = x if self.batch_first else x.transpose(0, 1)
         return out, tuple(stack([f[i] for f in finals], axis=0) for i in range(len(hx)))
 
     def extra_repr(self) -> str:
         return (
             f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
-            f"batch_first={self.batch_first}, bidirectional={self.bidirectional}"
+            f"batch_first={self.batch_first}, dropout={self.dropout}, "
+            f"bidirectional={self.bidirectional}"
         )
 
 
+class RNN(_RNN):
+    """An Elman RNN over a sequence, as `torch.nn.RNN`: each layer h_t = tanh (or relu) of
+    W_ih x_t + b_ih + W_hh h_{t-1} + b_hh. forward(x, h0=None, lengths=None) -> output, h_n;
+    shapes and lengths as for GRU."""
+
+    gates = 1
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        dtype: Any = np.float32,
+    ) -> None:
+        super().__init__(
+            input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype
+        )
+        self.nonlinearity = _check_nonlinearity("RNN", nonlinearity)
+
+    def _step(self, gi: Tensor, state: tuple, w_hh: Tensor, b_hh: Tensor | None) -> tuple:
+        return (rnn_step(gi, state[0], w_hh, b_hh, self.nonlinearity),)
+
+    def forward(
+        self, x: Tensor, h0: Tensor | None = None, lengths: Any = None
+    ) -> tuple[Tensor, Tensor]:
+        out, (h_n,) = self._run(x, (h0,), lengths)
+        return out, h_n
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", nonlinearity={self.nonlinearity!r}"
+
+
 class GRU(_RNN):
-    """A GRU over a sequence, as `torch.nn.GRU` (no dropout between layers).
+    """A GRU over a sequence, as `torch.nn.GRU`.
 
     forward(x, h0=None, lengths=None): x (B, T, I) if batch_first else (T, B, I); h0
     (num_layers * D, B, H) or None (zeros); lengths (B,) ints or None: sequence b is
@@ -277,7 +385,7 @@ class GRU(_RNN):
 
 
 class LSTM(_RNN):
-    """An LSTM over a sequence, as `torch.nn.LSTM` (no dropout between layers, no projection).
+    """An LSTM over a sequence, as `torch.nn.LSTM` (no projection: proj_size is not taken).
     forward(x, hx=None, lengths=None) with hx = (h0, c0) -> output, (h_n, c_n); shapes and
     lengths as for GRU."""
 
