@@ -107,7 +107,9 @@ def _gradcheck_all(samples: int, only: str | None) -> int:
     return 1 if failures else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Every command's parser (`launch` reads the command it starts with it, to check its
+    flags once, before any rank starts)."""
     parser = argparse.ArgumentParser(prog="tinyformer", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"tinyformer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -154,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     from tinyformer.course.cli import add_course_commands
 
     add_course_commands(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     from tinyformer.console import quiet_when_closed
 
     # A closed stdout (`tinyformer train gpt | head -1`) must not stop a run before it saves,
@@ -176,7 +182,7 @@ def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
     if args.command == "launch":
         from tinyformer.distributed.launch import run_launch_command
 
-        return run_launch_command(args.nproc, args.args)
+        return run_launch_command(args.nproc, args.args, args.oversubscribe)
     if args.command == "demo":
         from tinyformer.backend import DeviceUnavailable, device
 
