@@ -23,6 +23,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import tinyformer as tf
+from tinyformer.ops.layer_norm import layer_norm_forward
+from tinyformer.ops.softmax import softmax_forward
 
 # %% [markdown]
 # ## Central differences
@@ -85,23 +87,23 @@ print(tf.gradcheck(lambda x: tf.nn.functional.softmax(x, axis=-1), [x]))
 #
 # ## A deliberately wrong backward
 #
-# Here is softmax with a classic slip: the backward forgets the $-\sum_j g_j y_j$ term.
-# (The right rule is $g_x = y \odot (g_y - \sum_j g_{y,j} y_j)$.)
+# Here is softmax with a classic slip: its backward leaves out one term of the
+# vector-Jacobian product. (The forward is the library's own; deriving the right backward is
+# assignment A2.1.)
 
 
 # %%
 class BrokenSoftmax(tf.Function):
     @staticmethod
     def forward(ctx, x):
-        e = np.exp(x - x.max(axis=-1, keepdims=True))
-        y = e / e.sum(axis=-1, keepdims=True)
+        y = softmax_forward(x)  # the library's NumPy softmax over the last axis
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
     def backward(ctx, gy):
         (y,) = ctx.saved_tensors
-        return y * gy  # BUG: the - sum(gy * y) term is missing
+        return y * gy  # BUG: a term is missing
 
 
 try:
@@ -160,9 +162,10 @@ EPS = 1e-5
 class BrokenLayerNorm(tf.Function):
     @staticmethod
     def forward(ctx, x):
-        mu = x.mean(axis=-1, keepdims=True)  # (rows, 1)
-        rstd = 1 / np.sqrt(x.var(axis=-1, keepdims=True) + EPS)  # (rows, 1)
-        xhat = (x - mu) * rstd  # (rows, D)
+        # the library's NumPy layer norm of x (rows, D), without weight and bias: xhat, and per
+        # row the mean and r (unused here: mu; r as (rows, 1), to broadcast over a row)
+        xhat, _, rstd = layer_norm_forward(x, None, None, EPS)
+        rstd = rstd[:, None]
         ctx.save_for_backward(xhat, rstd)
         return xhat
 

@@ -37,13 +37,11 @@ rng = np.random.default_rng(0)
 # %% [markdown]
 # ## The reference, and what it costs
 #
-# ```python
-# e = np.exp(x - x.max(axis=-1, keepdims=True))   # pass 1: max;  pass 2: subtract (temporary)
-#                                                  # pass 3: exp (temporary)
-# return e / e.sum(axis=-1, keepdims=True)         # pass 4: sum;  pass 5: divide (output)
-# ```
-#
-# Five passes over the array and three arrays as big as the input. For attention scores of a
+# The reference (`softmax_forward` in `tinyformer/ops/softmax.py`, which assignment A2.1 asks
+# you to write) is a few vectorised NumPy calls over the whole (rows, D) array. Each call is
+# one pass over memory, and each intermediate result a new array: the row maxima, the shifted
+# scores, their exponentials, the row sums and the output make five passes and three arrays
+# as big as the input. For attention scores of a
 # small GPT (batch 12, 4 heads, 64 x 64) that is 196,608 elements per pass.
 
 # %%
@@ -63,6 +61,8 @@ print(y_ref.shape, y_ref.dtype, "rows sum to 1:", np.allclose(y_ref.sum(-1), 1))
 @njit
 def softmax_loops(x):
     y = np.empty_like(x)
+    # A5.1 asks for a kernel like this: releases and the students' site stub it.
+    ### BEGIN SOLUTION A5.1 a first kernel, in the tutorial
     for i in range(x.shape[0]):
         row, out = x[i], y[i]  # 1-D views: simpler for the compiler to vectorise than x[i, j]
         top = row.max()
@@ -72,6 +72,7 @@ def softmax_loops(x):
             total += out[j]
         for j in range(row.size):
             out[j] /= total
+    ### END SOLUTION
     return y
 
 

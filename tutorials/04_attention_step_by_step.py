@@ -27,6 +27,7 @@ import numpy as np
 import tinyformer as tf
 import tinyformer.nn.functional as F
 from tinyformer import nn, registry, viz
+from tinyformer.ops.softmax import softmax_forward as softmax  # writing it is assignment A2.1
 
 tokens = ["the", "cat", "sat", "down"]
 T, C = len(tokens), 8  # 4 tokens, each an 8-dimensional vector
@@ -93,14 +94,7 @@ scaled = scores / np.sqrt(d_k)
 # (Subtracting the row maximum first changes nothing mathematically and avoids overflow.)
 
 # %%
-
-
-def softmax(s):
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-weights = softmax(scaled)
+weights = softmax(scaled)  # the library's NumPy softmax (imported above), over the last axis
 print("rows sum to", weights.sum(axis=-1))
 out = weights @ V  # (T, d_k): each row a weighted mix of the value vectors
 
@@ -249,12 +243,17 @@ print(f"composed keeps {composed_table.activations:,} bytes, fused {fused_bytes:
 
 # %%
 nh, hs = 2, C // 2
+# Splitting and merging the heads is assignment A3.3: releases and the students' site stub it.
+### BEGIN SOLUTION A3.3 split heads, in the tutorial
 Qh = Q.reshape(T, nh, hs).transpose(1, 0, 2)  # (T, C) -> (T, nh, hs) -> (nh, T, hs)
 Kh = K.reshape(T, nh, hs).transpose(1, 0, 2)
 Vh = V.reshape(T, nh, hs).transpose(1, 0, 2)
+### END SOLUTION
 head_weights = softmax(Qh @ Kh.transpose(0, 2, 1) / np.sqrt(hs) + mask)  # (nh, T, T)
 heads = head_weights @ Vh  # (nh, T, hs)
+### BEGIN SOLUTION A3.3 merge heads, in the tutorial
 merged = heads.transpose(1, 0, 2).reshape(T, C)  # (nh, T, hs) -> (T, nh, hs) -> (T, C)
+### END SOLUTION
 fig, axes = plt.subplots(1, nh, figsize=(9, 4))
 for h in range(nh):
     show(head_weights[h], f"head {h}", axes[h])

@@ -34,6 +34,7 @@ import re
 
 import matplotlib.pyplot as plt
 import numpy as np
+import scipy.special
 from matplotlib.patches import Rectangle
 
 import tinyformer.cuda
@@ -507,8 +508,7 @@ extern "C" __global__ void log_softmax_strided(const float* x, float* y, int col
 # Check Exercise 17.3: against log-softmax in float64 NumPy, on ordinary and on huge logits.
 for scale in (1, 300):
     a = scale * rng.standard_normal((8, 200)).astype(np.float32)
-    shifted = a.astype(np.float64) - a.max(-1, keepdims=True)
-    want = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    want = scipy.special.log_softmax(a.astype(np.float64), axis=-1)
     got = softmax_cuda(LOG_SOFTMAX, "log_softmax_strided", a, block=64)
     err = np.abs(got - want).max()
     print(f"logits x{scale}: smallest {got.min():.0f}, max abs difference {err:.1e}")
@@ -641,7 +641,7 @@ except (_nvrtc.NvrtcUnavailable, OSError) as error:
 #
 # ## What next
 #
-# - `kernels/cuda/softmax.cu` also has the backward, `gx = y * (gy - sum(gy * y))`: one more
-#   `block_sum`. Read it; layer norm is the same pattern with two `block_sum`s per row.
+# - `kernels/cuda/softmax.cu` also has the backward (the row's formula of assignment A2.1): one
+#   more `block_sum`. Read it; layer norm is the same pattern with two `block_sum`s per row.
 # - `python -m pytest -q tests/test_ops_generic.py -k "softmax and cuda"` checks tinyformer's
 #   kernel against the reference on random shapes, on the emulator.

@@ -31,6 +31,7 @@ import os
 
 import matplotlib.pyplot as plt
 import numpy as np
+import scipy.special
 
 import tinyformer as tf
 from tinyformer import nn
@@ -199,8 +200,7 @@ print(f"cells without a digit called background: {(found[others] == BACKGROUND).
 # with its probability (softmax over the 11 classes).
 
 # %%
-probs = np.exp(scores - scores.max(0))
-probs /= probs.sum(0)
+probs = scipy.special.softmax(scores, axis=0)
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
 axes[0].imshow(canvas[0, 0], cmap="gray")
 axes[0].set_title("canvas (32 x 48)")
