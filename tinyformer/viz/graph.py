@@ -26,7 +26,9 @@ from tinyformer.tensor import Tensor
 from tinyformer.viz import svg
 from tinyformer.viz.trace import Trace
 
-__all__ = ["Graph", "Node", "Saved", "graph", "leaf_names", "op_name", "saved_arrays"]
+__all__ = [
+    "Graph", "Node", "Saved", "check_depth", "graph", "leaf_names", "op_name", "saved_arrays",
+]  # fmt: skip
 
 Params = Module | Mapping[str, Tensor] | Iterable[tuple[str, Tensor]] | None
 
@@ -110,9 +112,16 @@ class Graph:
     def collapse(self, depth: int = 1, expand: Iterable[str] = ()) -> Graph:
         """One box per module, named by its first `depth` levels (list indices do not count a
         level: depth 1 gives `h.0`, `h.1`, `ln_f`); ops of modules in `expand` stay as ops."""
-        if depth < 1:
-            raise ValueError(f"collapse: depth must be >= 1, got {depth}")
+        check_depth("collapse", depth)
+        if isinstance(expand, str):  # one module's name, not its letters
+            expand = (expand,)
         expand = tuple(expand)
+        for name in expand:
+            if not isinstance(name, str):
+                raise TypeError(
+                    f"collapse: expand must hold module names (str), got {type(name).__name__} "
+                    f"{name!r}"
+                )
         groups: dict[str, Node] = {}
         target: dict[int, int] = {}
         for node in self.nodes:
@@ -170,6 +179,14 @@ class Graph:
         svg.save(self, path)
 
 
+def check_depth(where: str, depth: Any) -> None:
+    """TypeError unless `depth` is an int (not a bool), ValueError unless it is >= 1."""
+    if isinstance(depth, bool) or not isinstance(depth, int):
+        raise TypeError(f"{where}: depth must be an int >= 1, got {type(depth).__name__} {depth!r}")
+    if depth < 1:
+        raise ValueError(f"{where}: depth must be >= 1, got {depth}")
+
+
 def _truncate(module: str, depth: int) -> str:
     parts, kept, level = module.split("."), [], 0
     for part in parts:
@@ -207,14 +224,27 @@ def leaf_names(params: Params) -> dict[int, str]:
         pairs = params.named_parameters()
     elif isinstance(params, Mapping):
         pairs = params.items()
+    elif isinstance(params, (Tensor, str, bytes)) or not isinstance(params, Iterable):
+        raise TypeError(_PARAMS + f", got {type(params).__name__}")
     else:
         pairs = params
     names: dict[int, str] = {}
-    for name, tensor in pairs:
+    for pair in pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            what = type(pair).__name__ + (
+                f" of length {len(pair)}" if isinstance(pair, tuple) else ""
+            )
+            raise TypeError(_PARAMS + f"; an item is a {what}, not a (name, tensor) pair")
+        name, tensor = pair
+        if not isinstance(name, str):
+            raise TypeError(f"params: names must be str, got {type(name).__name__} {name!r}")
         if not isinstance(tensor, Tensor):
             raise TypeError(f"params: {name!r} is a {type(tensor).__name__}, not a Tensor")
         names.setdefault(id(tensor), name)
     return names
+
+
+_PARAMS = "params must be a Module, a {name: tensor} dict or (name, tensor) pairs"
 
 
 def graph(root: Tensor, params: Params = None, trace: Trace | None = None) -> Graph:
@@ -231,6 +261,11 @@ def graph(root: Tensor, params: Params = None, trace: Trace | None = None) -> Gr
         raise TypeError(f"graph: root must be a Tensor, got {type(root).__name__}")
     if root.grad_fn is None:
         raise ValueError("graph: root has no grad_fn (a leaf, or made without gradients)")
+    if trace is not None and not isinstance(trace, Trace):
+        raise TypeError(
+            f"graph: trace must be what `with viz.trace(model) as tr:` gives (tr), got "
+            f"{type(trace).__name__}"
+        )
     if params is None and trace is not None:
         params = trace.model
     names = leaf_names(params)

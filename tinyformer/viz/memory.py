@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinyformer.tensor import Tensor
-from tinyformer.viz.graph import Graph, Params, _truncate, graph
+from tinyformer.viz.graph import Graph, Params, _truncate, check_depth, graph
 from tinyformer.viz.svg import format_bytes
 from tinyformer.viz.trace import Trace
 
@@ -53,6 +53,7 @@ class MemoryTable:
 
     def by_module(self, depth: int = 1) -> MemoryTable:
         """Activation bytes summed per module (first `depth` levels of its name)."""
+        check_depth("by_module", depth)
         if self.graph is None:
             raise ValueError("by_module: this table is already per module")
         sums: dict[str, list[int]] = {}
@@ -67,6 +68,8 @@ class MemoryTable:
 
 def memory(root: Tensor | Graph, params: Params = None, trace: Trace | None = None) -> MemoryTable:
     """The arrays each op of `root`'s graph saved for backward, with their bytes."""
+    if not isinstance(root, (Tensor, Graph)):
+        raise TypeError(f"memory: root must be a Tensor or a viz.graph, got {type(root).__name__}")
     g = root if isinstance(root, Graph) else graph(root, params, trace)
     rows, unique = [], {}
     for node in g.ops:

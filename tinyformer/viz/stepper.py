@@ -115,9 +115,20 @@ class BackwardStepper:
             pass
         return self.steps
 
-    def __getitem__(self, index: int) -> Step:
-        self.run()
-        return self.steps[index]
+    def __getitem__(self, index: int | slice) -> Step | list[Step]:
+        steps = self.run()
+        if isinstance(index, slice):
+            return steps[index]
+        if isinstance(index, bool) or not hasattr(index, "__index__"):
+            raise TypeError(
+                f"BackwardStepper: steps are indexed by int, got {type(index).__name__}"
+            )
+        if not -len(steps) <= index < len(steps):
+            raise IndexError(
+                f"BackwardStepper: step {index} out of range: the backward has {len(steps)} "
+                f"steps (0 to {len(steps) - 1}, or negative from the end)"
+            )
+        return steps[index]
 
     def __len__(self) -> int:
         return len(self.run())
