@@ -65,6 +65,18 @@ CASES = {  # name -> (tinyformer call, torch call), each on a fresh copy of X
         lambda t: t.masked_fill_(tf.Tensor(MASK), 7.0),
         lambda t: t.masked_fill_(torch.from_numpy(MASK), 7.0),
     ),
+    "scatter_ a src": (
+        lambda t: t.scatter_(1, tf.tensor([[0, 2]] * 3), tf.ones(3, 2), reduce=None),
+        lambda t: t.scatter_(1, torch.tensor([[0, 2]] * 3), torch.ones(3, 2)),
+    ),
+    "scatter_ a value": (
+        lambda t: t.scatter_(0, tf.tensor([[2, 0, 1, 0]]), value=5.0),
+        lambda t: t.scatter_(0, torch.tensor([[2, 0, 1, 0]]), value=5.0),
+    ),
+    "index_fill_": (
+        lambda t: t.index_fill_(1, tf.tensor([3, 0]), -2.0),
+        lambda t: t.index_fill_(1, torch.tensor([3, 0]), -2.0),
+    ),
 }
 
 

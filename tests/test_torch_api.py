@@ -218,3 +218,118 @@ def test_logical_operators_refuse_float_tensors():
         ~x  # noqa: B018
     m = x > 1
     assert not (m & m).requires_grad
+
+
+def both_with_grads(code, *shapes, seed=0):
+    """`code(lib, *leaves)` on float64 leaves drawn from `shapes`: the same output and the same
+    gradients of sum(y * y) in both libraries."""
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(shape) for shape in shapes]
+    results = {}
+    for name in LIBRARIES:
+        lib = _lib(name)
+        leaves = [lib.tensor(a, requires_grad=True) for a in arrays]
+        y = code(lib, *leaves)
+        (y * y).sum().backward()
+        results[name] = [np.asarray(y.detach())] + [
+            np.zeros(a.shape) if t.grad is None else np.asarray(t.grad)
+            for a, t in zip(arrays, leaves)
+        ]
+    for ours, theirs in zip(results["tinyformer"], results["torch"]):
+        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+# -- tensor methods: div with rounding, scatter, index_fill, nonzero ---------------------------
+
+
+@needs_torch
+def test_div_rounding_modes_and_floor_division():
+    def code(lib):
+        a = lib.tensor([7, -7, 6, -1, 0, 9])
+        b = lib.tensor([2, 2, -4, 3, 5, -2])
+        x = lib.tensor([7.5, -7.5, 1.0, -0.25, 3.0, -3.0])
+        return [a.div(b, rounding_mode="trunc"), a.div(b, rounding_mode="floor"),
+                lib.div(a, b, rounding_mode="floor"), a // b, a // 3, 17 // b, a.div(b), a / 4,
+                x.div(2, rounding_mode="trunc"), x.div(-2.0, rounding_mode="floor"), x // 0.5,
+                lib.div(x, lib.tensor(0.0), rounding_mode="floor"),
+                (lib.arange(12) // 4), lib.arange(12).div(5, rounding_mode="floor"),
+                x.add(a, alpha=2), x.sub(1.5), x.mul(a), x.div(b), x.divide(4),
+                ]  # fmt: skip
+
+    both(code)
+
+
+@needs_torch
+def test_rounded_division_passes_no_gradient_through_the_rounding():
+    def code(lib, x, w):
+        # the rounded term adds nothing to x's gradient (PyTorch's is zeros there)
+        return x * w + x.div(0.3, rounding_mode="floor") + x.div(w, rounding_mode="trunc")
+
+    both_with_grads(code, (3, 4), (4,))
+
+
+@needs_torch
+def test_scatter_one_hot_and_scatter_of_values_with_gradients():
+    def one_hot(lib):
+        labels = lib.tensor([2, 0, 3])
+        target = lib.zeros(3, 5).scatter(1, labels.unsqueeze(1), 1.0)
+        also = lib.zeros(3, 5).scatter_(dim=1, index=labels[:, None], value=2.0)
+        ints = lib.zeros(3, 5, dtype=lib.long).scatter_(1, labels.view(-1, 1), 1)
+        return [target, also, ints]
+
+    both(one_hot)
+
+    def code(lib, x, src):
+        index = lib.tensor([[0, 1, 2, 0], [2, 0, 0, 1]])  # no position written twice
+        y = x.scatter(0, index, src)  # src (2, 4): one row of x per index row
+        z = lib.scatter(x * 2, dim=1, index=lib.tensor([[3], [0], [1]]), src=src.T[:3, :1])
+        return y + z
+
+    both_with_grads(code, (3, 4), (2, 4))
+
+    def in_place(lib, x, src):
+        h = x * 1.0  # an op's output: the write is recorded in the graph
+        h.scatter_(1, lib.tensor([[1, 0], [2, 3], [0, 1]]), src)
+        return h * x
+
+    both_with_grads(in_place, (3, 4), (3, 2))
+
+
+@needs_torch
+def test_index_fill_and_nonzero():
+    def values(lib):
+        x = lib.arange(12, dtype=lib.float32).view(3, 4)
+        picked = x.index_fill(1, lib.tensor([0, 2]), -1.0)
+        rows = x.clone().index_fill_(0, lib.tensor([1]), 0.0)
+        m = (x.long() // 3) * 3 == x.long()  # multiples of 3
+        return [picked, rows, m.nonzero(), m.nonzero(as_tuple=True), x[m.nonzero(as_tuple=True)],
+                lib.tensor([0, 3, 0, 1]).nonzero(), lib.tensor(5).nonzero(),
+                lib.tensor(0.0).nonzero(as_tuple=True), (x > 5).argwhere(),
+                lib.tensor([[1, 0]]).nonzero()[:, 1]]  # fmt: skip
+
+    both(values)
+
+    def code(lib, x, v):
+        y = (x * 2).index_fill(0, lib.tensor([1, 2]), 3.0) * v
+        h = x + 0
+        h.index_fill_(1, lib.tensor([0]), -2.0)
+        return y + h
+
+    both_with_grads(code, (4, 3), (3,))
+
+
+def test_scatter_and_index_fill_errors_name_the_op():
+    x = tinyformer.zeros(3, 4)
+    with pytest.raises(ValueError, match=r"scatter: reduce='add' is not supported"):
+        x.scatter(1, tinyformer.tensor([[0]] * 3), 1.0, reduce="add")
+    with pytest.raises(ValueError, match=r"scatter: index 4 is out of range for axis 1"):
+        x.scatter(1, tinyformer.tensor([[4]]), 1.0)
+    with pytest.raises(ValueError, match=r"scatter: index must be an integer array with x's 2"):
+        x.scatter(1, tinyformer.tensor([1, 2]), 1.0)
+    with pytest.raises(IndexError, match=r"index_fill: an index in \[5\] is out of range"):
+        x.index_fill(0, tinyformer.tensor([5]), 1.0)
+    with pytest.raises(ValueError, match=r"div: rounding_mode must be None, 'trunc' or 'floor'"):
+        x.div(2, rounding_mode="round")
+    with pytest.raises(ZeroDivisionError, match=r"div: integer division by zero"):
+        tinyformer.tensor([1, 2]) // 0

@@ -50,6 +50,13 @@ def _embedding(idx, w, padding_idx):
     return y - y.detach() * read  # as the embedding spec zeroes the padding row's outputs
 
 
+def _scatter(x, src, axis, index):
+    # torch's backward fails for a src longer than index ("invalid gradient ... shape"): pass
+    # it the part that is read, whose gradient the slice pads with zeros, as tinyformer's does.
+    src = src[tuple(slice(0, n) for n in index.shape)]
+    return torch.scatter(x, axis, torch.from_numpy(index), src)
+
+
 def _bce_with_logits(x, t, weight, pos_weight, reduction):
     weight, pos_weight = (None if a is None else torch.from_numpy(a) for a in (weight, pos_weight))
     return TF.binary_cross_entropy_with_logits(
@@ -142,6 +149,7 @@ TORCH = {
     ),
     "topk": lambda x, k, axis, largest: _weighted_topk(torch.topk(x, k, dim=axis, largest=largest)),
     "gather": lambda x, axis, index: torch.gather(x, axis, torch.from_numpy(index)),
+    "scatter": lambda x, src, axis, index: _scatter(x, src, axis, index),
     "cumsum": lambda x, axis: torch.cumsum(x, axis),
     "tril": lambda x, diagonal: torch.tril(x, diagonal),
     "triu": lambda x, diagonal: torch.triu(x, diagonal),

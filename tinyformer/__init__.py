@@ -91,6 +91,7 @@ from tinyformer.ops import (
     reshape,
     roll,
     rsqrt,
+    scatter,
     sigmoid,
     sin,
     split,
@@ -155,7 +156,7 @@ __all__ = [
     "is_grad_enabled", "log", "log1p", "logsumexp", "long", "manual_seed", "masked_fill", "matmul",
     "max", "maximum", "mean", "meshgrid", "min", "minimum", "mul", "multinomial", "neg", "nn",
     "no_grad", "norm", "ones", "ones_like", "optim", "outer", "permute", "pow", "prod", "rand",
-    "randint", "randn", "registry", "relu", "reshape", "roll", "rsqrt", "set_rng_state", "sigmoid",
-    "sin", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor", "topk",
-    "transpose", "tril", "triu", "unsqueeze", "var", "where", "zeros", "zeros_like",
+    "randint", "randn", "registry", "relu", "reshape", "roll", "rsqrt", "scatter", "set_rng_state",
+    "sigmoid", "sin", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor",
+    "topk", "transpose", "tril", "triu", "unsqueeze", "var", "where", "zeros", "zeros_like",
 ]  # fmt: skip

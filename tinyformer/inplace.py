@@ -1,6 +1,6 @@
 """In-place operations on a Tensor, as PyTorch spells them: `copy_`, `zero_`, `fill_`,
-`normal_`, `uniform_`, `masked_fill_`, `add_`, `sub_`, `mul_`, `div_`, `t[index] = value` and
-`x += y` (also -=, *=, /=).
+`normal_`, `uniform_`, `masked_fill_`, `scatter_`, `index_fill_`, `add_`, `sub_`, `mul_`,
+`div_`, `t[index] = value` and `x += y` (also -=, *=, /=).
 
 Each writes into the tensor's array (shared with its views), bumps the memory's version
 counter (`t._version`; see `tinyformer/versions.py`) and returns the tensor itself
@@ -107,6 +107,18 @@ class InPlaceOps:
         fill = xp.asarray(self._value("masked_fill_", value), self.dtype)
         return self._write("masked_fill_", lambda a: a.__setitem__(..., xp.where(mask, fill, a)))
 
+    def scatter_(
+        self, dim: int, index: Any, src: Any = None, *, value: Any = None, reduce: Any = None
+    ) -> Tensor:
+        """Write `src` (a tensor, or a number) at `index` along `dim` (see `Tensor.scatter`)."""
+        self._check_leaf("scatter_")
+        return self._replace("scatter_", self.scatter(dim, index, src, value=value, reduce=reduce))
+
+    def index_fill_(self, dim: int, index: Any, value: Any) -> Tensor:
+        """Set the slices `index` (integers) along `dim` to `value`."""
+        self._check_leaf("index_fill_")
+        return self._replace("index_fill_", self.index_fill(dim, index, value))
+
     def add_(self, other: Any, *, alpha: float = 1) -> Tensor:
         """self += alpha * other (`other` broadcasts to this shape)."""
         return self._arithmetic("add_", operator.add, operator.iadd, other, alpha)
@@ -173,6 +185,13 @@ class InPlaceOps:
         other = self._value(op, other)
         other = other if alpha == 1 else other * alpha
         return self._write(op, lambda a: in_place(a, other))
+
+    def _replace(self, op: str, new: Tensor) -> Tensor:
+        """Write `new`, an op's result of this tensor's shape, over this tensor: recorded when
+        `new` carries a gradient (from this tensor's history or from the values written)."""
+        if self._records(new):
+            return self._put(op, ..., new)
+        return self._write(op, lambda a: a.__setitem__(..., new.data))
 
     def _value(self, op: str, value: Any) -> Any:
         """`value` as data to write into this tensor: a Tensor's array (on this device), other

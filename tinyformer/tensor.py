@@ -143,6 +143,12 @@ class Tensor(ArrayFacts, InPlaceOps, TorchSpellings):
     def __rtruediv__(self, other: Any) -> Tensor:
         return _ops.div(other, self)
 
+    def __floordiv__(self, other: Any) -> Tensor:
+        return _ops.div(self, other, rounding_mode="floor")
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return _ops.div(other, self, rounding_mode="floor")
+
     def __pow__(self, other: Any) -> Tensor:
         return _ops.pow(self, other)
 
@@ -366,6 +372,35 @@ class Tensor(ArrayFacts, InPlaceOps, TorchSpellings):
 
     # -- math ops that PyTorch also has as methods ----------------------------------------------
 
+    def add(self, other: Any, *, alpha: float = 1) -> Tensor:
+        """`x + alpha * other`."""
+        return _ops.add(self, other if alpha == 1 else other * alpha)
+
+    def sub(self, other: Any, *, alpha: float = 1) -> Tensor:
+        """`x - alpha * other`."""
+        return _ops.sub(self, other if alpha == 1 else other * alpha)
+
+    def mul(self, other: Any) -> Tensor:
+        return _ops.mul(self, other)
+
+    def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """`x / other`; with `rounding_mode` "trunc" or "floor", rounded (no gradient)."""
+        return _ops.div(self, other, rounding_mode=rounding_mode)
+
+    divide = div
+
+    @torch_names
+    def scatter(
+        self, axis: int, index: Any, src: Any = None, *, value: Any = None, reduce: Any = None
+    ) -> Tensor:
+        """A copy of x with `src` (a tensor, or a number) written at `index` along `axis`."""
+        return _ops.scatter(self, axis, index, src, value=value, reduce=reduce)
+
+    @torch_names
+    def index_fill(self, axis: int, index: Any, value: Any) -> Tensor:
+        """A copy of x with the slices `index` along `axis` set to `value`."""
+        return _ops.masked_fill(self, _slices_mask(self, axis, index, "index_fill"), value)
+
     def sin(self) -> Tensor:
         return _ops.sin(self)
 
@@ -407,6 +442,33 @@ class Tensor(ArrayFacts, InPlaceOps, TorchSpellings):
 
 def _data(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x
+
+
+def _slices_mask(x: Tensor, axis: int, index: Any, op: str) -> Any:
+    """A boolean mask, broadcasting to x, true on the slices `index` (integers) of `axis`."""
+    ndim = max(x.ndim, 1)  # a 0-d tensor has one slice, as in PyTorch
+    if not -ndim <= axis < ndim:
+        raise IndexError(f"{op}: dim {axis} is out of range for a tensor of shape {x.shape}")
+    if isinstance(index, Tensor):  # indices live with the data, as in PyTorch
+        backend.check_same_device(op, x.data, index.data)
+        index = index.data
+    else:
+        index = backend.to_device(np.asarray(index), x.device)
+    if index.dtype.kind not in "iu" or index.ndim > 1:
+        raise IndexError(
+            f"{op}: index must be a 0-d or 1-D integer tensor, got {index.dtype} of shape "
+            f"{index.shape}"
+        )
+    length = x.shape[axis] if x.ndim else 1
+    if index.size and not (-length <= int(index.min()) and int(index.max()) < length):
+        raise IndexError(
+            f"{op}: an index in {index.tolist()} is out of range for dim {axis} of length {length}"
+        )
+    mask = backend.get_array_module(x.data).zeros(length, dtype=bool)
+    mask[index] = True
+    if x.ndim == 0:
+        return mask.reshape(())
+    return mask.reshape((length,) + (1,) * (ndim - 1 - axis % ndim))
 
 
 _BITWISE = {"&": operator.and_, "|": operator.or_, "^": operator.xor}

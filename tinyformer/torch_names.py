@@ -8,8 +8,8 @@
 - Tensor methods PyTorch code calls and NumPy has under other names or not at all
   (`TorchSpellings`: `x.dim()`, `x.numel()`, `x.float()`, `x.long()`, `x.int()`, `x.bool()`,
   `x.type()`, `x.clamp()`, `x.to(dtype)`, `x.repeat()`, `x.unbind()`, `x.flip()`,
-  `x.new_zeros()`, `x.gt()`, ...). Methods that call an op (`x.sin()`, `x.prod(dim=)`, ...)
-  live in tensor.py, beside the import of the ops; this module only spells.
+  `x.new_zeros()`, `x.gt()`, `x.nonzero()`, ...). Methods that call an op (`x.sin()`,
+  `x.prod(dim=)`, ...) live in tensor.py, beside the import of the ops; this module only spells.
 
 `max` and `min` refuse `dim=` and `keepdim=` with an explanation instead of accepting them:
 PyTorch's `x.max(dim=1)` returns (values, indices), tinyformer's the values only (as
@@ -317,6 +317,23 @@ class TorchSpellings:
 
     def ge(self, other: Any) -> Tensor:
         return self >= other
+
+    def nonzero(self, *, as_tuple: bool = False) -> Any:
+        """The coordinates of the nonzero elements, in row-major order: an int64 tensor of
+        shape (count, ndim), or with `as_tuple` one 1-D tensor per axis (NumPy's nonzero,
+        which indexes: `x[x.nonzero(as_tuple=True)]`). No gradient."""
+        xp = backend.get_array_module(self.data)
+        data = self.data.reshape(1) if self.ndim == 0 else self.data  # as PyTorch treats 0-d
+        coords = [c.astype(np.int64) for c in xp.nonzero(data)]
+        if as_tuple:
+            return tuple(type(self)(c) for c in coords)
+        if self.ndim == 0:
+            return type(self)(xp.zeros((coords[0].size, 0), np.int64))
+        return type(self)(xp.stack(coords, axis=1))
+
+    def argwhere(self) -> Tensor:
+        """`x.nonzero()`: the (count, ndim) coordinates of the nonzero elements."""
+        return self.nonzero()
 
     @torch_names
     def all(self, axis: Any = None, keepdims: bool = False) -> Tensor:
