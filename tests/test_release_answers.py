@@ -17,6 +17,14 @@ in correct code everywhere and give away nothing.
 
 Releases are made in-process, once for the module; the search indexes each release's lines
 in a dict, so checking a few hundred answers against a release takes milliseconds.
+
+Answers in other forms (tests/answers.py): the derivations the graded tasks ask for (the
+comments of their solution regions, and the docstring prose they used to ship in), the graded
+code under other variable names in a tutorial, the answers to the tutorials' questions, and
+the grader's secret salt (`grading-secret`), which no release may carry.
+
+This module quotes answers (PROSE, the planted copies), so releases leave it out, as they leave
+out tests/test_course.py.
 """
 
 from __future__ import annotations
@@ -31,8 +39,10 @@ import pytest
 import tinyformer
 from tinyformer.course import COURSE
 from tinyformer.course.definition import due
-from tinyformer.course.markers import find_regions, syntax_of
-from tinyformer.course.release import release, tree_files
+from tinyformer.course.markers import find_regions, strip_answers, syntax_of
+from tinyformer.course.release import SECRET, _after_title, release, tree_files
+
+from .answers import code_pairs, formulas, graded_code, squeeze
 
 INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
 MIN_CHARS = 40
@@ -221,3 +231,176 @@ def test_carry_solutions_keeps_only_the_assignments_already_due(tmp_path):
     # the kernels of the carried assignment (A2) ship with its solutions; A3's do not
     assert (tree / "kernels/numba/layer_norm.py").is_file()
     assert not (tree / "kernels/numba/attention.py").is_file()
+
+
+# Derivations as the graded ops' docstrings (and the tutorials' prose) wrote them before they
+# moved into the solution regions: none may come back, in these words or with other spacing.
+PROSE = {
+    "A2.1": (
+        "gx_i = y_i * (gy_i - sum_j gy_j y_j)",
+        "dy_i/dx_j = y_i (delta_ij - y_j)",
+        "gx = y * (gy - sum(gy * y))",
+        "gx = y * (g - sum(g y))",
+        r"g_x = y \odot (g_y - \sum_j g_{y,j} y_j)",
+    ),
+    "A2.2": ("gx_i = gy_i - exp(y_i) * sum_j gy_j",),
+    "A2.3": ("glogits = g_row * (p - (1 - eps) * onehot(target) - eps / C)",),
+    "A2.4": (
+        "gx = rstd * (g - mean(g) - xhat * mean(g * xhat))",
+        "gw = sum over rows of gy * xhat",
+    ),
+    "A3.1": ("gs = p * (gp - D)", "gq = gs k * scale", "gk = gs^T q * scale"),
+    "A4.1": ("gcols = W^T gy", "gW = sum over n and positions of gy cols^T"),
+    "A4.2": ("gW = sum over n and pixels of x gcols^T",),
+    "A4.3": ("gx[n, c, indices[n, c, y_, x_]] += gy[n, c, y_, x_]",),
+    "A4.4": ("gx[n, c, h, w] = gy[n, c].flat[indices[n, c, h, w]]",),
+}
+
+
+FORMULAS = formulas(INSTRUCTOR, PROSE)
+GRADED_CODE = graded_code(INSTRUCTOR)
+GRADED_OPS = ("softmax", "log_softmax", "cross_entropy", "layer_norm", "attention", "conv2d")
+GRADED_OPS += ("conv_transpose2d", "max_pool2d", "max_unpool2d")
+
+
+@pytest.fixture(scope="module")
+def texts(trees) -> dict[str, dict[str, str]]:
+    """Every UTF-8 file of every release, by path, with all whitespace removed."""
+    out = {}
+    for name, tree in trees.items():
+        out[name] = {}
+        for path in sorted(p for p in tree.rglob("*") if p.is_file()):
+            try:
+                out[name][str(path.relative_to(tree))] = squeeze(path.read_text("utf-8"))
+            except (UnicodeDecodeError, OSError):
+                continue
+    return out
+
+
+def _not_yet_due(name: str):
+    """(owner, library region?) -> whether a release of `name` must not show the answer: its
+    assignment is not yet due (a tutorial's exercise, owner None, never is)."""
+    earlier = set(due(name))
+    return lambda owner, library: owner not in earlier
+
+
+def test_the_derivations_sit_in_the_solution_regions_of_the_instructors_tree():
+    # Each graded op's backward is derived next to its code, where a release stubs it.
+    derived = {a.where.split(":")[0] for a in FORMULAS if not a.where.startswith("PROSE")}
+    assert {f"tinyformer/ops/{op}.py" for op in GRADED_OPS} <= derived, sorted(derived)
+    softmax = (INSTRUCTOR / "tinyformer/ops/softmax.py").read_text("utf-8")
+    docstring = softmax.split('"""')[1]
+    assert "gx_i" not in docstring and "gx_i = y_i * (gy_i - sum_j gy_j y_j)" in softmax
+
+
+@pytest.mark.parametrize("name", list(COURSE))
+def test_a_release_ships_no_graded_formula(name, texts):
+    # The derivations of the tasks not yet due, in a docstring, a notebook, a page or a
+    # tutorial's prose, whatever their spacing.
+    asked = _not_yet_due(name)
+    found = [
+        f"{a.where} ({a.owner or 'tutorial'}) {a.text!r} is in {rel}"
+        for a in FORMULAS
+        if asked(a.owner, a.library)
+        for rel, text in texts[name].items()
+        if a.text in text
+    ]
+    assert not found, f"{name}'s release ships {len(found)} derivations:\n" + "\n".join(found)
+
+
+def test_the_formula_search_finds_a_derivation_put_back_in_a_docstring(tmp_path):
+    source = (INSTRUCTOR / "tinyformer/ops/softmax.py").read_text("utf-8")
+    leaked = source.replace(
+        "Saved     y:", "Backward  gx_i = y_i * (gy_i -\n   sum_j gy_j y_j)\nSaved y:"
+    )
+    assert any(a.text in squeeze(leaked.split('"""')[1]) for a in FORMULAS if a.owner == "A2")
+
+
+@pytest.mark.parametrize("name", list(COURSE))
+def test_tutorials_in_a_release_show_no_graded_code(name, trees):
+    # A graded forward or backward in a tutorial, under the tutorial's own names (tutorial 04
+    # wrote A2.1's forward as `def softmax(s)`), is a stub until its assignment is due.
+    asked = _not_yet_due(name)
+    answers = {a.text: a.where for a in GRADED_CODE if asked(a.owner, a.library)}
+    found = [
+        f"{answers[pair]} is in {path.relative_to(trees[name])}: {pair!r}"
+        for folder in ("tutorials", "assignments")
+        for path in sorted((trees[name] / folder).glob("*.py"))
+        for pair in code_pairs(path.read_text("utf-8")) & answers.keys()
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_code_search_finds_a_graded_forward_under_other_names():
+    planted = """
+def softmax(scores):
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+"""
+    hits = code_pairs(planted) & {a.text for a in GRADED_CODE}
+    assert any("softmax.py" in a.where for a in GRADED_CODE if a.text in hits)
+
+
+def test_no_release_answers_the_tutorials_questions(texts):
+    assert "<!-- ANSWER" in (INSTRUCTOR / "tutorials/04_attention_step_by_step.py").read_text()
+    found = [
+        f"{n}: {rel}"
+        for n, files in texts.items()
+        for rel, t in files.items()
+        if rel.startswith(("tutorials/", "assignments/")) or rel.endswith(".md")
+        if "<!--ANSWER" in t
+    ]
+    assert not found, found
+
+
+def test_answers_come_out_and_the_rest_stays():
+    text = "# Question?\n# <!-- ANSWER: two\n# lines -->\n#\n# a <!-- ANSWER: inline --> b\nx = 1\n"
+    assert strip_answers(text) == "# Question?\n#\n# a  b\nx = 1\n"
+
+
+def test_no_release_carries_the_grading_secret(trees, texts, tmp_path):
+    for tree in trees.values():
+        assert not [p for p in tree.rglob(f"{SECRET}*")], tree
+    secret = INSTRUCTOR / SECRET
+    if secret.is_file():  # the instructor's salt: not even its value
+        value = squeeze(secret.read_text("utf-8", errors="replace"))
+        assert value and not [r for f in texts.values() for r, t in f.items() if value in t]
+    # and outside a git checkout, wherever it lies (with the instructor's other files)
+    for rel in (SECRET, f"tinyformer/course/{SECRET}", "docs/instructors.md", "a.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("salt 1234\n")
+    assert tree_files(tmp_path) == [Path("a.py")]
+
+
+def test_stub_messages_say_each_title_once(trees):
+    text = (trees["A6"] / "tinyformer/distributed/schedules.py").read_text("utf-8")
+    assert "A6.1: ring all-reduce — see docs/distributed.md" in text
+    assert "A6.3: GPipe schedule — see" in text and "A6.2: gradient buckets — see" in text
+    tutorial = (trees["A6"] / "tutorials/22_data_parallel.py").read_text("utf-8")
+    assert "A6.1: ring all-reduce, in the tutorial — see" in tutorial
+    tasks = [t for a in COURSE.values() for t in a.tasks]
+    for name, tree in trees.items():
+        for path in (tree / "tinyformer").rglob("*.py"):
+            source = path.read_text("utf-8")
+            twice = [t.id for t in tasks if f"{t.id}: {t.title} {t.title}" in source]
+            assert not twice, f"{name} {path}: {twice}"
+
+
+@pytest.mark.parametrize(
+    "title, note, message",
+    [
+        ("ring all-reduce", "ring all-reduce", "ring all-reduce"),
+        ("ring all-reduce", "ring all-reduce, in the tutorial", "ring all-reduce, in the tutorial"),
+        ("gradient buckets", "buckets", "gradient buckets"),
+        (
+            "layer_norm",
+            "layer_norm backward, in the tutorial",
+            "layer_norm backward, in the tutorial",
+        ),
+        ("softmax", "forward", "softmax forward"),
+        ("backward", "backwards pass", "backward backwards pass"),
+        ("softmax forward kernel", "", "softmax forward kernel"),
+    ],
+)
+def test_a_stubs_note_does_not_repeat_the_title(title, note, message):
+    assert title + _after_title(title, note) == message

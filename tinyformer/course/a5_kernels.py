@@ -3,7 +3,7 @@ assignments/A5_kernels.py).
 
 Forward, per row: one pass for the max m, one for e_j = exp(x_j - m) and their sum s, one to
 scale by 1/s, on a row that stays in L1 cache; rows run in parallel (`prange`). Backward, per
-row: gx = y * (gy - sum(gy * y)), one pass for the dot product and one for gx.
+row: softmax's backward (A2.1's formula), one pass for its dot product and one for gx.
 
 Importing this module registers both kernels as the "numba" backend of "softmax.forward" and
 "softmax.backward", **in place of** tinyformer's own (`kernels/numba/softmax.py`), for the rest

@@ -44,6 +44,7 @@ __all__ = [
     "Syntax",
     "find_regions",
     "solution_regions",
+    "strip_answers",
     "strip_notebook",
     "strip_source",
     "stub_message",
@@ -218,6 +219,37 @@ def strip_source(
         stubbed.append(region)
     out += lines[last:]
     return "".join(out), stubbed
+
+
+def strip_answers(text: str) -> str:
+    """`text` without the answers to a tutorial's questions: each HTML comment that starts
+    `<!-- ANSWER`, in markdown or in a jupytext source's markdown lines (`# <!-- ANSWER: ...`
+    up to the line that holds `-->`). The lines that held only the answer go; text before or
+    after it on a line stays."""
+    if "ANSWER" not in text:
+        return text
+    out, inside = [], False
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        if not inside:
+            start = re.search(r"<!--[ \t]*ANSWER\b", body)
+            if start is None:
+                out.append(line)
+                continue
+            head, inside = body[: start.start()], True
+            body = body[start.start() :]
+        else:
+            head = ""
+        end = body.find("-->")
+        if end < 0:
+            if head.strip(" \t#"):
+                out.append(head.rstrip() + line[len(line.rstrip("\r\n")) :])
+            continue
+        inside = False
+        rest = head + body[end + 3 :]
+        if rest.strip(" \t#"):
+            out.append(rest.rstrip() + line[len(line.rstrip("\r\n")) :])
+    return "".join(out)
 
 
 def strip_notebook(

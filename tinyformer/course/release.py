@@ -17,13 +17,15 @@ import (and so are those of the assignments already due, whose regions are stubs
 The files are the repository's (`git ls-files`, plus untracked files that git does not ignore:
 tracked files may already import them), or, outside a git checkout, the source tree minus build
 outputs, caches and virtualenvs. `out/`, `site/` and `.git` are never copied, nor the
-instructor's pages (`docs/instructors.md`, `docs/course/`, `mkdocs-instructor.yml`), the course's
-tests (`tests/test_course.py`, which quotes answers to plant bugs), nor other
-assignments' notebooks. The grading data (the instructor's forward values, see
+grader's secret salt (`grading-secret`), nor the instructor's pages (`docs/instructors.md`,
+`docs/course/`, `mkdocs-instructor.yml`), the tests that quote answers (`tests/test_course.py`
+and `tests/test_grader_*.py` plant bugs with them, `tests/test_release_answers.py` looks for
+them), nor other assignments' notebooks. The grading data (the instructor's forward values, see
 `tinyformer.course.data`) goes to `assignments/NAME.grading.npz`, what was released to
 `assignments/RELEASE.json`, and a guide for the student to `START_HERE.md`. Python sources,
 notebooks and CUDA sources (`.cu`, `.cuh`) are stripped, each with its own comment syntax
-(`tinyformer.course.markers`); other files are copied.
+(`tinyformer.course.markers`); the answers to the tutorials' questions (`<!-- ANSWER: ... -->`
+comments) are taken out of the notebooks' sources and the pages; other files are copied.
 
 The release is built in a temporary folder beside DIR and renamed into place at the end, so an
 interrupted release leaves no half-written DIR.
@@ -47,25 +49,32 @@ from tinyformer.course.markers import (
     MarkerError,
     Region,
     find_regions,
+    strip_answers,
     strip_notebook,
     strip_source,
     syntax_of,
 )
 
 __all__ = [
-    "HANDOUTS", "MANIFEST", "Release", "data_path", "release", "source_root", "tree_files",
-    "withheld_kernels",
+    "HANDOUTS", "MANIFEST", "SECRET", "Release", "data_path", "release", "source_root",
+    "tree_files", "withheld_kernels",
 ]  # fmt: skip
 
 # The student handouts (the notebooks), and beside them what a release adds for the student.
 HANDOUTS = "assignments"
 MANIFEST = f"{HANDOUTS}/RELEASE.json"
+NOTEBOOK_FOLDERS = ("tutorials", HANDOUTS)  # jupytext sources, whose markdown may hold answers
 NEVER_COPIED = {".git", "out", "site", "site-instructor"}
 # The assignments' notes and the instructor's page say what the hidden tests probe; the
-# course's own tests plant bugs by quoting lines of the answers.
+# course's and the grader's own tests plant bugs by quoting lines of the answers, and the leak
+# check quotes the derivations it looks for. (Prefixes: tests/test_grader_* is every file.)
 INSTRUCTOR_ONLY = (
     "docs/course/", "docs/instructors.md", "mkdocs-instructor.yml", "tests/test_course.py",
+    "tests/test_grader_", "tests/test_release_answers.py",
 )  # fmt: skip
+# The grader's secret salt (the seeds of the grading samples): in the instructor's tree and the
+# autograder zip only. A file of that name is never copied, wherever it is.
+SECRET = "grading-secret"
 # Outside git: folders of build outputs and caches, skipped wherever they are.
 SKIPPED_DIRS = {
     "__pycache__", "build", "dist", "bench-results", "node_modules", ".pytest_cache",
@@ -106,7 +115,11 @@ def source_root() -> Path:
 
 
 def _skipped(rel: Path) -> bool:
-    return rel.parts[0] in NEVER_COPIED or rel.as_posix().startswith(INSTRUCTOR_ONLY)
+    return (
+        rel.parts[0] in NEVER_COPIED
+        or rel.as_posix().startswith(INSTRUCTOR_ONLY)
+        or rel.name.startswith(SECRET)
+    )
 
 
 def tree_files(root: Path) -> list[Path]:
@@ -131,9 +144,25 @@ def tree_files(root: Path) -> list[Path]:
             and not _skipped((here / d).relative_to(root))
         )
         files += [
-            (here / n).relative_to(root) for n in sorted(names) if not n.endswith(SKIPPED_SUFFIXES)
+            (here / n).relative_to(root)
+            for n in sorted(names)
+            if not n.endswith(SKIPPED_SUFFIXES) and not _skipped((here / n).relative_to(root))
         ]
     return files
+
+
+def _after_title(title: str, note: str) -> str:
+    """`note` as it follows `title` in a stub's message: without the words that repeat the
+    title's end ("ring all-reduce" + "ring all-reduce, in the tutorial" -> ", in the
+    tutorial"; "gradient buckets" + "buckets" -> ""), with its leading space when it needs one."""
+    words = title.split()
+    for n in range(len(words), 0, -1):
+        repeated = " ".join(words[-n:])
+        rest = note[len(repeated) :]
+        if note.lower().startswith(repeated.lower()) and not rest[:1].isalnum():
+            note = rest.strip() if not rest.lstrip().startswith(",") else rest.lstrip()
+            break
+    return note if not note or note.startswith(",") else f" {note}"
 
 
 def _message(region: Region, owner: str | None) -> str:
@@ -149,7 +178,7 @@ def _message(region: Region, owner: str | None) -> str:
             f"{found.id}: {found.title} (the library's own copy, released once "
             f"{region.assignment} is due) — see {found.docs}"
         )
-    return f"{found.id}: {found.title}{note} — see {found.docs}"
+    return f"{found.id}: {found.title}{_after_title(found.title, region.note)} — see {found.docs}"
 
 
 def _policy(a: Assignment, carry_solutions: bool):
@@ -169,12 +198,21 @@ def _policy(a: Assignment, carry_solutions: bool):
 def _copy(src: Path, dst: Path, rel: Path, policy, owner: str | None, report: Release):
     dst.parent.mkdir(parents=True, exist_ok=True)
     syntax = syntax_of(rel)  # None: a file that holds no markers
-    if syntax is None:
+    answers = _may_answer(rel)
+    if syntax is None and not answers:
         shutil.copy2(src, dst)
         return
-    text = src.read_text(encoding="utf-8")
-    if "### " not in text:  # no marker can be there: copy as it is
-        shutil.copy2(src, dst)
+    try:
+        text = src.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        if syntax is not None:
+            raise
+        shutil.copy2(src, dst)  # a page in another encoding: as it is
+        return
+    if answers:
+        text = strip_answers(text)
+    if syntax is None or "### " not in text:  # no marker can be there
+        _write(src, dst, text)
         return
     where = rel.as_posix()
     options = dict(where=where, owner=owner, stub=policy, keep_markers=True)
@@ -200,6 +238,21 @@ def _copy(src: Path, dst: Path, rel: Path, policy, owner: str | None, report: Re
     for r in stubbed:
         report.where.setdefault(r.tag or owner or "tutorial", set()).add(where)
     dst.write_text(new, encoding="utf-8", newline="")
+    shutil.copymode(src, dst)
+
+
+def _may_answer(rel: Path) -> bool:
+    """Whether `rel` may answer a tutorial's question in a comment: a page, or a notebook's
+    jupytext source (the library's own sources may quote the comment's syntax)."""
+    return rel.suffix == ".md" or rel.suffix == ".py" and rel.parts[0] in NOTEBOOK_FOLDERS
+
+
+def _write(src: Path, dst: Path, text: str) -> None:
+    """`text`, the released `src`, to `dst`: a copy of `src` if the text is the same."""
+    if text == src.read_text(encoding="utf-8"):
+        shutil.copy2(src, dst)
+        return
+    dst.write_text(text, encoding="utf-8", newline="")
     shutil.copymode(src, dst)
 
 
