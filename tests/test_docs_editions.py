@@ -1,5 +1,6 @@
 """The two editions of the site: the students' (`make docs`) has no instructor page and no
-tutorial solution; the instructor's (`make docs-instructor`) has both. And a navigation of a
+tutorial solution (nor a graded task's code or derivation, nor a question's answer); the
+instructor's (`make docs-instructor`) has both. And a navigation of a
 few sections that still lists every page.
 
 The hooks are called directly (no MkDocs build: `make docs` and tests/test_docs_browser.py
@@ -16,6 +17,8 @@ import pytest
 import yaml
 
 from tinyformer.course.markers import find_regions
+
+from .answers import code_pairs, formulas, graded_code, squeeze
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ["Home", "Course", "Ops", "Models", "Kernels", "Reference"]
@@ -98,3 +101,21 @@ def test_the_student_tutorial_pages_hold_no_solution():
         assert "### BEGIN SOLUTION" in instructor
         for body in bodies:
             assert body not in student and body in instructor, tutorial.stem
+
+
+def test_the_student_tutorial_pages_show_no_graded_code_derivation_or_answer():
+    # Tutorial 04 once wrote A2.1's forward as its own `softmax(s)`; tutorial 02 stated the
+    # softmax backward; the questions' answers sat in HTML comments the page would carry.
+    tutorials = _hook("tutorials")
+    graded = {a.text: a.where for a in graded_code(ROOT)}
+    derivations = [a.text for a in formulas(ROOT, {})]
+    assert len(graded) > 20 and len(derivations) > 10  # something to look for
+    pages = {t.stem: t for t in tutorials.find_tutorials(ROOT)}
+    for stem, tutorial in pages.items():
+        student, _ = tutorials.render(tutorial, solutions=False)
+        leaked = [graded[pair] for pair in code_pairs(student) & graded.keys()]
+        leaked += [d for d in derivations if d in squeeze(student)]
+        assert not leaked and "<!-- ANSWER" not in student, (stem, leaked)
+    instructor, _ = tutorials.render(pages["04_attention_step_by_step"], solutions=True)
+    assert "<!-- ANSWER" in instructor and "Q.reshape(T, nh, hs).transpose(1, 0, 2)" in instructor
+    assert code_pairs(instructor) & graded.keys()  # the search sees the heads' split there

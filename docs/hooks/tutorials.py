@@ -11,9 +11,11 @@ alone and says how to get the outputs, so `make docs` stays quick and offline. T
 page, then every tutorial in order.
 
 The tutorials' exercises are for students: in the student edition of the site (`extra:
-edition: student`, mkdocs.yml) each solution region is a stub, as in a release, and the outputs
-of the cells that held one are left out; the instructor's edition (mkdocs-instructor.yml) shows
-the solutions between their `### BEGIN SOLUTION` / `### END SOLUTION` markers.
+edition: student`, mkdocs.yml) each solution region is a stub, as in a release, the outputs
+of the cells that held one are left out, and so are the answers to the questions (`<!--
+ANSWER: ... -->` comments, which the page's HTML would carry); the instructor's edition
+(mkdocs-instructor.yml) shows the solutions between their `### BEGIN SOLUTION` / `### END
+SOLUTION` markers, and keeps the answers.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import jupytext
 import nbformat
 from mkdocs.structure.files import File
 
-from tinyformer.course.markers import strip_source
+from tinyformer.course.markers import strip_answers, strip_source
 
 __all__ = ["Tutorial", "find_tutorials", "render", "without_solutions"]
 
@@ -167,7 +169,7 @@ def without_solutions(source: str, where: str) -> str:
 
 def render(tutorial: Tutorial, solutions: bool = True) -> tuple[str, dict[str, bytes]]:
     """The page's markdown, and its figures by site path; without the exercises' solutions
-    (or the outputs of their cells) unless `solutions`."""
+    (or the outputs of their cells) or the questions' answers unless `solutions`."""
     images: dict[str, bytes] = {}
     blocks, noted = [], False
     for index, cell in enumerate(tutorial.notebook.cells):
@@ -176,7 +178,7 @@ def render(tutorial: Tutorial, solutions: bool = True) -> tuple[str, dict[str, b
             blocks.append(_fenced(without_solutions(cell.source, where), "python"))
             continue
         if cell.cell_type == "markdown":
-            source = _markdown(cell.source)
+            source = _markdown(cell.source if solutions else strip_answers(cell.source))
             if not noted and source.lstrip().startswith("# "):
                 head, _, rest = source.lstrip().partition("\n")
                 source, noted = f"{head}\n\n{_note(tutorial)}\n\n{rest}", True
