@@ -29,6 +29,10 @@ def pytest_configure(config):
     # holds a core another process's kernel is waiting for, so every parallel kernel waits a
     # scheduler tick: small kernels ran ~50x slower. Workers that sleep at once cost a wake-up.
     os.environ.setdefault("GOMP_SPINCOUNT", "0")
+    # CI runs as root, where `tinyformer grade` refuses to run a submission without --user;
+    # the suite grades its own trees and replays attacks with the grader's other walls.
+    # (tests/test_grader_security.py unsets it where it tests the refusal.)
+    os.environ.setdefault("TINYFORMER_GRADE_AS_ROOT", "1")
 
 
 TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(300))

@@ -3,8 +3,11 @@
 
 A message is a JSON document in which every array is replaced by {"a": k}, the k-th array of
 the message; arrays travel as `np.save` bytes and are read back with `allow_pickle=False`, so
-the parent never unpickles what the child sends. Sizes are capped on reading: a child cannot
-make the parent allocate more than `MAX_BYTES` for one reply.
+the parent never unpickles what the child sends. Everything is checked before any numeric use:
+the frame's size (`MAX_BYTES`) before a byte of it is read, the JSON header's size
+(`MAX_HEADER`), and each array's header: a numeric or boolean dtype (no strings, no structured
+or object dtypes), and a shape whose size is exactly the bytes that follow, so that a reply
+cannot make the parent allocate more than its own length. A malformed reply fails its task.
 
     frame := b"TFW1" | u64 length | u32 header length | header JSON | (u64 length | .npy)*
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import select
 import struct
@@ -26,8 +30,13 @@ import numpy as np
 __all__ = ["MAX_BYTES", "WireError", "decode", "encode", "read_message", "write_message"]
 
 MAGIC = b"TFW1"
-MAX_BYTES = 256 * 2**20
-MAX_ARRAYS = 100_000
+# The largest reply of a correct submission to any request of the course's checks is 1.9 MB
+# (A4's); 32 MiB leaves room for larger hidden-test inputs while bounding what one reply can
+# make the parent hold (the frame, then at most as much again in arrays).
+MAX_BYTES = 32 * 2**20
+MAX_HEADER = 2**20  # the JSON part of a frame: names, flags and numbers, never bulk data
+MAX_ARRAYS = 10_000
+NUMERIC_KINDS = "biuf"  # bool, signed and unsigned integers, floats
 
 
 class WireError(Exception):
@@ -62,15 +71,25 @@ def _untag(node: Any, arrays: list[np.ndarray]) -> Any:
         raise WireError("malformed message")
     ((kind, v),) = node.items()
     if kind == "a":
+        if not isinstance(v, int) or not 0 <= v < len(arrays):
+            raise WireError("malformed message (no such array)")
         return arrays[v]
     if kind == "d":
+        if not isinstance(v, dict):
+            raise WireError("malformed message")
         return {k: _untag(x, arrays) for k, x in v.items()}
     if kind in ("t", "l"):
+        if not isinstance(v, list):
+            raise WireError("malformed message")
         items = [_untag(x, arrays) for x in v]
         return tuple(items) if kind == "t" else items
     if kind == "f":
+        if v not in ("inf", "-inf", "nan"):
+            raise WireError("malformed message")
         return float(v)
     if kind == "v":
+        if v is not None and not isinstance(v, bool | int | float | str):
+            raise WireError("malformed message")
         return v
     raise WireError(f"malformed message (tag {kind!r})")
 
@@ -88,23 +107,48 @@ def encode(message: Any) -> bytes:
     return MAGIC + struct.pack("<Q", len(body)) + body
 
 
+def _array(data: memoryview) -> np.ndarray:
+    """The array in the .npy bytes `data`, checked before anything is allocated."""
+    from numpy.lib import format as npy
+
+    stream = io.BytesIO(bytes(data[:4200]))  # the .npy header only: at most 4096 bytes + 12
+    version = npy.read_magic(stream)
+    if version not in ((1, 0), (2, 0)):
+        raise WireError(f"malformed message (.npy version {version})")
+    read_header = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+    shape, fortran, dtype = read_header(stream, max_header_size=4096)
+    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise WireError(f"an array of dtype {dtype} (the grader takes numbers only)")
+    count = math.prod(shape)
+    body = data[stream.tell() :]
+    if count * dtype.itemsize != len(body):
+        raise WireError(f"malformed message (an array of shape {shape} in {len(body)} bytes)")
+    flat = np.frombuffer(body, dtype=dtype, count=count)
+    return flat.reshape(shape, order="F" if fortran else "C").copy()
+
+
 def decode(body: bytes) -> Any:
-    """The message of a frame's body; raises WireError if it is malformed."""
+    """The message of a frame's body; raises WireError if it is malformed or holds anything
+    but numbers, strings and numeric arrays."""
     try:
         (n,) = struct.unpack_from("<I", body, 0)
-        header = json.loads(body[4 : 4 + n].decode("utf-8"))
-        arrays, at = [], 4 + n
+        if n > MAX_HEADER:
+            raise WireError(f"a message header of {n} bytes is over the limit of {MAX_HEADER}")
+        header = json.loads(bytes(body[4 : 4 + n]).decode("utf-8"))
+        arrays, at, view = [], 4 + n, memoryview(body)
         while at < len(body):
             if len(arrays) >= MAX_ARRAYS:
                 raise WireError("too many arrays in one message")
             (size,) = struct.unpack_from("<Q", body, at)
-            arrays.append(np.load(io.BytesIO(body[at + 8 : at + 8 + size]), allow_pickle=False))
+            if at + 8 + size > len(body):
+                raise WireError("malformed message (an array runs past the frame)")
+            arrays.append(_array(view[at + 8 : at + 8 + size]))
             at += 8 + size
         return _untag(header, arrays)
     except WireError:
         raise
     except Exception as err:  # struct, JSON, NumPy's header parser: all say "malformed"
-        raise WireError(f"malformed message ({type(err).__name__}: {err})") from None
+        raise WireError(f"malformed message ({type(err).__name__}: {str(err)[:200]})") from None
 
 
 def write_message(fd: int, message: Any, deadline: float | None = None) -> None:

@@ -5,19 +5,23 @@ image, and `run_autograder` for each submission, which it puts in /autograder/su
 results go to /autograder/results/results.json. The zip holds:
 
 - `setup.sh`: installs the instructor's tree (`pip install`), makes an unprivileged user
-  `student` with no home, and makes /autograder/source and the installed package readable by
-  root only;
-- `run_autograder`: `tinyformer grade NAME /autograder/submission --data ... --json ...`,
-  with `--user student` when it runs as root (as on Gradescope), so that the student's code
-  can read neither the instructor's tree nor the results;
+  `student` with no home, and makes /autograder/source (the secret with it) and the installed
+  package readable by root only;
+- `run_autograder`: `tinyformer grade NAME /autograder/submission --secret ... --json ...`,
+  with `--user student` when it runs as root (as on Gradescope: the grader refuses to run a
+  submission as root), so that the student's code can read neither the secret, the
+  instructor's tree nor the results; the whole grade must end within `TOTAL_TIMEOUT` seconds
+  (540: under Gradescope's default limit of 10 minutes);
 - `autograder.json`: the assignment, and the files a student submits (`Assignment.files`);
   a submission may hold them at their paths in the repository or side by side;
-- `NAME.grading.npz`: the grading data, computed now from the instructor's tree;
+- `grading-secret`: the instructor tree's salt, from which the grader draws the samples it
+  grades on (no data file: the expected values are computed from the reference at grading);
 - `tinyformer/`: the instructor's tree (its package, kernels and packaging files), with
   the checks and hidden tests: the grader's side, never the student's.
 
 `AUTOGRADER_ROOT` (default /autograder) moves the three folders, for a local trial; so does
-`TINYFORMER` name the command (default `tinyformer`) and `GRADE_ARGS` add options.
+`TINYFORMER` name the command (default `tinyformer`), `GRADE_USER` the user (default
+`student`), `TOTAL_TIMEOUT` the limit, and `GRADE_ARGS` add options.
 """
 
 from __future__ import annotations
@@ -28,8 +32,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from tinyformer.course import _codec
-from tinyformer.course import data as grading_data
+from tinyformer.course import secret as grading_secret
 from tinyformer.course.definition import assignment
 from tinyformer.course.grade import has_solutions
 
@@ -58,16 +61,24 @@ PY
 
 RUN = """#!/usr/bin/env bash
 # Gradescope runs this for each submission. The student's code runs as `student` when this
-# runs as root: it can read neither this folder nor the results.
+# runs as root (the grader refuses root otherwise): it can read neither this folder, nor the
+# secret, nor the results. The submission is read as that user too.
 set -euo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+GRADE_USER="${{GRADE_USER:-student}}"
 USER_ARGS=()
-if [ "$(id -u)" = 0 ] && id student >/dev/null 2>&1; then USER_ARGS=(--user student); fi
+if [ "$(id -u)" = 0 ] && id "$GRADE_USER" >/dev/null 2>&1; then
+    USER_ARGS=(--user "$GRADE_USER")
+    chmod -R a+rX "$ROOT/submission"  # (chmod -R follows no link inside it)
+fi
 mkdir -p "$ROOT/results"
+rm -f "$ROOT/results/results.json"
+# A refused submission still writes results.json (no points, and why): that is the result.
 # shellcheck disable=SC2086  # GRADE_ARGS is a list of options
 "${{TINYFORMER:-tinyformer}}" grade {name} "$ROOT/submission" \\
-    --data "$ROOT/source/{name}.grading.npz" --json "$ROOT/results/results.json" \\
-    ${{USER_ARGS[@]+"${{USER_ARGS[@]}}"}} ${{GRADE_ARGS:-}}
+    --secret "$ROOT/source/grading-secret" --json "$ROOT/results/results.json" \\
+    --total-timeout "${{TOTAL_TIMEOUT:-540}}" \\
+    ${{USER_ARGS[@]+"${{USER_ARGS[@]}}"}} ${{GRADE_ARGS:-}} || [ -s "$ROOT/results/results.json" ]
 """
 
 
@@ -100,7 +111,9 @@ def write_autograder(name: str, out: str | os.PathLike) -> Path:
             info.external_attr = 0o100755 << 16  # executable, as Gradescope runs them
             z.writestr(info, text)
         z.writestr("autograder.json", json.dumps(config, indent=2) + "\n")
-        z.writestr(f"{a.name}.grading.npz", _codec.dumps(grading_data.compute(a)))
+        secret = zipfile.ZipInfo(grading_secret.FILENAME)
+        secret.external_attr = 0o100600 << 16  # the owner's only, as setup.sh leaves it
+        z.writestr(secret, grading_secret.read_secret().decode("ascii") + "\n")
         for rel in _tree_files(root):
             z.write(root / rel, f"tinyformer/{rel.as_posix()}")
     out = Path(out).resolve()

@@ -67,15 +67,21 @@ def add_course_commands(sub: argparse._SubParsersAction) -> None:
         help="the grading salt (default: grading-secret in the instructor's tree)",
     )  # fmt: skip
     grade.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds per task (default 120)"
-    )
+        "--timeout", type=float, default=120.0,
+        help="seconds for each task's child, visible checks and hidden tests apart (default 120)",
+    )  # fmt: skip
+    grade.add_argument(
+        "--total-timeout", type=float, default=None, metavar="SECONDS",
+        help="seconds for the whole grade (default: --timeout per child, plus 60)",
+    )  # fmt: skip
     grade.add_argument(
         "--task", action="append", default=None, metavar="ID", help="grade only this task "
         "(e.g. A2.1); repeat for several"
     )  # fmt: skip
     grade.add_argument(
         "--user", default=None, metavar="NAME",
-        help="run the student's code as this unprivileged user (the grader must run as root)",
+        help="run the student's code as this unprivileged user (needed, and only possible, "
+        "when the grader runs as root)",
     )  # fmt: skip
     grade.add_argument(
         "--memory", type=float, default=4096, metavar="MB",
@@ -113,14 +119,20 @@ def run_course_command(args: argparse.Namespace) -> int:
         if args.action == "autograder":
             from tinyformer.course.autograder import write_autograder
 
-            print(f"autograder: {write_autograder(args.name, args.out)}")
+            try:
+                print(f"autograder: {write_autograder(args.name, args.out)}")
+            except OSError as err:
+                raise ValueError(_out_error(args.out, err)) from None
             return 0
         from tinyformer.course.release import release
 
-        report = release(
-            args.name, args.out, force=args.force, progress=sys.stderr.isatty(),
-            carry_solutions=args.carry_solutions,
-        )  # fmt: skip
+        try:
+            report = release(
+                args.name, args.out, force=args.force, progress=sys.stderr.isatty(),
+                carry_solutions=args.carry_solutions,
+            )  # fmt: skip
+        except OSError as err:
+            raise ValueError(_out_error(args.out, err)) from None
     except (MarkerError, ValueError, OSError) as err:
         print(f"tinyformer {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -135,6 +147,12 @@ def run_course_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _out_error(out: str, err: OSError) -> str:
+    """`--out OUT: cannot write (...)`, naming the flag and OUT, never a temporary file."""
+    why = err.strerror or type(err).__name__
+    return f"--out {out}: cannot write there ({why})"
+
+
 def _sync(args: argparse.Namespace) -> int:
     from tinyformer.course.sync import sync
 
@@ -145,21 +163,33 @@ def _sync(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    from tinyformer.course._room import GradeInterrupted
+    from tinyformer.course._tree import SubmissionError
     from tinyformer.course.grade import grade
 
     if not args.memory >= 0:
         raise ValueError(f"--memory: need MiB >= 0, got {args.memory}")
     memory = int(args.memory * 2**20) if args.memory else None
-    if (Path(args.dir) / "tinyformer" / "__init__.py").is_file():  # a whole tree, not files
+    if args.user is None and (Path(args.dir) / "tinyformer" / "__init__.py").is_file():
         from tinyformer.course.workspace import mismatch
 
-        warning = mismatch(args.dir)
+        warning = mismatch(args.dir)  # (a student's own tree, read as the student)
         if warning:  # the pristine tree it grades in comes from the imported tinyformer
             print(warning, file=sys.stderr)
-    result = grade(
-        args.name, args.dir, data=args.data, secret=args.secret, timeout=args.timeout,
-        tasks=args.task, user=args.user, memory=memory,
-    )  # fmt: skip
+    try:
+        result = grade(
+            args.name, args.dir, data=args.data, secret=getattr(args, "secret", None),
+            timeout=args.timeout, tasks=args.task, user=args.user, memory=memory,
+            total_timeout=args.total_timeout,
+        )  # fmt: skip
+    except SubmissionError as err:
+        if args.json:  # the student learns why on Gradescope: a results.json with no points
+            save_json(args.json, {"score": 0, "output": f"submission refused: {err}", "tests": []})
+        print(f"tinyformer grade: submission refused: {err}", file=sys.stderr)
+        return 2
+    except GradeInterrupted as err:  # the children are gone; nothing was written
+        print(f"tinyformer grade: {err}; nothing written", file=sys.stderr)
+        return 130
     print(f"grading {result.assignment} in {result.tree} (instructor values: {result.data_source})")
     print(result.table())
     if args.json:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinyformer.course import _tree, _verdicts
+from tinyformer.course import _room, _tree, _verdicts
 from tinyformer.course import data as grading_data
 from tinyformer.course._sandbox import Child, ChildGone, Limits, reaping
 from tinyformer.course._text import clean
@@ -42,7 +42,8 @@ from tinyformer.course.secret import read_secret
 
 __all__ = ["CheckResult", "Grade", "grade", "has_solutions", "is_tree"]
 
-DEFAULT_TIMEOUT = 120.0  # seconds per task
+DEFAULT_TIMEOUT = 120.0  # seconds per task and phase; a correct task takes under 2 s
+OUTPUT_CHARS = 4000  # of one check's report
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 CHECKS = {
     "forward": _verdicts.forward, "gradcheck": _verdicts.gradcheck, "kernel": _verdicts.kernel,
@@ -228,18 +229,22 @@ class _Run:
             why = clean(f"{type(err).__name__}: {err}", 2000)
             return False, f"{task.id} {kind}: the check could not run ({why}); no points"
 
-    def task(self, task: Task, kinds: list[str], phase: str) -> dict[str, tuple[Any, str]]:
+    def task(self, task: Task, kinds: list[str]) -> dict[str, tuple[Any, str]]:
+        """The verdicts of `kinds` (all visible, or ["hidden"]) of `task`, in a fresh child
+        whose folder names neither the task nor the phase."""
         if kinds == ["hidden"] and not (getattr(self.checks, "HIDDEN", None) or {}).get(task.id):
             return {"hidden": (None, "no tests of this kind in this copy of the course")}
-        work = self.root / "work" / f"{task.id}-{phase}"
-        child = Child(self.root / "tree", self.root / "deps", work, self.limits,
+        if self.limits.deadline is not None and time.monotonic() >= self.limits.deadline:
+            why = f"{task.id}: not run: the grade ran past its overall time limit"
+            return {kind: (False, why) for kind in kinds}
+        child = Child(self.root / "tree", self.root / "deps", self.root, self.limits,
                       task.kernel is not None, self.spare)  # fmt: skip
         out: dict[str, tuple[Any, str]] = {}
         try:
             child.start()
             if child.fatal is not None:
                 why = f"{task.id}: the code could not be loaded:\n{child.fatal}"
-                return {kind: (False, why) for kind in kinds}
+                return self._clean({kind: (False, why) for kind in kinds})
             for kind in kinds:
                 out[kind] = self.check(child, task, kind)
         except ChildGone as gone:
@@ -252,10 +257,16 @@ class _Run:
                     detail = why
         finally:
             child.close()
-        # the student's messages may quote its files' paths: the grading folder is no business
-        # of the report
+        return self._clean(out)
+
+    def _clean(self, out: dict[str, tuple[Any, str]]) -> dict[str, tuple[Any, str]]:
+        """Outputs without escape codes, capped, and without the grading folder's path (the
+        student's messages may quote its files' paths: no business of the report)."""
         here = str(self.root)
-        return {k: (p, o.replace(here + os.sep, "").replace(here, "")) for k, (p, o) in out.items()}
+        return {
+            k: (p, clean(str(o).replace(here + os.sep, "").replace(here, ""), OUTPUT_CHARS))
+            for k, (p, o) in out.items()
+        }
 
 
 def _results(a: Assignment, tasks: list[Task], records: dict) -> list[CheckResult]:
@@ -291,62 +302,98 @@ def grade(
     tasks: list[str] | None = None,
     user: str | None = None,
     memory: int | None = Limits.memory,
+    total_timeout: float | None = None,
 ) -> Grade:
     """Grade assignment `name` in the submission at `tree` (a tinyformer tree, or a folder
     holding the student's files).
 
     Args:
-        timeout: wall-clock seconds per task (and again for its hidden tests).
+        timeout: wall-clock seconds per task, and again for its hidden tests.
         secret: the file of the grading salt (default: the instructor tree's grading-secret).
         tasks: grade only these task ids.
-        user: run the student's code as this user (the grader must run as root).
+        user: run the student's code as this unprivileged user; required when the grader
+            runs as root (which it must, to switch users).
         memory: bytes of address space for the student's code, or None.
+        total_timeout: wall-clock seconds for the whole grade (default: `timeout` for each
+            child, visible and hidden, plus a minute).
 
     Raises:
-        ValueError: unknown assignment or task, no such folder, bad timeout, bad grading data.
+        ValueError: unknown assignment or task, no such folder, bad timeout, bad grading data,
+            root without `user`, or a secret within the user's reach.
+        SubmissionError: a student file is a link, under one, not a regular file or too large.
+        GradeInterrupted: SIGINT, SIGTERM or SIGHUP; the children are gone, nothing written.
     """
     a = assignment(name)
     submission = Path(tree).resolve()
     if not submission.is_dir():
         raise ValueError(f"DIR: {submission} is not a folder")
-    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
-        raise ValueError(f"--timeout: need a finite number of seconds > 0, got {timeout!r}")
-    if user is not None and os.geteuid() != 0:
-        raise ValueError(f"--user {user}: the grader must run as root to switch users")
+    for flag, value in (("--timeout", timeout), ("--total-timeout", total_timeout)):
+        if value is not None and not (
+            isinstance(value, int | float) and math.isfinite(value) and value > 0
+        ):
+            raise ValueError(f"{flag}: need a finite number of seconds > 0, got {value!r}")
+    user = _room.grading_user(user)
+    selected = _selected(a, tasks)
+    source, meta = load_data(a, data, secret)
     if user is not None:
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            raise ValueError(f"--user: no user named {user!r} on this machine") from None
-    if not is_tree(submission) and not any(_tree.submitted(submission, f) for f in a.files):
+        _room.refuse_readable(user, _protected(a, data, secret))
+    files = _tree.read_submission(submission, a.files, user)
+    if not files and not is_tree(submission):
         raise ValueError(
             f"DIR: {submission} is not a tinyformer tree and holds none of {a.name}'s files "
             f"({', '.join(a.files)})"
         )
-    selected = _selected(a, tasks)
-    source, meta = load_data(a, data, secret)
-    start = time.perf_counter()
-    records: dict[tuple[str, str], tuple[Any, str]] = {}
-    with tempfile.TemporaryDirectory(prefix="tinyformer-grade-") as tmp:
-        root = Path(tmp)
+    runs = sum(1 for t in selected for k in task_phases(t))
+    start, records = time.perf_counter(), {}
+    deadline = time.monotonic() + _room.total_timeout(timeout, runs, total_timeout)
+    limits = Limits(timeout, memory, user, deadline)
+    with _room.interrupts(), tempfile.TemporaryDirectory(prefix="tinyformer-grade-") as tmp:
+        room = Path(tmp)  # 0700: this grade's, and its user's
         kernels = any(t.kernel is not None for t in a.tasks)
-        missing = _tree.build_tree(a, root / "tree", submission, kernels)
-        _tree.deps_folder(root / "deps", kernels)
+        missing = _tree.build_tree(a, room / "tree", files, kernels)
+        _tree.deps_folder(room / "deps", kernels)
         if user is not None:
-            root.chmod(0o755)  # the release copy is public; the data and results never go here
+            entry = pwd.getpwnam(user)
+            os.chown(room, entry.pw_uid, entry.pw_gid)
         with reaping() as spare:
-            run = _Run(a, root, Limits(timeout, memory, user), meta, spare)
-            for phase in ("visible", "hidden"):
+            run = _Run(a, room, limits, meta, spare)
+            for phase in ("visible", "hidden"):  # every visible check before any hidden one
                 for task in selected:
-                    kinds = [k for k in task.points if (k == "hidden") == (phase == "hidden")]
+                    kinds = task_phases(task).get(phase)
                     if kinds:
-                        for kind, result in run.task(task, kinds, phase).items():
+                        for kind, result in run.task(task, kinds).items():
                             records[task.id, kind] = result
     results = _results(a, selected, records)
     if missing:
         note = "not in the submission (the release's stub was graded): " + ", ".join(missing)
         results = [_note(r, note) for r in results]
     return Grade(a.name, submission, source, results, time.perf_counter() - start)
+
+
+def task_phases(task: Task) -> dict[str, list[str]]:
+    """The kinds of `task`'s checks by phase: each phase that has any runs in a child."""
+    found: dict[str, list[str]] = {}
+    for kind in task.points:
+        found.setdefault("hidden" if kind == "hidden" else "visible", []).append(kind)
+    return found
+
+
+def _protected(a: Assignment, data: Any, secret: Any) -> dict[str, Path]:
+    """What the grading user must not read: the data file, the grading secret, and, where the
+    running tinyformer is the instructor's, its package and kernels."""
+    from tinyformer.course import secret as grading_secret
+
+    found: dict[str, Path] = {}
+    if data is not None:
+        found["the grading data"] = Path(data).resolve()
+    if secret is not None or has_solutions(a):
+        path = Path(secret) if secret is not None else grading_secret.default_path()
+        if path.exists():
+            found["the grading secret"] = path.resolve()
+    if has_solutions(a):
+        for folder in _room.instructor_folders():
+            found[f"the instructor's {folder.name} folder"] = folder
+    return found
 
 
 def _note(r: CheckResult, note: str) -> CheckResult:
