@@ -214,6 +214,101 @@ def pipeline() -> None:
     ]
 
 
+def ddp_no_sync_local() -> None:
+    """Inside no_sync, backward runs no collective: each rank keeps its own shard's gradient
+    (an extra all-reduce there is invisible to ddp_no_sync, averaging being linear)."""
+    from tinyformer.distributed import process_group as pg
+
+    ((x, y),) = _batches(1, 4)
+    model = dist.DistributedDataParallel(_model(0), bucket_cap_mb=0.001)
+    local = _model(0)
+    local(_shard(x), _shard(y))[1].backward()
+    calls = []
+    all_reduce = pg.all_reduce
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return all_reduce(*args, **kwargs)
+
+    pg.all_reduce = counting
+    try:
+        with model.no_sync():
+            model(_shard(x), _shard(y))[1].backward()
+    finally:
+        pg.all_reduce = all_reduce
+    assert calls == [], f"{len(calls)} all-reduces inside no_sync"
+    for (name, p), (_, q) in zip(model.module.named_parameters(), local.named_parameters()):
+        np.testing.assert_array_equal(p.grad, q.grad, err_msg=f"no_sync: {name}")
+
+
+def ddp_one_parameter() -> None:
+    """A model of one parameter (the last, and only, one with a hook) is averaged: rank r's
+    loss sum((r + 1) w) has the gradient r + 1, and every rank ends with their mean."""
+
+    class Scale(tf.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = tf.nn.Parameter(np.ones(3))
+
+        def forward(self, x: tf.Tensor) -> tf.Tensor:
+            return (self.w * x).sum()
+
+    model = dist.DistributedDataParallel(Scale())
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model(tf.tensor(np.full(3, rank + 1.0))).backward()
+    np.testing.assert_array_equal(model.module.w.grad, np.full(3, (world + 1) / 2))
+
+
+def zero_uneven() -> None:
+    """ZeRO-1 on 7 elements (no multiple of the ranks): every element is updated as one
+    process's AdamW updates it on the averaged gradient, and the step bumps the parameters'
+    version counters, so a graph that saved them refuses to backward."""
+    from tinyformer import versions
+
+    rng = np.random.default_rng(3)
+    start = [rng.standard_normal((5,)), rng.standard_normal((2,))]
+    local = [rng.standard_normal(a.shape) for a in start for _ in range(dist.get_world_size())]
+    params = [tf.nn.Parameter(a.copy()) for a in start]
+    reference = [tf.nn.Parameter(a.copy()) for a in start]
+    opt = dist.ZeroRedundancyOptimizer(params, AdamW, lr=0.1, weight_decay=0.1)
+    ref_opt = AdamW(reference, lr=0.1, weight_decay=0.1)
+    world, rank = dist.get_world_size(), dist.get_rank()
+    for step in range(2):
+        for i, p in enumerate(params):  # rank r's gradient, and their mean for the reference
+            grads = local[i * world : (i + 1) * world]
+            p.grad = grads[rank] * (step + 1)
+            reference[i].grad = np.mean(grads, axis=0) * (step + 1)
+        opt.step()
+        ref_opt.step()
+        for p, q in zip(params, reference):
+            np.testing.assert_allclose(p.data, q.data, rtol=1e-12, atol=1e-15)
+    before = [versions.version(p.data) for p in params]
+    saved = (params[0] * params[0]).sum()  # mul saves w
+    opt.step()
+    assert all(versions.version(p.data) > v for p, v in zip(params, before))
+    try:
+        saved.backward()
+    except RuntimeError as err:
+        assert "version" in str(err), err
+    else:
+        raise AssertionError("backward through weights ZeRO's step changed did not refuse")
+
+
+def row_parallel_bias() -> None:
+    """RowParallelLinear adds its bias once, after the partial sums: x W^T + b, as one
+    process's Linear (a bias of zeros, as models start, would hide it added N times)."""
+    from tinyformer.distributed.tensor_parallel import RowParallelLinear
+
+    rng = np.random.default_rng(4)
+    x, w, b = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal(5)
+    layer = RowParallelLinear(4, 5).to(dtype="float64")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    layer.weight.data[...] = np.split(w, world, axis=1)[rank]
+    layer.bias.data[...] = b
+    y = layer(tf.tensor(np.split(x, world, axis=1)[rank]))
+    np.testing.assert_allclose(y.numpy(), x @ w.T + b, rtol=1e-12)
+
+
 def timeout() -> None:
     if dist.get_rank() == 0:
         dist.all_reduce(tf.ones(3))  # rank 1 never joins
@@ -232,7 +327,11 @@ CASES = {
         ddp,
         ddp_no_sync,
         ddp_unused,
+        ddp_no_sync_local,
+        ddp_one_parameter,
         zero,
+        zero_uneven,
+        row_parallel_bias,
         tensor_parallel,
         pipeline,
         timeout,

@@ -42,7 +42,11 @@ EQUIVALENCE = [
     "ddp",
     "ddp_no_sync",
     "ddp_unused",
+    "ddp_no_sync_local",
+    "ddp_one_parameter",
     "zero",
+    "zero_uneven",
+    "row_parallel_bias",
     "tensor_parallel",
     "pipeline",
 ]
@@ -76,6 +80,38 @@ def test_sampler_shards_are_disjoint_and_cover_the_data():
     again = DistributedSampler(10, num_replicas=3, rank=0, seed=1)
     again.set_epoch(1)
     assert list(again.indices()) != list(got[0])
+
+
+def _strided(order: list[int], n: int, ranks: int, rank: int, drop_last: bool) -> list[int]:
+    """PyTorch's DistributedSampler on a dataset of n in `order`: padded by repeating its
+    start to a multiple of the ranks (or cut to one, drop_last), rank r every N-th from r."""
+    total = n // ranks * ranks if drop_last else -(-n // ranks) * ranks
+    padded = (order * (total // n + 1))[:total]
+    return padded[rank::ranks]
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_sampler_shards_are_pytorchs_strided_shards(drop_last):
+    from tinyformer.distributed import DistributedSampler
+
+    try:
+        from torch.utils.data import DistributedSampler as TorchSampler
+    except ImportError:
+        TorchSampler = None
+    for n in range(1, 12):
+        for ranks in range(1, 5):
+            for rank in range(ranks):
+                ours = DistributedSampler(n, ranks, rank, shuffle=False, drop_last=drop_last)
+                want = _strided(list(range(n)), n, ranks, rank, drop_last)
+                assert list(ours) == want and len(ours) == len(want), (n, ranks, rank)
+                if TorchSampler is not None:
+                    theirs = TorchSampler(range(n), ranks, rank, shuffle=False, drop_last=drop_last)
+                    assert list(ours) == list(theirs) and len(ours) == len(theirs)
+                # shuffled: the same strides through the seeded permutation
+                shuffled = DistributedSampler(n, ranks, rank, seed=5, drop_last=drop_last)
+                shuffled.set_epoch(2)
+                order = np.random.default_rng(7).permutation(n).tolist()
+                assert list(shuffled) == _strided(order, n, ranks, rank, drop_last)
 
 
 def test_collectives_need_a_process_group():
