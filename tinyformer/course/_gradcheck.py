@@ -78,7 +78,7 @@ def forward_case(child: Any, target: str, stored: dict[str, Any]) -> str | None:
     message = {"op": "call", "target": target, "kwargs": stored["kwargs"],
                "args": slots(list(stored["args"]), stored["layouts"], grad=False)}  # fmt: skip
     try:
-        got = outputs(ask(child, message, "the forward"), stored)
+        got = outputs(ask(child, message, "forward"), stored)
     except StudentError as err:
         return f"  {err}"
     return forward_error(got, stored)
@@ -107,7 +107,7 @@ def backward_case(child: Any, target: str, spec: Any, stored: dict, names: list[
                "args": slots(args, stored["layouts"], grad=True),
                "upstream": list(stored["upstream"])}  # fmt: skip
     try:
-        reply = ask(child, message, "the backward")
+        reply = ask(child, message, "backward")
         wrong = forward_error(outputs(reply, stored), stored)
         if wrong is not None:
             return (
@@ -115,7 +115,7 @@ def backward_case(child: Any, target: str, spec: Any, stored: dict, names: list[
                 f"forward is right:\n{wrong}"
             )
         first = _grads(reply, args, checked, names)
-        again = _grads(ask(child, message, "the backward"), args, checked, names)
+        again = _grads(ask(child, message, "backward"), args, checked, names)
     except StudentError as err:
         return f"  {err}"
     for k, i in enumerate(checked):
