@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             "(microseconds per op)",
             [engine],
             ["forward_us_per_op", "backward_us_per_op", "total_us_per_op", "numpy_us_per_op",
-             "bookkeeping_us_per_op"],
+             "bookkeeping_us_per_op", "no_grad_forward_us_per_op", "torch_total_us_per_op"],
         )  # fmt: skip
     if "ops" in only:
         shapes = QUICK if args.quick else BABY

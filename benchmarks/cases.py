@@ -2,13 +2,15 @@
 
 - Engine overhead: a chain of elementwise ops on a one-element tensor, forward + backward, per
   op; the same chain in plain NumPy is subtracted, leaving tinyformer's bookkeeping (building
-  the graph, the topological sort, accumulating gradients, the checks).
+  the graph, the topological sort, accumulating gradients, the checks). The same chain under
+  `no_grad` (forward only), and in PyTorch when it is installed (same process, same run).
 - Ops at the "baby GPT" training shapes (batch 12, context 64, width 128, 4 heads, vocabulary
   65): forward and backward of each op through autograd, as a training step runs them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -41,18 +43,44 @@ def engine_overhead(n_ops: int = 10_000, repeats: int = 5) -> dict[str, Any]:
         for _ in range(n_ops):
             g = g * np.float32(1.0001)
 
+    def forward_no_grad():
+        with tf.no_grad():
+            forward()
+
     t_forward = median_time(forward, repeats, warmup=1)
     t_total = median_time(forward_backward, repeats, warmup=1)
     t_numpy = median_time(numpy_only, repeats, warmup=1)
+    t_no_grad = median_time(forward_no_grad, repeats, warmup=1)
     us = 1e6 / n_ops
-    return {
+    result = {
         "ops": n_ops,
         "forward_us_per_op": t_forward * us,
         "backward_us_per_op": (t_total - t_forward) * us,
         "total_us_per_op": t_total * us,
         "numpy_us_per_op": t_numpy * us,
         "bookkeeping_us_per_op": (t_total - t_numpy) * us,
+        "no_grad_forward_us_per_op": t_no_grad * us,
     }
+    if importlib.util.find_spec("torch") is not None:  # the same chain, same process
+        result["torch_total_us_per_op"] = _torch_chain(n_ops, repeats) * us
+    return result
+
+
+def _torch_chain(n_ops: int, repeats: int) -> float:
+    """Seconds for the engine-overhead chain, forward + backward, in PyTorch: all of it is
+    PyTorch's bookkeeping (its arithmetic on one element is a few nanoseconds)."""
+    import torch
+
+    x = torch.ones(1, requires_grad=True)
+
+    def forward_backward():
+        x.grad = None
+        y = x
+        for _ in range(n_ops):
+            y = y * 1.0001
+        y.backward()
+
+    return median_time(forward_backward, repeats, warmup=1)
 
 
 def _op_cases(s: dict[str, int]) -> list[tuple[str, str, Callable[[], tf.Tensor], list]]:

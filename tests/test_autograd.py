@@ -364,3 +364,21 @@ def test_mixed_dtype_gradients_match_pytorch():
     (tf.tensor(np.array([1.0, 2.0, 3.0])) * w).sum().backward()
     assert str(tw.grad.dtype) == f"torch.{w.grad.dtype}"
     np.testing.assert_array_equal(w.grad, tw.grad.numpy())
+
+
+def test_engine_checks_gradients_for_intermediate_nodes_too():
+    # The wrong shape reaches a node's output (not a leaf): the check reads the node's outputs.
+    x = tf.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"_WrongShape.backward .* shape \(1,\).*shape \(3,\)"):
+        _WrongShape.apply(x * 2).sum().backward()
+
+
+def test_no_node_is_recorded_without_a_gradient_to_carry():
+    x = tf.tensor([1.0, 2.0], requires_grad=True)
+    with tf.no_grad():
+        y = x * 2
+    z = tf.tensor([1.0, 2.0]) * 3  # no input requires a gradient
+    assert y.grad_fn is None and not y.requires_grad
+    assert z.grad_fn is None and not z.requires_grad
+    w = (x * 2).to(tf.int64)  # integer output: no node either, as in PyTorch
+    assert w.grad_fn is None

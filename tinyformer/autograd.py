@@ -81,14 +81,23 @@ class Function:
     def apply(cls, *inputs: Any, **params: Any) -> Any:
         """Run `forward` on the inputs' arrays and record the call in the graph when needed.
         Returns a Tensor, or a tuple of Tensors when `forward` returned a tuple of arrays."""
-        arrays = [x.data if isinstance(x, Tensor) else x for x in inputs]
-        if not all(type(a) is np.ndarray for a in arrays):  # scalars, None, or device arrays
+        # One pass over the inputs, written out (not comprehensions): this runs for every op,
+        # and at small sizes it is most of the op's time.
+        enabled = grad_mode._grad_enabled
+        arrays, needs, any_need, host = [], [], False, True
+        for x in inputs:
+            if isinstance(x, Tensor):
+                a, need = x.data, enabled and x._requires_grad
+                any_need = any_need or need
+            else:
+                a, need = x, False
+            if type(a) is not np.ndarray:
+                host = False
+            arrays.append(a)
+            needs.append(need)
+        if not host:  # scalars, None, or device arrays
             backend.check_same_device(cls.__name__, *arrays)
-        if grad_mode._grad_enabled:
-            needs = tuple(isinstance(x, Tensor) and x._requires_grad for x in inputs)
-        else:
-            needs = (False,) * len(inputs)
-        ctx = Context(cls, needs)
+        ctx = Context(cls, tuple(needs))
         try:
             y = cls.forward(ctx, *arrays, **params)
         except OpError:
@@ -97,30 +106,45 @@ class Function:
             shapes = ", ".join(str(getattr(a, "shape", type(a).__name__)) for a in arrays)
             raise OpError(f"{cls.__name__}: {e} (input shapes: {shapes})") from e
         several = isinstance(y, tuple)
-        ys = tuple(_as_output(a, cls.__name__) for a in (y if several else (y,)))
+        if several:
+            ys = tuple(_as_output(a, cls.__name__) for a in y)
+            differentiable = any(a.dtype.kind not in "biu" for a in ys)
+        else:
+            y = _as_output(y, cls)
+            ys, differentiable = (y,), y.dtype.kind not in "biu"
         # Integer or boolean outputs only (a cast to int64, say): nothing to differentiate, as in
         # PyTorch, so no node; the gradient path stops here instead of flowing through a round.
-        if not any(needs) or all(a.dtype.kind in "biu" for a in ys):
-            outs = tuple(Tensor._make(a, None) for a in ys)
-            return outs if several else outs[0]
-        ctx.parents = tuple(
-            (x.grad_fn if x.grad_fn is not None else x) if need else None
-            for x, need in zip(inputs, needs)
-        )
-        # Which output of its node each input is (0 for leaves and single-output nodes).
-        ctx.parent_outputs = tuple(x._output if need else 0 for x, need in zip(inputs, needs))
-        ctx.outputs = tuple((a.shape, a.dtype) for a in ys)
+        # Under no_grad, or when no input requires a gradient, nothing more is recorded either.
+        if not (any_need and differentiable):
+            if not several:
+                return Tensor._make(y, None)
+            return tuple(Tensor._make(a, None) for a in ys)
+        parents, parent_outputs = [], []
+        for x, need in zip(inputs, needs):
+            if need:
+                parents.append(x if x.grad_fn is None else x.grad_fn)
+                parent_outputs.append(x._output)  # which output of its node (0 for leaves)
+            else:
+                parents.append(None)
+                parent_outputs.append(0)
+        ctx.parents, ctx.parent_outputs = tuple(parents), tuple(parent_outputs)
+        ctx.outputs = tuple([(a.shape, a.dtype) for a in ys])
         # The in-place write count now: backward refuses to run on saved arrays that an in-place
         # op has changed since (tinyformer/versions.py).
         ctx._clock = versions.clock
         if grad_mode._anomaly_enabled:  # so that the error can say "input 0" or "output 0",
             ctx._saved_labels = versions.label_saved(ctx._saved, arrays, ys)
             ctx._call = (arrays, params)  # and gradcheck(localize=True) can rerun the op alone
-        outs = tuple(Tensor._make(a, ctx, i) for i, a in enumerate(ys))
-        return outs if several else outs[0]
+        if not several:
+            return Tensor._make(y, ctx)
+        return tuple(Tensor._make(a, ctx, i) for i, a in enumerate(ys))
 
 
-def _as_output(y: Any, op: str) -> np.ndarray:
+def _as_output(y: Any, op: Any) -> np.ndarray:
+    """`y` as an op's output array; `op` is the Function or its name (named only on errors)."""
+    if type(y) is np.ndarray and not grad_mode._anomaly_enabled:  # the usual case, at once
+        return y
+    op = op if isinstance(op, str) else op.__name__
     if isinstance(y, np.generic):  # NumPy reductions return scalars; keep arrays everywhere
         y = np.asarray(y)
     if isinstance(y, Tensor) or not hasattr(y, "shape") or not hasattr(y, "dtype"):

@@ -128,15 +128,17 @@ def _check_gradients(node: Context, grads: Any) -> tuple:
             f"{node.name}.backward returned {len(grads)} gradients, but its forward took "
             f"{len(node.parents)} inputs: return one gradient (or None) per input."
         )
-    checked = list(grads)
-    for i, (parent, g) in enumerate(zip(node.parents, grads)):
+    checked = None  # a list, once a gradient is cast
+    for i, g in enumerate(grads):
+        parent = node.parents[i]
         if parent is None or g is None:
             continue
         if type(parent) is Context:
             shape, dtype = parent.outputs[node.parent_outputs[i]]
-        else:
-            shape, dtype = parent.shape, parent.dtype
+        else:  # a leaf tensor
+            shape, dtype = parent.data.shape, parent.data.dtype
         if g.dtype != dtype and g.shape == shape and _promoted(node, g.dtype, dtype):
+            checked = checked or list(grads)
             checked[i] = g = g.astype(dtype)
         if g.shape != shape or g.dtype != dtype:
             raise RuntimeError(
@@ -145,7 +147,7 @@ def _check_gradients(node: Context, grads: Any) -> tuple:
             )
         if grad_mode._anomaly_enabled:
             check_finite(g, node.name, f"backward gradient for input {i}")
-    return tuple(checked)
+    return grads if checked is None else tuple(checked)
 
 
 def _promoted(node: Context, got: np.dtype, want: np.dtype) -> bool:
@@ -227,7 +229,7 @@ def _backward_steps(
             raise RuntimeError(_freed_message(node))
         if node._clock != versions.clock:  # something was written in place since it ran
             versions.check(node)
-        gys = _output_grads(node, gy)
+        gys = (gy,) if len(node.outputs) == 1 else _output_grads(node, gy)
         if node._retained is not None:
             for output, ref in node._retained.items():
                 if (tensor := ref()) is not None:
@@ -238,7 +240,11 @@ def _backward_steps(
             if parent is None or g is None:
                 continue
             if type(parent) is Context:
-                _add_to_node(grads, parent, output, g)
+                key = id(parent)
+                if key not in grads and len(parent.outputs) == 1:  # the first to reach it
+                    grads[key] = g
+                else:
+                    _add_to_node(grads, parent, output, g)
             else:
                 _accumulate_leaf(parent, g, captured)
         yield node, gys, input_grads  # before the free, so that a viewer can read what it saved

@@ -70,6 +70,8 @@ def as_operand(x: Any, like: Any = None) -> Any:
     if isinstance(x, Tensor):
         return x
     other = data_of(like)
+    if type(other) is np.ndarray and type(x) in (float, int) and other.dtype.kind == "f":
+        return np.asarray(x, dtype=other.dtype)  # `y * 0.5` on the host, as below, at once
     xp = backend.get_array_module(other)
     dtype = getattr(other, "dtype", None)
     if isinstance(x, (int, float, bool, np.number, np.bool_)):
