@@ -17,8 +17,10 @@
 # XLM (Lample & Conneau, 2019) is BERT with two changes: one vocabulary and one encoder for
 # every language, with a *language embedding* added to each token; and a second pretraining
 # task, *translation language modelling* (TLM): a sentence and its translation side by side,
-# masked on both sides, so a word hidden in one language can be read off the other. A
-# classifier fine-tuned in one language is then tested, zero-shot, in another.
+# with words masked, so a word hidden in one language can be read off the other. XLM masks
+# words on both sides; here only the first sentence is masked, and some of its blanks hold
+# the translation's word instead of [MASK] (step 2 says why). A classifier fine-tuned in one
+# language is then tested, zero-shot, in another.
 #
 # This notebook covers four steps:
 #
