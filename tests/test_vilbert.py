@@ -109,6 +109,31 @@ def test_streams_shapes_widths_and_heads():
         ViLBERTConfig(d_image=6)
 
 
+def test_heads_read_cls_img_and_the_region_rows():
+    # the pooled vector is [CLS]'s and [IMG]'s, region j's logits are read at image row j + 1
+    tf.manual_seed(3)
+    model = ViLBERTForPreTraining(TINY).to(np.float64).eval()
+    inputs = _inputs(b=2, r=3)
+    ids, mask, regions, boxes = inputs
+    text, image = model.vilbert(ids, regions, boxes, mask)
+    (words, classes, align), _ = model(inputs)
+    w, b = model.region_head.weight.data, model.region_head.bias.data
+    np.testing.assert_allclose(classes.data, image.data[:, 1:] @ w.T + b, rtol=1e-12)
+    pool = model.vilbert.pool
+    pooled = pool(text, image).data
+    w, b = model.align_head.weight.data, model.align_head.bias.data
+    np.testing.assert_allclose(align.data, pooled @ w.T + b, rtol=1e-12)
+    rng = np.random.default_rng(4)
+    others = [a.data.copy() for a in (text, image)]
+    for a in others:  # every row but the first changed: the pooled vector is the same
+        a[:, 1:] = rng.standard_normal(a[:, 1:].shape)
+    np.testing.assert_array_equal(pool(*(tf.Tensor(a) for a in others)).data, pooled)
+    for i in range(2):  # the first row of either stream changed: it is not
+        firsts = [a.data.copy() for a in (text, image)]
+        firsts[i][:, 0] += 1.0
+        assert (np.abs(pool(*(tf.Tensor(a) for a in firsts)).data - pooled) > 0).any(1).all()
+
+
 def test_each_stream_reads_the_other_and_never_the_padding():
     tf.manual_seed(1)
     model = ViLBERT(TINY)

@@ -121,6 +121,18 @@ def test_tlm_batches_mask_the_first_sentence_and_mlm_batches_have_no_pairs():
     assert ((labels != -100).sum(1) >= 1).all()
 
 
+@pytest.mark.parametrize("tlm", [True, False])
+def test_padding_is_never_a_target(tlm):
+    # a padded position labelled 0 (not -100) would teach the model to predict token 0 there
+    cfg = TrainXLMConfig(batch_size=64, train_pairs=10, test_pairs=10, sentence_len=3)
+    data = prepare(cfg)
+    (inputs, _, _, mask), labels = pretrain_batch(data, cfg, tlm, np.random.default_rng(1))
+    pad = mask == 0
+    assert pad.any(1).sum() >= 8  # rows of several widths: padding to see
+    assert (inputs[pad] == data.pad_id).all()
+    assert (labels[pad] == -100).all()
+
+
 def test_mask_first_sentence_leaves_the_translation_and_special_tokens_alone():
     ids, _, _, _ = pack_translation_pairs([[5, 6, 7, 8]], [[9, 10]], [0], [1], **SPECIAL)
     ids = np.repeat(ids, 400, axis=0)
