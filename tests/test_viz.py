@@ -104,6 +104,21 @@ def test_saved_bytes_are_those_of_the_arrays_the_functions_saved():
     assert weights and sum(r[3] for r in table.by_module(1).rows) >= table.activations
 
 
+def test_memory_counts_an_array_saved_twice_once_and_no_input_as_a_parameter():
+    a = tf.randn(3, 4, requires_grad=True)
+    h = a.exp()  # exp saves its output h; both muls save h again
+    table = viz.memory((h * h).sum() + (h * a).sum())
+    savers = [n.name for n in table.graph.ops if any(s.key == id(h.data) for s in n.saved)]
+    assert sorted(savers) == ["ExpBackward", "MulBackward", "MulBackward"]
+    assert table.activations == h.data.nbytes  # one array in memory, whoever keeps it
+    # an input that needs its gradient is a leaf of the graph, not a parameter
+    lin = tf.nn.Linear(4, 2)
+    x = tf.randn(5, 4, requires_grad=True)
+    table = viz.memory(lin(x).sum(), params=lin)
+    assert table.parameters == lin.weight.data.nbytes + lin.bias.data.nbytes
+    assert any(n.name == "input 0" for n in table.graph.leaves)
+
+
 def test_attention_saves_one_number_per_row_not_the_weights():
     b, nh, t, hs = 1, 2, 16, 4
     q, k, v = (tf.randn(b, nh, t, hs, requires_grad=True) for _ in range(3))
