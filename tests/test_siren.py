@@ -165,7 +165,7 @@ def test_fourier_features_are_fixed_cos_sin_pairs():
     assert model.B.shape == (4, 2) and "B" not in dict(model.named_parameters())
     v = np.array([[0.25, -0.5]], np.float32)
     features = model.features(tf.Tensor(v)).numpy()
-    angle = 2 * np.pi * v @ model.B.T
+    angle = 2 * np.pi * v @ model.B.numpy().T
     np.testing.assert_allclose(features, np.concatenate([np.cos(angle), np.sin(angle)], 1),
                                rtol=1e-5, atol=1e-6)  # fmt: skip
 

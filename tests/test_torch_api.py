@@ -333,3 +333,71 @@ def test_scatter_and_index_fill_errors_name_the_op():
         x.div(2, rounding_mode="round")
     with pytest.raises(ZeroDivisionError, match=r"div: integer division by zero"):
         tinyformer.tensor([1, 2]) // 0
+
+
+# -- buffers are tensors ---------------------------------------------------------------------
+
+
+def _positional_encoding(lib):
+    """The positional encoding of PyTorch's transformer tutorial and the annotated transformer,
+    its table a buffer, and nanoGPT's causal mask, a buffer too."""
+    import math
+
+    nn = lib.nn
+
+    class PositionalEncoding(nn.Module):
+        def __init__(self, d_model, max_len=16):
+            super().__init__()
+            position = lib.arange(max_len).unsqueeze(1)
+            div_term = lib.exp(lib.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+            pe = lib.zeros(max_len, 1, d_model)
+            pe[:, 0, 0::2] = lib.sin(position * div_term)
+            pe[:, 0, 1::2] = lib.cos(position * div_term)
+            self.register_buffer("pe", pe)
+            T = 6
+            self.register_buffer("bias", lib.tril(lib.ones(T, T)).view(1, 1, T, T))
+            self.register_buffer("scratch", lib.zeros(2), persistent=False)
+            self.proj = nn.Linear(d_model, d_model)
+
+        def forward(self, x):
+            x = x + self.pe[: x.size(0)].requires_grad_(False)
+            T = x.size(0)
+            att = self.proj(x).transpose(0, 1) @ x.transpose(0, 1).transpose(1, 2)
+            return att.masked_fill(self.bias[0, 0, :T, :T] == 0, 0.0)
+
+    return PositionalEncoding
+
+
+@needs_torch
+def test_buffers_read_back_as_tensors_and_are_saved_and_moved():
+    def code(lib):
+        lib.manual_seed(0)
+        model = _positional_encoding(lib)(8)
+        with lib.no_grad():
+            for p in model.parameters():
+                p.copy_(lib.ones(p.shape) * 0.1)
+        x = lib.ones(5, 2, 8)
+        y = model(x)
+        state = model.state_dict()
+        bufs = dict(model.named_buffers())
+        moved = model.to(lib.float64)
+        return [y, list(state), state["pe"], sorted(bufs), isinstance(model.pe, lib.Tensor),
+                model.pe.requires_grad, moved is model, model.pe.dtype == lib.float64,
+                model.scratch.dtype == lib.float64, model.bias.dtype == lib.float64,
+                model(lib.ones(3, 2, 8, dtype=lib.float64))]  # fmt: skip
+
+    both(code, exact=False)
+
+
+def test_a_buffer_is_the_tensor_registered_and_load_state_dict_writes_into_it():
+    model = _positional_encoding(tinyformer)(4)
+    table = tinyformer.zeros(16, 1, 4)
+    model.register_buffer("pe", table)
+    assert model.pe is table and model.pe.requires_grad_(False) is table
+    state = {k: v.numpy() + 1 for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    np.testing.assert_array_equal(table.numpy(), np.ones((16, 1, 4)))
+    model.pe = model.pe[:4]  # reassigned: still a buffer, a Tensor
+    assert isinstance(model.pe, tinyformer.Tensor) and model.state_dict()["pe"].shape == (4, 1, 4)
+    model.register_buffer("plain", np.arange(3))  # an array becomes a Tensor
+    assert isinstance(model.plain, tinyformer.Tensor) and model.plain.dtype == np.int64

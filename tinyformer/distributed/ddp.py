@@ -43,7 +43,7 @@ def broadcast_module(module: Module, src: int = 0) -> None:
     for p in module.parameters():
         pg.broadcast(p.data, src)
     for _, buf in module.named_buffers():
-        pg.broadcast(buf, src)
+        pg.broadcast(buf.data, src)
 
 
 class _Bucket:
@@ -129,7 +129,7 @@ class DistributedDataParallel(Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if self.broadcast_buffers and self.training:
             for _, buf in self.module.named_buffers():
-                pg.broadcast(buf, 0)
+                pg.broadcast(buf.data, 0)
         out = self.module(*args, **kwargs)
         if self._sync and grad_mode.is_grad_enabled():
             self._expected, self._arrived, self._counted = self._count_uses(out), {}, True

@@ -1,7 +1,8 @@
 """`Module` and `Parameter`, shaped like PyTorch's so that what students learn here transfers.
 
-A module is an object whose attributes may be parameters, buffers (arrays that are state but not
-trained, such as a causal mask or running statistics) or other modules. Assigning one registers
+A module is an object whose attributes may be parameters, buffers (tensors that are state but
+not trained, such as a causal mask or running statistics; an array given as a buffer becomes a
+tensor, as in PyTorch) or other modules. Assigning one registers
 it; `named_parameters()` then walks the tree and names every parameter by its dotted path
 (`h.0.attn.c_attn.weight`), which is also its key in `state_dict()`.
 
@@ -36,6 +37,13 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+def _buffer(value: Any) -> Tensor | None:
+    """A buffer's value as a Tensor: a Tensor as it is, an array (or Python data) wrapped."""
+    if value is None or isinstance(value, Tensor):
+        return value
+    return Tensor(value)
+
+
 class StateDictError(KeyError):
     """`load_state_dict` was given keys or shapes that do not fit the module."""
 
@@ -65,7 +73,7 @@ class Module:
         if name in self._buffers and not isinstance(value, (Parameter, Module)):
             # `self.mask = self.mask[..., :T]` keeps a buffer a buffer (and in state_dict), as
             # in PyTorch; before, it silently became a plain attribute.
-            self._buffers[name] = None if value is None else array_of(value)
+            self._buffers[name] = _buffer(value)
             return
         for table in (self._parameters, self._buffers, self._modules):
             table.pop(name, None)
@@ -99,10 +107,15 @@ class Module:
             setattr(self, name, param)
 
     def register_buffer(self, name: str, value: Any, persistent: bool = True) -> None:
-        """Keep `value` (an array) as state that is not trained; `persistent` ones are saved."""
-        self._buffers[name] = None if value is None else array_of(value)
+        """Keep `value` (a tensor, or an array, which becomes one) as state that is not
+        trained, read back as a Tensor (`self.pe.requires_grad_(False)`); `persistent` ones
+        are in `state_dict()`. A tensor is kept as it is, as in PyTorch (not copied)."""
+        self.__dict__.pop(name, None)
+        self._buffers[name] = _buffer(value)
         if not persistent:
             self._non_persistent.add(name)
+        else:
+            self._non_persistent.discard(name)
 
     # -- traversal ------------------------------------------------------------------------------
 
@@ -144,7 +157,7 @@ class Module:
         for _, param in self.named_parameters():
             yield param
 
-    def named_buffers(self) -> Iterator[tuple[str, np.ndarray]]:
+    def named_buffers(self) -> Iterator[tuple[str, Tensor]]:
         for module_name, module in self.named_modules():
             for name, buf in module._buffers.items():
                 if buf is not None:
@@ -170,7 +183,7 @@ class Module:
                     state[dot + name] = Tensor._make(param.data, None)
             for name, buf in module._buffers.items():
                 if buf is not None and name not in module._non_persistent:
-                    state[dot + name] = Tensor._make(buf, None)
+                    state[dot + name] = Tensor._make(buf.data, None)
         return state
 
     def _state_slots(self) -> dict[str, tuple[Module, str, str]]:
@@ -212,7 +225,7 @@ class Module:
             if key not in state_dict:
                 continue
             value = array_of(state_dict[key])
-            target = module._parameters[name].data if kind == "param" else module._buffers[name]
+            target = (module._parameters if kind == "param" else module._buffers)[name].data
             if value.dtype.kind not in "biuf":  # complex would lose its imaginary part silently
                 problems.append(f"{key} has dtype {value.dtype}, not real numbers")
             elif value.shape != target.shape:
@@ -290,9 +303,9 @@ class Module:
             else:
                 param.grad = backend.to_device(param.grad, place)
         for module in self.modules():
-            for name, buf in module._buffers.items():
-                if buf is not None:
-                    module._buffers[name] = convert(buf)
+            for buf in module._buffers.values():
+                if buf is not None:  # the same Tensor, as a parameter stays the same object
+                    buf.data = convert(buf.data)
         return self
 
     def cuda(self, device: int | None = None) -> Module:
