@@ -47,12 +47,14 @@ def plot_alignment_grid(
     axes = fig.subplots(1, len(sources), squeeze=False)[0]
     for ax, w, s, o in zip(axes, weights, sources, outputs, strict=True):
         rows = [*DateTask.TARGET.decode(o), "[EOS]"][: w.shape[0]]  # the last row chose EOS
-        ax.imshow(w[: len(rows), : len(s)], cmap="viridis", aspect="auto", vmin=0)
+        # one scale for every map (0 to 1: each row is a softmax), with its colour bar
+        shown = ax.imshow(w[: len(rows), : len(s)], cmap="viridis", aspect="auto", vmin=0, vmax=1)
         ax.set_xticks(range(len(s)), list(s), fontsize=7)
         ax.set_yticks(range(len(rows)), rows, fontsize=8)
         ax.set_title(repr(s), fontsize=9)
         ax.set_xlabel("source character")
     axes[0].set_ylabel("output character")
+    fig.colorbar(shown, ax=axes[-1], fraction=0.05, pad=0.02, label="attention weight")
     fig.suptitle(title)
     fig.tight_layout()
     save_figure(path, fig)

@@ -53,11 +53,13 @@ def plot_coattention(model: ViLBERT, scene: Scenes, path: Path, text: str | None
                title="words attend to regions")  # fmt: skip
     ax_t2i.set_xticklabels(regions, rotation=45, fontsize=8)
     ax_t2i.set_yticklabels(words, fontsize=8)
-    ax_i2t.imshow(to_text, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    shown = ax_i2t.imshow(to_text, cmap="viridis", vmin=0, vmax=1, aspect="auto")
     ax_i2t.set(xticks=range(len(words)), yticks=range(len(regions)),
                title="regions attend to words")  # fmt: skip
     ax_i2t.set_xticklabels(words, rotation=45, fontsize=8)
     ax_i2t.set_yticklabels(regions, fontsize=8)
+    # both maps share the scale [0, 1]: one bar, beside the second
+    fig.colorbar(shown, ax=ax_i2t, fraction=0.04, pad=0.02, label="attention weight")
     fig.suptitle("last co-attention layer, mean over heads (rows sum to 1)")
     fig.tight_layout()
     if path is not None:

@@ -94,11 +94,13 @@ def plot_vit(model: ViT, image: np.ndarray, folder: Path) -> list[Path]:
     axes = fig.subplots(1, cfg.n_head + 1)
     _show(axes[0], image)
     axes[0].set_title("image")
+    top = float(last.max()) or 1.0  # one scale for every head, so that they compare
     for h in range(cfg.n_head):
-        axes[h + 1].imshow(last[h], cmap="viridis")
+        shown = axes[h + 1].imshow(last[h], cmap="viridis", vmin=0, vmax=top)
         axes[h + 1].set_title(f"head {h}")
         axes[h + 1].set_xticks([])
         axes[h + 1].set_yticks([])
+    fig.colorbar(shown, ax=axes[-1], fraction=0.046, pad=0.04, label="attention weight")
     fig.suptitle("last block: attention of [CLS] to each patch")
     fig.tight_layout()
     save_figure(paths[1], fig)
@@ -107,10 +109,11 @@ def plot_vit(model: ViT, image: np.ndarray, folder: Path) -> list[Path]:
     fig = Figure(figsize=(5, 2.6))
     axes = fig.subplots(1, 2)
     _show(axes[0], image)
-    axes[1].imshow(rollout, cmap="viridis")
+    shown = axes[1].imshow(rollout, cmap="viridis", vmin=0)
     axes[1].set_xticks([])
     axes[1].set_yticks([])
     axes[1].set_title("attention rollout")
+    fig.colorbar(shown, ax=axes[1], fraction=0.046, pad=0.04, label="share of attention")
     fig.tight_layout()
     save_figure(paths[2], fig)
     return paths
