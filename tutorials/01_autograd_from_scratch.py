@@ -210,8 +210,9 @@ assert received == {"PowBackward": g_L, "AddBackward": g_e, "MulBackward": g_d},
 assert (ta.grad, tb.grad, tc.grad) == (g_a, g_b, g_c), "stepping to the end gives .grad"
 
 # %% [markdown]
-# **Question:** `MulBackward` saves 8 bytes and `AddBackward` none. What does each keep, and
-# why does an add need nothing from its forward?
+# **Question:** `MulBackward` saves `a` and `b` (8 bytes, but the leaves' own data, so no new
+# memory) and `AddBackward` nothing. Why does each keep what it keeps, and why does an add
+# need nothing from its forward?
 # <!-- ANSWER: Mul keeps a and b (two float32 scalars), since d(ab)/da = b and d(ab)/db = a;
 # the derivatives of a + c are 1 whatever the inputs, so Add's backward passes g on as it is. -->
 

@@ -165,8 +165,9 @@ class Graph:
     def __repr__(self) -> str:
         return f"<Graph: {len(self.ops)} ops, {len(self.leaves)} leaves, {len(self.edges)} edges>"
 
-    def to_svg(self) -> str:
-        return svg.to_svg(self)
+    def to_svg(self, direction: str = "TB") -> str:
+        """SVG, data flowing top to bottom ("TB") or left to right ("LR")."""
+        return svg.to_svg(self, direction)
 
     def _repr_svg_(self) -> str:
         return self.to_svg()
@@ -174,9 +175,10 @@ class Graph:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's text view
         printer.text(str(self))
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the graph as SVG (`.svg`), or as the text tree (`.txt`)."""
-        svg.save(self, path)
+    def save(self, path: str | os.PathLike, direction: str = "TB") -> None:
+        """Write the graph as SVG (`.svg`; `direction` as for `to_svg`), or as the text tree
+        (`.txt`)."""
+        svg.save(self, path, direction)
 
 
 def check_depth(where: str, depth: Any) -> None:

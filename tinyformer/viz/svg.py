@@ -1,11 +1,13 @@
-"""Drawing a `Graph`: a text tree, and SVG from a small layered layout written here.
+"""Drawing a `Graph`: a text tree, and SVG from the layered layout of tinyformer/viz/layout.py.
 
-The layout is the classic layered one (Sugiyama's, much simplified): every op sits one column
-right of its latest input, every leaf one column left of its first reader, and a few sweeps
-order each column by the mean position of its neighbours (the barycentre heuristic), which
-removes most crossings in graphs of this size. It needs nothing beyond the standard library,
-so a graph draws wherever tinyformer runs; Graphviz's `dot` lays out large graphs better but
-is a system binary that pip cannot install, so it is not used here.
+Data flows top to bottom by default (`direction="LR"`: left to right), so that a transformer
+block is a tall, narrow column that fits a notebook's width. Every edge is routed around the
+boxes. The residual stream is drawn as what it is: the adds that join a skip edge to a
+branch's output sit in one column, joined by thick edges, with the branches beside them. Each
+op shows one number for what it saves: the bytes of the new arrays it keeps for backward, as
+the memory table (`viz.memory`) counts them; a parameter it keeps is named, not counted (it is
+in memory anyway). The layout needs nothing beyond the standard library, so a graph draws
+wherever tinyformer runs; Graphviz's `dot` is a system binary pip cannot install.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from tinyformer.fileio import save_text
+from tinyformer.viz.layout import layered
 
 if TYPE_CHECKING:
     from tinyformer.viz.graph import Graph, Node
 
-__all__ = ["format_bytes", "save", "text_tree", "to_svg"]
+__all__ = ["format_bytes", "residual_edges", "save", "saved_line", "text_tree", "to_svg"]
 
-_CHAR_W, _LINE_H, _PAD, _GAP_X, _GAP_Y = 7.0, 14.0, 8.0, 48.0, 14.0
+_CHAR_W, _LINE_H, _PAD = 7.0, 14.0, 8.0
 _FILL = {"op": "#dbe9f6", "leaf": "#e3f1dc", "module": "#fbe5c8"}
+_EDGE, _RESIDUAL = "#555", "#b03a2e"  # a data edge; the residual stream
 
 
 def format_bytes(n: int) -> str:
@@ -34,6 +38,16 @@ def format_bytes(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def saved_line(node: Node) -> str | None:
+    """What a node saves for backward, in the memory table's terms: the bytes of its own
+    arrays (`Node.activation_bytes`, the table's row) and the parameters it keeps by name."""
+    kept = sorted({s.leaf for s in node.saved if s.leaf}) if node.kind == "op" else []
+    if node.kind == "leaf" or not (node.activation_bytes or kept):
+        return None
+    words = [format_bytes(node.activation_bytes)] if node.activation_bytes else []
+    return "saves " + " + ".join(words + ([", ".join(kept)] if kept else []))
+
+
 def _lines(node: Node) -> list[str]:
     lines = [node.name]
     if node.kind == "module":
@@ -42,10 +56,9 @@ def _lines(node: Node) -> list[str]:
         lines.append(node.shape_text)
     if node.kind == "op" and node.module:
         lines.append(f"[{node.module}]")
-    if node.kind == "op" and node.saved_bytes:  # all it saved, parameters' data included
-        lines.append(f"saves {format_bytes(node.saved_bytes)}")
-    if node.kind == "module" and node.saved_bytes:  # its ops' activations, parameters apart
-        lines.append(f"activations {format_bytes(node.saved_bytes)}")
+    saved = saved_line(node)
+    if saved:
+        lines.append(saved)
     return lines
 
 
@@ -70,102 +83,108 @@ def text_tree(g: Graph) -> str:
     return "\n".join(out)
 
 
-def _ranks(g: Graph) -> dict[int, int]:
-    """Column of each node: ops right of their latest input, leaves left of their first reader."""
-    inputs: dict[int, list[int]] = {n.key: [] for n in g.nodes}
-    readers: dict[int, list[int]] = {n.key: [] for n in g.nodes}
+def residual_edges(g: Graph) -> set[tuple[int, int]]:
+    """The skip edges of residual connections: (a, add) where the add's other input is
+    computed from `a` (x + f(x)): the residual stream runs along them."""
+    index = {n.key: i for i, n in enumerate(g.nodes)}
+    inputs: dict[int, list[int]] = {}
     for a, b in g.edges:
-        inputs[b].append(a)
-        readers[a].append(b)
-    rank: dict[int, int] = {}
-    pending = {k: len(v) for k, v in inputs.items()}
-    ready = [n.key for n in reversed(g.nodes) if pending[n.key] == 0]
-    while len(rank) < len(g.nodes):
-        if not ready:  # a cycle between collapsed modules: break it at the earliest node
-            ready = [next(n.key for n in reversed(g.nodes) if n.key not in rank)]
-        key = ready.pop()
-        if key in rank:
+        inputs.setdefault(b, []).append(a)
+    above: dict[int, int] = {}  # node -> bitset of the nodes it is computed from
+    for node in reversed(g.nodes):  # inputs come after their readers in g.nodes
+        bits = 0
+        for a in inputs.get(node.key, ()):
+            bits |= (1 << index[a]) | above.get(a, 0)
+        above[node.key] = bits
+    skips = set()
+    for node in g.nodes:
+        ins = inputs.get(node.key, [])
+        if node.kind != "op" or not node.name.startswith("Add") or len(ins) != 2:
             continue
-        rank[key] = 1 + max((rank[a] for a in inputs[key] if a in rank), default=-1)
-        for b in readers[key]:
-            pending[b] -= 1
-            if pending[b] == 0:
-                ready.append(b)
-    for key, ins in inputs.items():  # sources (leaves) next to their first reader
-        if not ins and readers[key]:
-            rank[key] = max(0, min(rank[b] for b in readers[key]) - 1)
-    return rank
+        for a, other in (ins, ins[::-1]):
+            if a != other and above.get(other, 0) >> index[a] & 1:
+                skips.add((a, node.key))
+    return skips
 
 
-def _order(g: Graph, rank: dict[int, int]) -> list[list[int]]:
-    columns: list[list[int]] = [[] for _ in range(max(rank.values()) + 1)]
-    for node in reversed(g.nodes):
-        columns[rank[node.key]].append(node.key)
-    neighbours: dict[int, list[int]] = {n.key: [] for n in g.nodes}
-    for a, b in g.edges:
-        neighbours[a].append(b)
-        neighbours[b].append(a)
-    for _ in range(4):
-        place = {k: i for col in columns for i, k in enumerate(col)}
-        for col in columns:
-            col.sort(key=lambda k: sum(place[n] for n in neighbours[k]) / len(neighbours[k] or [0]))
-    return columns
-
-
-def to_svg(g: Graph) -> str:
-    """The graph as an SVG document, data flowing left to right, the root outlined."""
-    rank = _ranks(g)
-    columns = _order(g, rank)
-    size = {}
+def to_svg(g: Graph, direction: str = "TB") -> str:
+    """The graph as an SVG document: data flowing top to bottom (`direction="LR"`: left to
+    right), the root outlined, the residual stream in one column of thick edges."""
+    sizes = {}
     for node in g.nodes:
         lines = _lines(node)
-        size[node.key] = (max(map(len, lines)) * _CHAR_W + 2 * _PAD, len(lines) * _LINE_H + _PAD)
-    heights = [sum(size[k][1] for k in col) + _GAP_Y * (len(col) - 1) for col in columns]
-    height = max(heights) + 2 * _PAD
-    pos: dict[int, tuple[float, float]] = {}
-    x = _PAD
-    for col, col_h in zip(columns, heights):
-        width = max((size[k][0] for k in col), default=0)
-        y = (height - col_h) / 2
-        for key in col:
-            pos[key] = (x + (width - size[key][0]) / 2, y)
-            y += size[key][1] + _GAP_Y
-        x += width + _GAP_X
+        sizes[node.key] = (max(map(len, lines)) * _CHAR_W + 2 * _PAD, len(lines) * _LINE_H + _PAD)
+    skips = residual_edges(g)
+    stream = {k for e in skips for k in e}
+    lay = layered([n.key for n in g.nodes], list(g.edges), sizes, skips, direction)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{x - _GAP_X + _PAD:.0f}" '
-        f'height="{height:.0f}" font-family="monospace" font-size="12">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
-        'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{lay.width:.0f}" '
+        f'height="{lay.height:.0f}" font-family="monospace" font-size="12">',
+        "<defs>"
+        + "".join(
+            f'<marker id="{name}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+            f'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="{colour}"/>'
+            "</marker>"
+            for name, colour in (("arrow", _EDGE), ("arrow-residual", _RESIDUAL))
+        )
+        + "</defs>",
     ]
-    for a, b in g.edges:
-        (xa, ya), (xb, yb) = pos[a], pos[b]
-        x0, y0 = xa + size[a][0], ya + size[a][1] / 2
-        x1, y1 = xb, yb + size[b][1] / 2
-        mid = (x0 + x1) / 2
+    for (a, b), points, curved in zip(g.edges, lay.points, lay.curved):
+        residual = (a, b) in skips
+        colour, width = (_RESIDUAL, 3.0) if residual else (_EDGE, 1.2)
+        marker = "arrow-residual" if residual else "arrow"
         parts.append(
-            f'<path d="M{x0:.1f},{y0:.1f} C{mid:.1f},{y0:.1f} {mid:.1f},{y1:.1f} {x1:.1f},{y1:.1f}"'
-            ' fill="none" stroke="#555" marker-end="url(#arrow)"/>'
+            f'<path d="{_path(points, curved, direction)}" fill="none" stroke="{colour}" '
+            f'stroke-width="{width}" marker-end="url(#{marker})" data-from="{a}" data-to="{b}"'
+            + (' data-residual="1"' if residual else "")
+            + "/>"
         )
     for node in g.nodes:
-        (nx, ny), (w, h) = pos[node.key], size[node.key]
-        stroke = ' stroke-width="2.5"' if node.key == g.root else ""
-        parts.append(f"<g><title>{escape(' | '.join(_lines(node)))}</title>")
+        x, y, w, h = lay.boxes[node.key]
+        stroke = (
+            f' stroke="{_RESIDUAL}" stroke-width="2.5"' if node.key in stream else ' stroke="#333"'
+        )
+        if node.key == g.root:
+            stroke += ' stroke-width="2.5"' if node.key not in stream else ""
+        saved = "" if node.kind == "leaf" else f' data-saved-bytes="{node.activation_bytes}"'
         parts.append(
-            f'<rect x="{nx:.1f}" y="{ny:.1f}" width="{w:.1f}" height="{h:.1f}" rx="4" '
-            f'fill="{_FILL[node.kind]}" stroke="#333"{stroke}/>'
+            f'<g data-key="{node.key}"{saved}><title>{escape(" | ".join(_lines(node)))}</title>'
+        )
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="4" '
+            f'fill="{_FILL[node.kind]}"{stroke}/>'
         )
         for i, line in enumerate(_lines(node)):
             weight = ' font-weight="bold"' if i == 0 else ""
-            ty = ny + _PAD / 2 + (i + 0.8) * _LINE_H
-            parts.append(f'<text x="{nx + _PAD:.1f}" y="{ty:.1f}"{weight}>{escape(line)}</text>')
+            ty = y + _PAD / 2 + (i + 0.8) * _LINE_H
+            parts.append(f'<text x="{x + _PAD:.1f}" y="{ty:.1f}"{weight}>{escape(line)}</text>')
         parts.append("</g>")
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
 
-def save(g: Graph, path: str | os.PathLike) -> None:
-    """Write `g` to `path` atomically: SVG for `.svg`, the text tree for `.txt`."""
+def _path(points: list[tuple[float, float]], curved: list[bool], direction: str) -> str:
+    """SVG path data: straight segments, and across a gap a cubic whose ends run along the
+    flow (its control points stay inside the gap, so the curve does too)."""
+    (x, y), *rest = points
+    d = [f"M{x:.1f},{y:.1f}"]
+    for (x1, y1), bend in zip(rest, curved):
+        if bend and direction == "TB":
+            mid = (y + y1) / 2
+            d.append(f"C{x:.1f},{mid:.1f} {x1:.1f},{mid:.1f} {x1:.1f},{y1:.1f}")
+        elif bend:
+            mid = (x + x1) / 2
+            d.append(f"C{mid:.1f},{y:.1f} {mid:.1f},{y1:.1f} {x1:.1f},{y1:.1f}")
+        else:
+            d.append(f"L{x1:.1f},{y1:.1f}")
+        x, y = x1, y1
+    return " ".join(d)
+
+
+def save(g: Graph, path: str | os.PathLike, direction: str = "TB") -> None:
+    """Write `g` to `path` atomically: SVG for `.svg` (laid out `direction`), the text tree
+    for `.txt`."""
     ext = os.path.splitext(os.fspath(path))[1].lower()
     if ext not in (".svg", ".txt"):
         raise ValueError(f"save: path must end in .svg or .txt, got {os.fspath(path)!r}")
-    save_text(path, to_svg(g) if ext == ".svg" else text_tree(g) + "\n")
+    save_text(path, to_svg(g, direction) if ext == ".svg" else text_tree(g) + "\n")
