@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import launches
+
 __all__ = ["ABSENT_FROM_CUPY", "FakeArray", "memory", "to_fake", "xp"]
 
 # Names that NumPy 2 has and CuPy 14's namespace lacks (read off cupy/__init__.py). `xp` refuses
@@ -133,9 +135,40 @@ def _wrap(obj: Any) -> Any:
     return obj
 
 
-def _call(func: Callable, where: str, args: tuple, kwargs: dict) -> Any:
+_MATMUL = frozenset({"matmul", "dot", "einsum", "tensordot", "vdot", "inner"})
+_TRANSFERS = frozenset({"item", "tolist"})
+
+
+def _new_arrays(result: Any, inputs: list[np.ndarray], scalars: bool = True) -> bool:
+    """Whether `result` holds an array that is not a view of an input (it took a launch).
+    NumPy's scalars count as new 0-d arrays (a reduction's), unless `scalars` is False (an
+    element read by integer indexing, a view on CuPy)."""
+    found = result if isinstance(result, (tuple, list)) else [result]
+    return any(
+        (scalars and isinstance(r, np.generic))
+        or (isinstance(r, np.ndarray) and not any(np.may_share_memory(r, a) for a in inputs))
+        for r in found
+    )
+
+
+def _count(where: str, args: tuple, kwargs: dict, result: Any, owner: Any) -> None:
+    """Record the launch CuPy would issue for this call, if any (see tinyformer.launches)."""
+    name = where.rsplit(".", 1)[-1]
+    if name in _TRANSFERS:
+        launches.record("transfer")
+        return
+    found = (owner, *args, *kwargs.values())
+    inputs = [a._a for a in found if isinstance(a, FakeArray)]
+    if "out" in kwargs or name == "fill" or _new_arrays(result, inputs):
+        launches.record("matmul" if name in _MATMUL else "elementwise")
+
+
+def _call(func: Callable, where: str, args: tuple, kwargs: dict, owner: Any = None) -> Any:
+    """`func` on the unwrapped arguments (`owner`: the array whose method it is)."""
     with np.errstate(all="ignore"):  # CuPy never warns about 0/0, overflow, log(0), ...
         result = func(*_unwrap(args, where), **_unwrap(kwargs, where))
+    if launches.active:
+        _count(where, args, kwargs, result, owner)
     out = kwargs.get("out")
     if isinstance(out, FakeArray) and result is out._a:
         return out  # as CuPy does, hand back the `out` array itself
@@ -156,6 +189,8 @@ def _binary(op: Callable, reflected: bool = False) -> Callable:
         b = _operand(other, op)
         if b is NotImplemented:
             return NotImplemented
+        if launches.active:
+            launches.record("matmul" if op is operator.matmul else "elementwise")
         with np.errstate(all="ignore"):
             return _wrap(op(b, self._a) if reflected else op(self._a, b))
 
@@ -169,6 +204,8 @@ def _operators(op: Callable, inplace: Callable) -> tuple[Callable, Callable, Cal
         b = _operand(other, op)
         if b is NotImplemented:
             return NotImplemented
+        if launches.active:
+            launches.record("elementwise")
         with np.errstate(all="ignore"):
             inplace(self._a, b)
         return self
@@ -178,6 +215,8 @@ def _operators(op: Callable, inplace: Callable) -> tuple[Callable, Callable, Cal
 
 def _unary(op: Callable) -> Callable:
     def method(self: FakeArray) -> Any:
+        if launches.active:
+            launches.record("elementwise")
         with np.errstate(all="ignore"):
             return _wrap(op(self._a))
 
@@ -185,7 +224,12 @@ def _unary(op: Callable) -> Callable:
 
 
 def _read(func: Callable) -> Callable:
-    return lambda self, *args: func(self._a, *args)
+    def method(self: FakeArray, *args: Any) -> Any:
+        if launches.active:
+            launches.record("transfer")  # a read of device memory: a sync on a GPU
+        return func(self._a, *args)
+
+    return method
 
 
 class _FakeGpu:
@@ -216,11 +260,13 @@ class FakeArray:
             return _wrap(getattr(self._a, name))
         if name in _METHODS:
             method = getattr(self._a, name)
-            return lambda *args, **kwargs: _call(method, f"FakeArray.{name}", args, kwargs)
+            return lambda *args, **kwargs: _call(method, f"FakeArray.{name}", args, kwargs, self)
         raise AttributeError(f"'FakeArray' object has no attribute {name!r}")
 
     def get(self) -> np.ndarray:
         """A host copy (C order), as cupy.ndarray.get()."""
+        if launches.active:
+            launches.record("transfer")
         return self._a.copy(order="C")
 
     # Implicit host conversions: refused, as CuPy refuses them.
@@ -266,9 +312,14 @@ class FakeArray:
         return self.__copy__()
 
     def __getitem__(self, key: Any) -> FakeArray:
-        return _wrap(self._a[_unwrap(key, "indexing")])
+        result = self._a[_unwrap(key, "indexing")]
+        if launches.active and _new_arrays(result, [self._a], scalars=False):  # a gather
+            launches.record("elementwise")
+        return _wrap(result)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if launches.active:
+            launches.record("elementwise")
         self._a[_unwrap(key, "indexing")] = _unwrap(value, "assignment")
 
     __add__, __radd__, __iadd__ = _operators(operator.add, operator.iadd)
@@ -299,6 +350,8 @@ def to_fake(array: Any) -> FakeArray:
     """Copy host data (an ndarray, a NumPy scalar, nested lists) onto the fake device."""
     if isinstance(array, FakeArray):
         return array
+    if launches.active:
+        launches.record("transfer")
     return FakeArray(np.array(array, copy=True))
 
 
@@ -316,7 +369,10 @@ def _from_host_or_device(func: Callable) -> Callable:
     @functools.wraps(func)
     def call(obj: Any, *args: Any, **kwargs: Any) -> FakeArray:
         if isinstance(obj, FakeArray):
-            return _wrap(func(obj._a, *args, **kwargs))
+            result = func(obj._a, *args, **kwargs)
+            if launches.active and _new_arrays(result, [obj._a]):  # a copy or a cast
+                launches.record("elementwise")
+            return _wrap(result)
         return to_fake(func(obj, *args, **kwargs))  # a transfer is always a copy
 
     return call

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyformer import launches
 from tinyformer.fake_device import FakeArray, memory
 
 HERE = Path(__file__).parent
@@ -130,6 +131,8 @@ class Module:
             if p.type == "pointer" and not a.flags.c_contiguous:
                 raise ValueError(f"{name}: argument {p.name} must be C-contiguous")
         grid3, block3 = _dims(grid), _dims(block)
+        if launches.active:
+            launches.record("kernel")
         if any(isinstance(a, FakeArray) for a in arrays):
             self._emulated(entry, grid3, block3, args)
         else:
