@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from tinyformer.course.markers import find_regions
+from tinyformer.course.markers import find_regions, syntax_of
 
 from .answers import code_pairs, formulas, graded_code, squeeze
 
@@ -119,3 +119,31 @@ def test_the_student_tutorial_pages_show_no_graded_code_derivation_or_answer():
     instructor, _ = tutorials.render(pages["04_attention_step_by_step"], solutions=True)
     assert "<!-- ANSWER" in instructor and "Q.reshape(T, nh, hs).transpose(1, 0, 2)" in instructor
     assert code_pairs(instructor) & graded.keys()  # the search sees the heads' split there
+
+
+@pytest.mark.parametrize("edition", ["student", "instructor"])
+def test_a_pages_graded_derivations_are_for_the_instructors_edition(edition):
+    # docs/ops/*.md derive the backwards the assignments ask for, between solution markers.
+    editions = _hook("editions")
+    config = SimpleNamespace(extra={"edition": edition}, nav=None, docs_dir=ROOT / "docs")
+    editions.on_config(config)
+    found = 0
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        text = path.read_text("utf-8")
+        lines = text.splitlines()
+        regions = [
+            r for r in find_regions(lines, str(path), syntax_of(path)) if r.kind == "SOLUTION"
+        ]
+        if not regions:
+            continue
+        found += len(regions)
+        page = SimpleNamespace(
+            file=SimpleNamespace(src_uri=path.relative_to(ROOT / "docs").as_posix())
+        )
+        shown = editions.on_page_markdown(text, page, config, None)
+        for r in regions:
+            body = "\n".join(lines[r.begin + 1 : r.end]).strip()
+            assert (body in shown) == (edition == "instructor"), (path.name, r.tag)
+            stub = f"> **{r.tag}** ("
+            assert (stub in shown) == (edition == "student"), (path.name, r.tag)
+    assert found >= 10  # softmax, log_softmax, cross_entropy, layer_norm, attention, conv ops

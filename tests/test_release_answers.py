@@ -83,8 +83,9 @@ def _region_answers() -> list[tuple[str, str | None, bool, list[str]]]:
                 continue
             body = normalise("\n".join(lines[r.begin + 1 : r.end]), rel.suffix in (".cu", ".cuh"))
             owner = r.assignment or owners.get(rel.as_posix())
+            shipped_when_due = r.library or rel.suffix == ".md"  # a page's derivation
             if not _trivial(body):
-                answers.append((f"{rel}:{r.begin + 1}", owner, r.library, body))
+                answers.append((f"{rel}:{r.begin + 1}", owner, shipped_when_due, body))
     return answers
 
 
@@ -404,3 +405,17 @@ def test_stub_messages_say_each_title_once(trees):
 )
 def test_a_stubs_note_does_not_repeat_the_title(title, note, message):
     assert title + _after_title(title, note) == message
+
+
+def test_a_pages_derivation_ships_once_its_assignment_is_due(trees):
+    derivation = "$$g_{x_j} = \\sum_i g_i\\, y_i (\\delta_{ij} - y_j)"
+    instructor = (INSTRUCTOR / "docs/ops/softmax-losses.md").read_text("utf-8")
+    assert derivation in instructor
+    for name, shown in (("A1", False), ("A2", False), ("A3", True), ("A6", True)):
+        page = (trees[name] / "docs/ops/softmax-losses.md").read_text("utf-8")
+        assert (derivation in page) == shown, name
+        stub = "> **A2.1** (softmax backward): working this out is part of assignment A2."
+        assert (stub in page) != shown, name
+        assert ("g_w[o, c, i, j]" in (trees[name] / "docs/ops/conv.md").read_text()) == (
+            name in ("A5", "A6")
+        )

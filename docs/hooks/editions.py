@@ -4,12 +4,17 @@
 instructor's pages, `docs/instructors.md` and each assignment's notes in `docs/course/` (which
 describe the hidden tests), are not built at all, not just left out of the navigation. `edition:
 instructor` (mkdocs-instructor.yml, `make docs-instructor`) adds them to the Course section.
-The tutorials' solutions follow the same setting (docs/hooks/tutorials.py).
+The tutorials' solutions follow the same setting (docs/hooks/tutorials.py), and so do the
+derivations in the pages that are a task's answer (solution regions written as HTML comments,
+`<!-- ### BEGIN SOLUTION A2.1 backward -->` ... `<!-- ### END SOLUTION -->`): the students'
+edition shows a line naming the task in their place.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from tinyformer.course.release import strip_page
 
 __all__ = ["INSTRUCTOR_PAGES", "instructor_pages", "is_student"]
 
@@ -67,3 +72,9 @@ def on_files(files, config):
         for file in [f for f in files if _instructor_only(f.src_uri)]:
             files.remove(file)
     return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    if _EDITION[0] != "student" or "### BEGIN SOLUTION" not in markdown:
+        return markdown
+    return strip_page(markdown, f"docs/{page.file.src_uri}")

@@ -24,8 +24,10 @@ CUDA sources (`.cu`, `.cuh`) hold the same markers behind C's comment, `// ### B
 A5.3` ... `// ### END SOLUTION`, and a stubbed region becomes a comment, which compiles:
 `// TODO A5.3: softmax forward CUDA kernel — see docs/cuda-kernels.md`. C cannot raise, so the
 Python code that loads such a source raises the NotImplementedError instead, with the message
-after `TODO ` (`stub_message` finds it). A `Syntax` says how each file type writes both;
-`syntax_of(path)` picks it by suffix.
+after `TODO ` (`stub_message` finds it). Pages (`.md`) hold them as HTML comments, `<!-- ###
+BEGIN SOLUTION A2.1 backward -->` ... `<!-- ### END SOLUTION -->`, around a derivation that
+is a task's answer; a stub is a quoted line of text. A `Syntax` says how each file type writes
+both; `syntax_of(path)` picks it by suffix.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path, PurePath
 
 __all__ = [
     "CUDA",
+    "MARKDOWN",
     "PYTHON",
     "MarkerError",
     "Region",
@@ -71,6 +74,7 @@ class Syntax:
     marker: re.Pattern[str]
     stub: Callable[[str], str]
     lead: str = ""  # what a marker line writes before `### `
+    trail: str = ""  # and after the marker (an HTML comment's end)
 
 
 def _marker(lead: str) -> re.Pattern[str]:
@@ -83,7 +87,10 @@ def _raise(message: str) -> str:
 
 PYTHON = Syntax(_marker(""), _raise)
 CUDA = Syntax(_marker(r"//[ \t]*"), lambda message: f"{_TODO}{message}", "// ")
-_SUFFIXES = {".py": PYTHON, ".ipynb": PYTHON, ".cu": CUDA, ".cuh": CUDA}
+# A page: the markers are HTML comments, `<!-- ### BEGIN SOLUTION A2.1 backward -->`, and a
+# stub is a quoted line of text.
+MARKDOWN = Syntax(_marker(r"<!--[ \t]*"), lambda message: f"> {message}", "<!-- ", " -->")
+_SUFFIXES = {".py": PYTHON, ".ipynb": PYTHON, ".cu": CUDA, ".cuh": CUDA, ".md": MARKDOWN}
 
 
 def syntax_of(path: str | PurePath) -> Syntax | None:
@@ -142,7 +149,8 @@ def find_regions(lines: list[str], where: str, syntax: Syntax = PYTHON) -> list[
         if open_at is None or open_at[1]["kind"] != m["kind"]:
             raise MarkerError(f"{where}:{i + 1}: END {m['kind']} without its BEGIN")
         begin, b = open_at
-        regions.append(Region(b["kind"], b["tag"], b["note"].strip(), begin, i, b["indent"]))
+        note = b["note"].strip().removesuffix("-->").strip()  # a page's marker ends its comment
+        regions.append(Region(b["kind"], b["tag"], note, begin, i, b["indent"]))
         open_at = None
     if open_at is not None:
         raise MarkerError(f"{where}:{open_at[0] + 1}: BEGIN {open_at[1]['kind']} is never ended")
@@ -213,7 +221,7 @@ def strip_source(
             body = [
                 lines[region.begin].replace("BEGIN SOLUTION", "BEGIN YOUR CODE", 1),
                 *body,
-                f"{region.indent}{syntax.lead}### END YOUR CODE{newline}",
+                f"{region.indent}{syntax.lead}### END YOUR CODE{syntax.trail}{newline}",
             ]
         out += body
         stubbed.append(region)

@@ -46,6 +46,7 @@ from tinyformer.course import data as grading_data
 from tinyformer.course.definition import COURSE, Assignment, assignment, due, task
 from tinyformer.course.handout import readme_head, start_here
 from tinyformer.course.markers import (
+    MARKDOWN,
     MarkerError,
     Region,
     find_regions,
@@ -57,7 +58,7 @@ from tinyformer.course.markers import (
 
 __all__ = [
     "HANDOUTS", "MANIFEST", "SECRET", "Release", "data_path", "release", "source_root",
-    "tree_files", "withheld_kernels",
+    "strip_page", "tree_files", "withheld_kernels",
 ]  # fmt: skip
 
 # The student handouts (the notebooks), and beside them what a release adds for the student.
@@ -192,6 +193,7 @@ def _policy(a: Assignment, carry_solutions: bool):
             return True
         return not (region.library or carry_solutions)
 
+    stub.due = earlier  # pages show a derivation once its assignment is due
     return stub
 
 
@@ -215,6 +217,9 @@ def _copy(src: Path, dst: Path, rel: Path, policy, owner: str | None, report: Re
         _write(src, dst, text)
         return
     where = rel.as_posix()
+    if syntax is MARKDOWN:  # a derivation ships once its assignment is due
+        _write(src, dst, strip_page(text, where, frozenset(policy.due)))
+        return
     options = dict(where=where, owner=owner, stub=policy, keep_markers=True)
 
     def message(region: Region) -> str:
@@ -239,6 +244,26 @@ def _copy(src: Path, dst: Path, rel: Path, policy, owner: str | None, report: Re
         report.where.setdefault(r.tag or owner or "tutorial", set()).add(where)
     dst.write_text(new, encoding="utf-8", newline="")
     shutil.copymode(src, dst)
+
+
+def strip_page(text: str, where: str, shown: frozenset[str] = frozenset()) -> str:
+    """A page (markdown) with each derivation that is a task's answer (a solution region,
+    `<!-- ### BEGIN SOLUTION A2.1 backward -->`) a quoted line, except those of the
+    assignments in `shown` (already due). The students' site shows none (docs/hooks)."""
+
+    def message(region: Region) -> str:
+        found = task(region.tag) if region.tag else None
+        if found is None:
+            return f"{region.tag or 'Exercise'}: {region.note or 'left for you to work out'}"
+        what = found.title + _after_title(found.title, region.note)
+        return (
+            f"**{found.id}** ({what}): working this out is part of assignment {region.assignment}."
+        )
+
+    def stub(region: Region, owner: str | None) -> bool:
+        return owner not in shown
+
+    return strip_source(text, "", message, where=where, syntax=MARKDOWN, stub=stub)[0]
 
 
 def _may_answer(rel: Path) -> bool:
