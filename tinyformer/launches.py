@@ -26,9 +26,11 @@ Views make no launch: basic slicing, `reshape` of a contiguous array, `transpose
 `transfer`, since each is a sync or a copy engine's work).
 
 Attribution: a launch is charged to the innermost method of tinyformer named `forward`,
-`backward` or `step` on the call stack (`Softmax.forward`, `GeluBackward...`, `AdamW.step`), or
-to "other" (the engine's gradient accumulation, a model's own arithmetic). The stack walk costs
-microseconds, paid only while counting: outside `counting()` each hook is one global read.
+`backward` or `step` on the call stack (`Softmax.forward`, `GELU.backward`, `AdamW.step`) or
+public function of `tinyformer.optim` (`clip_grad_norm_`); `Tensor.backward` is the engine's
+own work (gradient accumulation), and "other" the rest (a model's own arithmetic). The stack
+walk costs microseconds, paid only while counting: outside `counting()` each hook is one global
+read.
 """
 
 from __future__ import annotations
@@ -90,10 +92,12 @@ def _label() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         code = frame.f_code
+        module = frame.f_globals.get("__name__", "")
         if code.co_name in DIRECTIONS and "." in code.co_qualname:
-            module = frame.f_globals.get("__name__", "")
             if module.startswith("tinyformer."):
-                return code.co_qualname.replace(".<locals>", "")
+                return code.co_qualname.split(".<")[0]
+        if module.startswith("tinyformer.optim") and not code.co_name.startswith("_"):
+            return code.co_qualname.split(".<")[0]  # clip_grad_norm_, ...
         frame = frame.f_back
     return "other"
 
