@@ -5,6 +5,8 @@ when torch is not installed (the error tests at the end run without it)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 import pytest
 
@@ -401,3 +403,64 @@ def test_a_buffer_is_the_tensor_registered_and_load_state_dict_writes_into_it():
     assert isinstance(model.pe, tinyformer.Tensor) and model.state_dict()["pe"].shape == (4, 1, 4)
     model.register_buffer("plain", np.arange(3))  # an array becomes a Tensor
     assert isinstance(model.plain, tinyformer.Tensor) and model.plain.dtype == np.int64
+
+
+# -- state_dict of shared submodules; slices of containers -------------------------------------
+
+
+def _shared_model(lib):
+    nn = lib.nn
+
+    class Tied(nn.Module):
+        """An encoder reused as the decoder, and a Sequential that holds it again."""
+
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Linear(4, 4)
+            self.decoder = self.encoder
+            self.head = nn.Sequential(self.encoder, nn.ReLU(), nn.Linear(4, 3))
+            self.norm = nn.LayerNorm(4)
+
+        def forward(self, x):
+            return self.head(self.norm(self.decoder(self.encoder(x))))
+
+    return Tied()
+
+
+@needs_torch
+def test_a_shared_submodule_is_in_state_dict_under_every_name_and_loads_strictly():
+    def keys(lib):
+        model = _shared_model(lib)
+        modules = [n for n, _ in model.named_modules()]
+        params = [n for n, _ in model.named_parameters()]
+        return [list(model.state_dict()), len(list(model.parameters())), modules, params]
+
+    both(keys)
+    torch.manual_seed(0)
+    theirs = _shared_model(torch)
+    ours = _shared_model(tinyformer)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    want = theirs(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(ours(tinyformer.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@needs_torch
+def test_slices_of_sequential_and_module_list_are_containers():
+    def code(lib):
+        nn = lib.nn
+        lib.manual_seed(0)
+        layers = [nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2), nn.Tanh()]
+        seq = nn.Sequential(*layers)
+        with lib.no_grad():
+            for i, p in enumerate(seq.parameters()):
+                p.copy_(lib.ones(p.shape) * (0.1 * i - 0.2))
+        tail, head = seq[2:], seq[:-2]
+        blocks = nn.ModuleList(layers)[1::2]
+        named = nn.Sequential(OrderedDict(fc=nn.Linear(2, 2), act=nn.ReLU()))
+        x = lib.ones(1, 3)
+        return [type(tail).__name__, type(head).__name__, type(blocks).__name__,
+                list(tail.state_dict()), len(blocks), blocks[1] is layers[3], tail(head(x)),
+                seq(x), seq[-1] is layers[3], list(named.state_dict()), len(seq[5:])]  # fmt: skip
+
+    both(code, exact=False)

@@ -248,8 +248,13 @@ def _add_child(container: Module, name: str, module: Any) -> None:
 class _Indexed(Module):
     """Children named "0", "1", ... that can be indexed, counted and iterated in order."""
 
-    def __getitem__(self, i: int) -> Module:
+    def __getitem__(self, i: int | slice) -> Module:
+        if isinstance(i, slice):  # a container of the same kind, as PyTorch's
+            return self._sliced(list(self._modules.items())[i])
         return list(self._modules.values())[i]
+
+    def _sliced(self, children: list[tuple[str, Module]]) -> Module:
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -259,12 +264,25 @@ class _Indexed(Module):
 
 
 class Sequential(_Indexed):
-    """Modules applied in order; children are named "0", "1", ..."""
+    """Modules applied in order; children are named "0", "1", ..., or by the keys of one
+    mapping given instead (`Sequential(OrderedDict(fc=..., act=...))`), as in PyTorch. A
+    slice, `seq[1:]`, is a Sequential of the same modules under their names."""
 
     def __init__(self, *modules: Module) -> None:
         super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], Mapping):
+            for name, module in modules[0].items():
+                _add_child(self, name, module)
+            return
         for i, module in enumerate(modules):
             _add_child(self, str(i), module)
+
+    def _sliced(self, children: list[tuple[str, Module]]) -> Sequential:
+        return Sequential(dict(children))
+
+    def append(self, module: Module) -> Sequential:
+        _add_child(self, str(len(self._modules)), module)
+        return self
 
     def forward(self, x: Any) -> Any:
         for module in self._modules.values():
@@ -283,6 +301,14 @@ class ModuleList(_Indexed):
     def append(self, module: Module) -> ModuleList:
         _add_child(self, str(len(self._modules)), module)
         return self
+
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
+        for module in modules:
+            self.append(module)
+        return self
+
+    def _sliced(self, children: list[tuple[str, Module]]) -> ModuleList:
+        return ModuleList(module for _, module in children)  # renumbered, as PyTorch's
 
 
 class ModuleDict(Module):

@@ -143,6 +143,21 @@ class Module:
         for _, module in self.named_modules():
             yield module
 
+    def _every_path(self) -> Iterator[tuple[str, Module]]:
+        """This module and all below it under every dotted name that reaches them (a shared
+        submodule once per name: what `state_dict` lists, as PyTorch's), depth first."""
+        stack = [("", self, ())]
+        while stack:
+            name, module, above = stack.pop()
+            yield name, module
+            above = (*above, id(module))
+            children = [
+                (f"{name}.{n}" if name else n, m, above)
+                for n, m in module._modules.items()
+                if m is not None and id(m) not in above  # a cycle would never end
+            ]
+            stack.extend(reversed(children))
+
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
         """Every parameter once (a shared one under its first name), with dotted names."""
         seen: set[int] = set()
@@ -170,13 +185,13 @@ class Module:
     # -- state ----------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Tensor]:
-        """Every parameter and persistent buffer, by dotted name (shared ones under every name
-        that reaches them), as detached Tensors that share memory with the module, as in
-        PyTorch: `with tf.no_grad(): sd[k].copy_(w)` changes the module's weight. To keep
-        values while the module trains on (a checkpoint), copy them to the host:
-        `{k: backend.host_copy(v.data) for k, v in sd.items()}`."""
+        """Every parameter and persistent buffer, by dotted name (shared ones, and those of a
+        shared submodule, under every name that reaches them), as detached Tensors that share
+        memory with the module, as in PyTorch: `with tf.no_grad(): sd[k].copy_(w)` changes
+        the module's weight. To keep values while the module trains on (a checkpoint), copy
+        them to the host: `{k: backend.host_copy(v.data) for k, v in sd.items()}`."""
         state: dict[str, Tensor] = {}
-        for module_name, module in self.named_modules():
+        for module_name, module in self._every_path():
             dot = f"{module_name}." if module_name else ""
             for name, param in module._parameters.items():
                 if param is not None:
@@ -188,7 +203,7 @@ class Module:
 
     def _state_slots(self) -> dict[str, tuple[Module, str, str]]:
         slots = {}
-        for module_name, module in self.named_modules():
+        for module_name, module in self._every_path():
             dot = f"{module_name}." if module_name else ""
             for name, param in module._parameters.items():
                 if param is not None:
