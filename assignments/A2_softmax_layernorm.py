@@ -24,8 +24,10 @@
 # | A2.4 | `tinyformer/ops/layer_norm.py` | `layer_norm_forward`, `layer_norm_backward` |
 #
 # Each function raises `NotImplementedError` until you replace that line. Each file's docstring
-# gives the math, and `docs/ops/softmax-losses.md` and `docs/ops/layers.md` derive it. Keep the
-# signatures: the `Function` classes below them call your code through the registry.
+# gives the forward's math and what the backward computes from what; deriving the backward is
+# yours (`docs/ops/softmax-losses.md` and `docs/ops/layers.md` show the derivations once A2 is
+# due). Keep the signatures: the `Function` classes below them call your code through the
+# registry.
 #
 # Work on the **references**: the library also has fast Numba kernels for these ops, so this
 # notebook forces the references with `registry.prefer(registry.REFERENCE)`, as the grader does.

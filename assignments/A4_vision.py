@@ -23,9 +23,11 @@
 # | A4.3 | `tinyformer/ops/max_pool2d.py` | `max_pool2d_forward` (and indices), `_backward` |
 # | A4.4 | `tinyformer/ops/max_unpool2d.py` | `max_unpool2d_forward`, `max_unpool2d_backward` |
 #
-# Each raises `NotImplementedError` until you replace that line. The docstrings give the math,
-# `docs/ops/conv.md` explains it, and `tinyformer/ops/_im2col.py` has the strided window view
-# (`windows`) and its adjoint (`scatter_windows`) for you to use. Keep the signatures.
+# Each raises `NotImplementedError` until you replace that line. The docstrings give the
+# forward's math and what each backward computes from what (deriving the backward is yours),
+# `docs/ops/conv.md` explains the forward, and `tinyformer/ops/_im2col.py` has the strided
+# window view (`windows`) and its adjoint (`scatter_windows`) for you to use. Keep the
+# signatures.
 #
 # The last step trains a small U-Net, which runs on all four ops. Work on the **references**,
 # as the grader does. Grade yourself from the root of this folder:
