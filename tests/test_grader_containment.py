@@ -320,6 +320,24 @@ for _n in (_s.SIGINT, _s.SIGTERM, _s.SIGSTOP, _s.SIGKILL):
     assert sum(t["score"] for t in report["tests"]) == 0 and len(report["tests"]) == 4
 
 
+def test_the_whole_grade_has_a_time_limit(tmp_path, a2_data):
+    # A hang in the first task may use the whole grade's limit, no more: the tasks after it
+    # are not run, and say why.
+    files = {
+        "softmax.py": _hostile("import time\nwhile True:\n    time.sleep(1)"),
+        "layer_norm.py": _solution("tinyformer/ops/layer_norm.py"),
+    }
+    began = time.monotonic()
+    result = _grade(tmp_path, files, a2_data, tasks=("A2.1", "A2.4"), total_timeout=6)
+    assert time.monotonic() - began < 30
+    forward = {r.task: r.output for r in result.results if r.check == "forward"}
+    assert forward["A2.1"].startswith("A2.1: the grade ran past its overall time limit during")
+    assert forward["A2.4"] == "A2.4: not run: the grade ran past its overall time limit"
+    assert result.score == 0
+    with pytest.raises(ValueError, match="--total-timeout"):
+        _grade(tmp_path, files, a2_data, total_timeout=float("inf"))
+
+
 REPLY = """
 import __main__ as _m, numpy as _np
 _own, _call = "spec:" + __name__.rpartition(".")[2], getattr(_m, "_call", None)

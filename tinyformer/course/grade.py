@@ -334,6 +334,9 @@ def grade(
             raise ValueError(f"{flag}: need a finite number of seconds > 0, got {value!r}")
     user = _room.grading_user(user)
     selected = _selected(a, tasks)
+    runs = sum(len(task_phases(t)) for t in selected)
+    began = time.monotonic()  # the whole grade's limit counts the grader's own work too
+    deadline = began + _room.total_timeout(timeout, runs, total_timeout)
     source, meta = load_data(a, data, secret)
     if user is not None:
         _room.refuse_readable(user, _protected(a, data, secret))
@@ -343,9 +346,7 @@ def grade(
             f"DIR: {submission} is not a tinyformer tree and holds none of {a.name}'s files "
             f"({', '.join(a.files)})"
         )
-    runs = sum(1 for t in selected for k in task_phases(t))
     start, records = time.perf_counter(), {}
-    deadline = time.monotonic() + _room.total_timeout(timeout, runs, total_timeout)
     limits = Limits(timeout, memory, user, deadline)
     with _room.interrupts(), tempfile.TemporaryDirectory(prefix="tinyformer-grade-") as tmp:
         room = Path(tmp)  # 0700: this grade's, and its user's
