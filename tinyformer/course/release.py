@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyformer.course import data as grading_data
+from tinyformer.course import secret
 from tinyformer.course.definition import COURSE, Assignment, assignment, due, task
 from tinyformer.course.handout import readme_head, start_here
 from tinyformer.course.markers import (
@@ -75,7 +76,7 @@ INSTRUCTOR_ONLY = (
 )  # fmt: skip
 # The grader's secret salt (the seeds of the grading samples): in the instructor's tree and the
 # autograder zip only. A file of that name is never copied, wherever it is.
-SECRET = "grading-secret"
+SECRET = secret.FILENAME
 # Outside git: folders of build outputs and caches, skipped wherever they are.
 SKIPPED_DIRS = {
     "__pycache__", "build", "dist", "bench-results", "node_modules", ".pytest_cache",
