@@ -2,7 +2,7 @@
 measures it, prints a table, and writes the thresholds the registry reads
 (`tinyformer/thread_table.py`) and JSON.
 
-    python -m benchmarks.one_thread [--repeats 40] [--gap-us 30] [--dry-run]
+    python -m benchmarks.one_thread [--passes 3] [--repeats 60] [--gap-us 30] [--dry-run]
 
 Why: a parallel kernel wakes the pool's workers and waits for the last of them. On a 2-core
 virtual machine that start costs tens of microseconds, more than a small call's work, so small
@@ -14,14 +14,19 @@ How: each primitive's calls are built at a ladder of model shapes, from a 16-wid
 sequence of 8 tokens to twice the baby GPT (`benchmarks/kernels.py`'s cases, plus linear's).
 At each rung the kernel runs on the pool and on one thread, in alternating batches; before each
 timed call the process busy-waits `--gap-us` (the Python of the ops between two kernels of a
-step), so that the pool's workers have stopped spinning, as they have in a training step. A
-primitive's threshold is the smallest work from which the pool wins at every larger rung; where
-one thread wins at every rung, the largest rung's work plus one (beyond the ladder, the pool).
+step), so that the pool's workers have stopped spinning, as they have in a training step. Each
+side's figure is its fastest call over `--passes` passes over the ladder: what it does when the
+machine gives it the cores it asks for. Medians are kept beside them, but on a shared machine
+they say how busy its neighbours were (a pool of two threads waits for the slower core), which
+would move the thresholds with the load of the minute. A primitive's threshold is the rung's
+work that loses least over the ladder (`thresholds`); beyond the ladder, the pool.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -79,8 +84,9 @@ def _spin(seconds: float) -> None:
 
 def time_pool_and_one(
     fn: Callable[..., Any], args: tuple, kwargs: dict, repeats: int, gap: float
-) -> tuple[float, float]:
-    """Median seconds of a call on the pool and on one thread, alternating batches of 5."""
+) -> dict[str, float]:
+    """Seconds of a call on the pool and on one thread, alternating batches of 5: the fastest
+    call of each side and the median."""
     times: dict[bool, list[float]] = {False: [], True: []}
     for one in (False, True):  # warm-up: compiles, loads
         runtime.on_one_thread(fn, *args, **kwargs) if one else fn(*args, **kwargs)
@@ -91,20 +97,33 @@ def time_pool_and_one(
                 start = time.perf_counter()
                 runtime.on_one_thread(fn, *args, **kwargs) if one else fn(*args, **kwargs)
                 times[one].append(time.perf_counter() - start)
-    return statistics.median(times[False]), statistics.median(times[True])
+    return {
+        "pool_us": 1e6 * min(times[False]), "one_us": 1e6 * min(times[True]),
+        "pool_median_us": 1e6 * statistics.median(times[False]),
+        "one_median_us": 1e6 * statistics.median(times[True]),
+    }  # fmt: skip
 
 
 def thresholds(rows: list[dict]) -> dict[str, int]:
-    """Per primitive: the smallest work from which the pool wins at every larger rung."""
+    """Per primitive: the work below which one thread runs, chosen to lose the least. A call
+    sent to the slower side loses log(slower / faster); the threshold is the rung's work (or
+    the largest plus one) that minimises the sum of those losses over the rungs, the smallest on
+    a tie. Why not "the first rung from which the pool always wins": on a shared machine one
+    noisy rung at the top would send every size to one thread."""
     found: dict[str, int] = {}
     for name in dict.fromkeys(r["primitive"] for r in rows):
-        mine = sorted((r for r in rows if r["primitive"] == name), key=lambda r: r["work"])
-        below = mine[-1]["work"] + 1
-        for r in reversed(mine):
-            if r["pool_us"] >= r["one_us"]:
-                break
-            below = r["work"]
-        found[name] = below
+        mine = [r for r in rows if r["primitive"] == name]
+        candidates = sorted({r["work"] for r in mine} | {max(r["work"] for r in mine) + 1})
+
+        def loss(below: int, mine: list[dict] = mine) -> float:
+            return sum(
+                max(0.0, math.log(r["one_us"] / r["pool_us"]))
+                if r["work"] < below
+                else max(0.0, math.log(r["pool_us"] / r["one_us"]))
+                for r in mine
+            )
+
+        found[name] = min(candidates, key=lambda c: (loss(c), c))
     for name, same in SAME_AS.items():
         if same in found:
             found[name] = found[same]
@@ -134,7 +153,8 @@ def write_table(path: Path, below: dict[str, int], measured: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=40, help="timed calls per side per rung")
+    parser.add_argument("--repeats", type=int, default=60, help="timed calls per side per rung")
+    parser.add_argument("--passes", type=int, default=3, help="passes over the ladder (3)")
     parser.add_argument("--gap-us", type=float, default=30.0, help="busy wait before each call")
     parser.add_argument("--dry-run", action="store_true", help="print; write no table")
     parser.add_argument("--json", type=Path, default=ROOT / "bench-results/one_thread.json")
@@ -143,29 +163,44 @@ def main() -> int:
     from tinyformer.fileio import save_json
 
     registry.primitives()  # loads the kernels and applies the process settings
+    found: dict[tuple, dict] = {}  # (rung, case) -> its row, the fastest over the passes
+    loads = [os.getloadavg()[0]]
+    for p in range(args.passes):
+        for shape in LADDER:
+            for i, (name, fn, call_args, kwargs) in enumerate(_calls(shape)):
+                us = time_pool_and_one(fn, call_args, kwargs, args.repeats, args.gap_us * 1e-6)
+                row = found.setdefault((shape, i), {
+                    "primitive": name, "shape": "x".join(map(str, shape)),
+                    "work": registry.work(call_args[0]), "passes": [],
+                })  # fmt: skip
+                row["passes"].append({k: round(v, 1) for k, v in us.items()})
+        loads.append(os.getloadavg()[0])
+        print(f"pass {p + 1} done (load average {loads[-1]:.1f})", flush=True)
     rows = []
-    for shape in LADDER:
-        for name, fn, call_args, kwargs in _calls(shape):
-            pool, one = time_pool_and_one(fn, call_args, kwargs, args.repeats, args.gap_us * 1e-6)
-            rows.append({
-                "primitive": name, "shape": "x".join(map(str, shape)),
-                "work": registry.work(call_args[0]), "pool_us": round(pool * 1e6, 1),
-                "one_us": round(one * 1e6, 1), "one/pool": round(one / pool, 2),
-            })  # fmt: skip
-        print(f"rung {shape} done", flush=True)
+    for row in found.values():
+        passes = row.pop("passes")
+        for key in ("pool_us", "one_us"):
+            row[key] = min(q[key] for q in passes)
+        for key in ("pool_median_us", "one_median_us"):
+            row[key] = statistics.median(q[key] for q in passes)
+        row["one/pool"] = round(row["one_us"] / row["pool_us"], 2)
+        rows.append(row)
     rows.sort(key=lambda r: (r["primitive"], r["work"]))
     cpu = _cpu_model()
-    title = f"pool against one thread, median us per call ({cpu}, gap {args.gap_us:g} us)"
-    print_table(title, rows, ["primitive", "shape", "work", "pool_us", "one_us", "one/pool"])
+    title = (f"pool against one thread, us per call: fastest and median ({cpu}, gap "
+             f"{args.gap_us:g} us)")  # fmt: skip
+    print_table(title, rows, ["primitive", "shape", "work", "pool_us", "one_us", "one/pool",
+                              "pool_median_us", "one_median_us"])  # fmt: skip
     below = thresholds(rows)
     print_table("one thread below", [{"primitive": k, "work": v} for k, v in below.items()],
                 ["primitive", "work"])  # fmt: skip
-    measured = f"{time.strftime('%Y-%m-%d')}, {cpu}, {machine()['cpus']} CPUs"
+    measured = (f"{time.strftime('%Y-%m-%d')}, {cpu}, {machine()['cpus']} CPUs, load average "
+                f"{loads[0]:.1f} to {loads[-1]:.1f}")  # fmt: skip
     if not args.dry_run:
         write_table(TABLE, below, measured)
         print(f"\n{TABLE}")
     save_json(args.json, {"machine": {**machine(), "cpu": cpu}, "settings": runtime.settings(),
-                          "gap_us": args.gap_us, "rows": rows,
+                          "gap_us": args.gap_us, "load_average": loads, "rows": rows,
                           "one_thread_below": below})  # fmt: skip
     print(args.json)
     return 0
