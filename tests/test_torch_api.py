@@ -464,3 +464,154 @@ def test_slices_of_sequential_and_module_list_are_containers():
                 seq(x), seq[-1] is layers[3], list(named.state_dict()), len(seq[5:])]  # fmt: skip
 
     both(code, exact=False)
+
+
+# -- utils.data --------------------------------------------------------------------------------
+
+
+def _squares(lib):
+    """A map-style dataset as tutorials write one."""
+
+    class Squares(lib.utils.data.Dataset):
+        def __init__(self, n):
+            self.x = lib.arange(n * 2, dtype=lib.float32).view(n, 2)
+            self.y = lib.arange(n) // 3
+
+        def __len__(self):
+            return len(self.x)
+
+        def __getitem__(self, idx):
+            return self.x[idx] ** 2, self.y[idx]
+
+    return Squares(10)
+
+
+@needs_torch
+def test_data_loader_batches_in_order_with_drop_last_and_samplers():
+    def code(lib):
+        data = lib.utils.data
+        ds = _squares(lib)
+        pairs = data.TensorDataset(lib.arange(6.0), lib.arange(6) * 10)
+        out = [len(ds), [[x, y] for x, y in data.DataLoader(ds, batch_size=4)]]
+        out += [[b for b in data.DataLoader(ds, batch_size=3, drop_last=True)]]
+        out += [len(data.DataLoader(ds, batch_size=3)), len(data.DataLoader(ds, 3, drop_last=True))]
+        out += [[b for b in data.DataLoader(pairs, batch_size=4, shuffle=False)]]
+        out += [list(data.DataLoader(pairs, batch_size=None))]
+        seq = data.SequentialSampler(pairs)
+        out += [list(seq), list(data.BatchSampler(seq, 4, drop_last=False))]
+        out += [list(data.BatchSampler(range(7), 3, True)), len(data.BatchSampler(seq, 4, False))]
+        by_sampler = data.DataLoader(pairs, batch_size=2, sampler=[5, 0, 3])
+        by_batches = data.DataLoader(pairs, batch_sampler=[[1, 2], [4], [0, 5, 3]])
+        out += [list(by_sampler), list(by_batches), len(by_batches)]
+        subset = data.Subset(pairs, [4, 1])
+        out += [len(subset), subset[1], list(data.DataLoader(subset, batch_size=2))]
+        return out
+
+    both(code)
+
+
+@needs_torch
+def test_default_collate_joins_numbers_arrays_tuples_and_dicts():
+    from collections import namedtuple
+
+    Point = namedtuple("Point", "x y")
+
+    def code(lib):
+        collate = lib.utils.data.default_collate
+        samples = [
+            {"image": np.full((2, 2), i, np.float32), "label": i, "weight": 0.5 * i,
+             "name": f"s{i}", "pair": (lib.tensor([i, i + 1]), i % 2 == 0),
+             "point": Point(float(i), np.int32(i)), "tokens": [i, 2 * i]}
+            for i in range(3)
+        ]  # fmt: skip
+        batch = collate(samples)
+        loader = lib.utils.data.DataLoader(samples, batch_size=2)
+        return [batch, list(loader), type(batch["point"]).__name__,
+                collate([np.float64(1.5), np.float64(2.0)]), collate([True, False])]  # fmt: skip
+
+    both(code)
+
+
+@needs_torch
+def test_a_training_loop_over_a_data_loader_gives_pytorchs_gradients():
+    def run(lib):
+        nn, data = lib.nn, lib.utils.data
+        rng = np.random.default_rng(0)
+        x = lib.tensor(rng.standard_normal((10, 3)), dtype=lib.float64)
+        y = lib.tensor(rng.integers(0, 2, 10))
+        model = nn.Linear(3, 2).double()
+        with lib.no_grad():
+            model.weight.copy_(lib.tensor(rng.standard_normal((2, 3))))
+            model.bias.zero_()
+        total = []
+        for xb, yb in data.DataLoader(data.TensorDataset(x, y), batch_size=4, collate_fn=None):
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            total.append(loss.detach())
+        return [total, model.weight.grad, model.bias.grad]
+
+    both(run, exact=False)
+
+
+def test_shuffling_draws_a_permutation_from_the_seeded_generator():
+    data = tinyformer.utils.data
+    ds = data.TensorDataset(tinyformer.arange(10))
+
+    def epoch(loader):
+        return [i for (batch,) in loader for i in batch.tolist()]
+
+    tinyformer.manual_seed(0)
+    loader = data.DataLoader(ds, batch_size=3, shuffle=True)
+    first, second = epoch(loader), epoch(loader)
+    assert sorted(first) == sorted(second) == list(range(10)) and first != second
+    tinyformer.manual_seed(0)
+    assert epoch(loader) == first  # the same seed, the same order
+    g = tinyformer.Generator().manual_seed(7)
+    own = epoch(data.DataLoader(ds, batch_size=3, shuffle=True, generator=g))
+    again = data.DataLoader(ds, 4, shuffle=True, generator=tinyformer.Generator().manual_seed(7))
+    assert epoch(again) == own and sorted(own) == list(range(10))
+    sampler = data.RandomSampler(ds, replacement=True, num_samples=25, generator=g)
+    assert len(list(sampler)) == 25 == len(sampler) and set(sampler) <= set(range(10))
+    assert len(list(data.RandomSampler(ds, num_samples=25))) == 25
+    parts = data.random_split(ds, [7, 3], generator=tinyformer.Generator().manual_seed(1))
+    assert [len(p) for p in parts] == [7, 3]
+    assert sorted(parts[0].indices + parts[1].indices) == list(range(10))
+    assert [len(p) for p in data.random_split(ds, [0.5, 0.3, 0.2])] == [5, 3, 2]
+    assert sorted(data.SubsetRandomSampler([3, 5, 8], generator=g)) == [3, 5, 8]
+
+
+def test_data_loader_errors_say_what_to_do():
+    data = tinyformer.utils.data
+    ds = data.TensorDataset(tinyformer.arange(4))
+    with pytest.raises(ValueError, match=r"DataLoader: num_workers=2 is not supported; pass "
+                       r"num_workers=0"):  # fmt: skip
+        data.DataLoader(ds, batch_size=2, num_workers=2)
+    with pytest.raises(ValueError, match=r"sampler option is mutually exclusive with shuffle"):
+        data.DataLoader(ds, sampler=[0, 1], shuffle=True)
+    with pytest.raises(ValueError, match=r"batch_sampler option is mutually exclusive"):
+        data.DataLoader(ds, batch_size=2, batch_sampler=[[0, 1]])
+    with pytest.raises(ValueError, match=r"TensorDataset: needs tensors of one length"):
+        data.TensorDataset(tinyformer.zeros(3), tinyformer.zeros(4))
+    with pytest.raises(ValueError, match=r"random_split: the lengths \[3, 3\] sum to 6"):
+        data.random_split(ds, [3, 3])
+    with pytest.raises(TypeError, match=r"default_collate: batch must contain tensors"):
+        data.default_collate([object(), object()])
+    with pytest.raises(RuntimeError, match=r"each element in list of batch should be of equal"):
+        data.default_collate([[1, 2], [3]])
+    with pytest.raises(TypeError, match=r"expected a tinyformer.Generator"):
+        data.RandomSampler(ds, generator=np.random.default_rng(0))
+
+
+def test_an_iterable_dataset_is_batched_as_it_streams():
+    data = tinyformer.utils.data
+
+    class Stream(data.IterableDataset):
+        def __iter__(self):
+            return iter(range(7))
+
+    batches = [b.tolist() for b in data.DataLoader(Stream(), batch_size=3)]
+    assert batches == [[0, 1, 2], [3, 4, 5], [6]]
+    assert [b.tolist() for b in data.DataLoader(Stream(), 3, drop_last=True)] == batches[:2]
+    assert list(data.DataLoader(Stream(), batch_size=None)) == list(range(7))
+    with pytest.raises(ValueError, match=r"an IterableDataset yields its own order"):
+        data.DataLoader(Stream(), shuffle=True)

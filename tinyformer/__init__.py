@@ -11,7 +11,7 @@ Reading order: engine.py -> tensor.py -> autograd.py -> ops/ (one file per op) -
 -> registry.py.
 """
 
-from tinyformer import cuda, nn, optim, registry  # tf.nn.Linear, tf.cuda: as torch.nn, torch.cuda
+from tinyformer import cuda, nn, optim, registry, utils  # tf.nn, tf.utils.data: as torch's
 from tinyformer.autograd import (
     Function,
     OpError,
@@ -158,5 +158,6 @@ __all__ = [
     "no_grad", "norm", "ones", "ones_like", "optim", "outer", "permute", "pow", "prod", "rand",
     "randint", "randn", "registry", "relu", "reshape", "roll", "rsqrt", "scatter", "set_rng_state",
     "sigmoid", "sin", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor",
-    "topk", "transpose", "tril", "triu", "unsqueeze", "var", "where", "zeros", "zeros_like",
+    "topk", "transpose", "tril", "triu", "unsqueeze", "utils", "var", "where", "zeros",
+    "zeros_like",
 ]  # fmt: skip

@@ -323,6 +323,18 @@ class Module:
                     buf.data = convert(buf.data)
         return self
 
+    def double(self) -> Module:
+        """Floating parameters and buffers as float64 (`model.to(np.float64)`)."""
+        return self.to(np.float64)
+
+    def float(self) -> Module:
+        """Floating parameters and buffers as float32."""
+        return self.to(np.float32)
+
+    def half(self) -> Module:
+        """Floating parameters and buffers as float16."""
+        return self.to(np.float16)
+
     def cuda(self, device: int | None = None) -> Module:
         """`module.to("cuda")` (or `"cuda:<device>"`)."""
         return self.to("cuda" if device is None else f"cuda:{device}")
