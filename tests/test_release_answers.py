@@ -249,6 +249,7 @@ PROSE = {
     "A2.4": (
         "gx = rstd * (g - mean(g) - xhat * mean(g * xhat))",
         "gw = sum over rows of gy * xhat",
+        "layer_norm's gx has one more term, - mean(g)",
     ),
     "A3.1": ("gs = p * (gp - D)", "gq = gs k * scale", "gk = gs^T q * scale"),
     "A4.1": ("gcols = W^T gy", "gW = sum over n and positions of gy cols^T"),

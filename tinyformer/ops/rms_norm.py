@@ -9,7 +9,6 @@ Backward  g = gy w   (the gradient reaching xhat).  With dr/dx_j = -r^3 x_j / D,
               gx_j = sum_i g_i (delta_ij r + x_i dr/dx_j) = r g_j - r^3 x_j mean(g x)
           so  gx = r (g - xhat mean(g xhat))     (the mean over the row)
           and gw = sum over rows of gy xhat.
-          layer_norm's gx has one more term, - mean(g): the gradient of the mean it subtracts.
 Saved     x, w and r (one number a row): xhat is recomputed in backward instead of stored.
 """
 
