@@ -203,20 +203,26 @@ def _failed(result) -> set[tuple[str, str]]:
     return {(r.task, r.check) for r in result.results if r.status != "passed"}
 
 
-def test_a_planted_backward_bug_loses_only_its_tasks_gradcheck(released, tmp_path):
+def test_a_planted_backward_bug_loses_only_its_tasks_backward_points(released, tmp_path):
+    # the gradcheck, and the property and hidden tests that compare gradients with the
+    # reference's; the forward and every other task keep their points
     tree = _solved_copy(released, tmp_path)
     _plant(
         tree, "ops/layer_norm.py", "    return gx, (gy * xhat)", "    return 1.01 * gx, (gy * xhat)"
     )
     result = grade("A2", tree)
-    assert _failed(result) == {("A2.4", "gradcheck")}
+    assert _failed(result) == {("A2.4", "gradcheck"), ("A2.4", "properties"), ("A2.4", "hidden")}
     report = next(r for r in result.results if r.status != "passed").output
     assert "A2.4 layer_norm gradcheck" in report and "inputs: x float64" in report
-    assert result.score == A2.total - A2.tasks[3].points["gradcheck"]
+    assert "yours is 1.01 times the expected value" in report
+    assert result.score == A2.total - A2.tasks[3].total + A2.tasks[3].points["forward"]
 
 
-def test_a_wrong_forward_with_a_consistent_backward_loses_the_forward_points(released, tmp_path):
-    # loss + 1 has the same gradient, and the backward reads lse, not the loss: gradcheck passes
+def test_a_wrong_forward_with_a_consistent_backward_loses_the_backward_points_too(
+    released, tmp_path
+):
+    # loss + 1 has the same gradient (the backward reads lse, not the loss), but a backward
+    # counts only where its forward is right
     tree = _solved_copy(released, tmp_path)
     _plant(
         tree,
@@ -226,14 +232,15 @@ def test_a_wrong_forward_with_a_consistent_backward_loses_the_forward_points(rel
     )
     result = grade("A2", tree)
     failed = _failed(result)
-    assert ("A2.3", "forward") in failed and ("A2.3", "gradcheck") not in failed
+    assert {("A2.3", "forward"), ("A2.3", "gradcheck")} <= failed
     assert {task for task, _ in failed} == {"A2.3"}
+    report = next(r.output for r in result.results if (r.task, r.check) == ("A2.3", "gradcheck"))
+    assert "a backward counts only where its forward is right" in report
 
 
 def test_a_wrong_causal_mask_loses_only_a3_2(release_of, tmp_path):
-    # one diagonal too many: query i sees key i + 1. A3.1's forward compares no causal sample
-    # (its gradcheck does: a wrong mask keeps the backward consistent), and A3.3 compares the
-    # module with per-head calls that share the mask.
+    # one diagonal too many: query i sees key i + 1. A3.1 grades no causal sample, and A3.3
+    # compares the module with per-head calls that share the mask.
     tree = _solved_copy(release_of("A3"), tmp_path)
     _plant(tree, "ops/attention.py", "xp.tri(tq, tk, dtype=bool)", "xp.tri(tq, tk, 1, dtype=bool)")
     result = grade("A3", tree)

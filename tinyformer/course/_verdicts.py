@@ -88,7 +88,7 @@ def gradcheck(child: Any, task: Task, meta: dict[str, Any], specs: dict[str, Any
         names = _names(specs[name], len(s["args"]))
         return backward_case(child, f"spec:{name}", specs[name], s, names)
 
-    ok, out = _run_samples(task, meta, specs, "backward", case)
+    ok, out = _run_samples(task, meta, specs, "gradcheck", case)
     if not ok:
         return ok, out
     return True, (

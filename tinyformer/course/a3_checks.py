@@ -96,20 +96,27 @@ def causal_scores_keep_dtype_and_other_masks(tf: ModuleType) -> None:
     np.testing.assert_allclose(both, _masked_scores(q, k, allowed, 1.0), rtol=1e-6)
 
 
-def _reference_module(ref: ModuleType, x, context, c, nh, seed, context_dim=None, **kw):
-    """The instructor's module, made from the same seed as the driver's, on x."""
+def _reference_projections(ref: ModuleType, x, context, c, nh, seed, context_dim=None):
+    """q, k, v and c_proj's weight and bias of the instructor's module made from the driver's
+    seed: the inputs of the heads, not taken from the child's word."""
     ref.manual_seed(seed)
     cross = context is not None
     mha = ref.nn.MultiheadAttention(c, nh, cross=cross, context_dim=context_dim)
     with ref.no_grad():
-        args = (ref.Tensor(x), ref.Tensor(context)) if cross else (ref.Tensor(x),)
-        return np.asarray(mha(*args, **kw).data)
+        if cross:
+            q = mha.q_proj(ref.Tensor(x)).data
+            k, v = np.split(mha.kv_proj(ref.Tensor(context)).data, 2, axis=-1)
+        else:
+            q, k, v = np.split(mha.c_attn(ref.Tensor(x)).data, 3, axis=-1)
+    bias = mha.c_proj.bias.data if mha.c_proj.bias is not None else np.zeros(c)
+    return q, k, v, mha.c_proj.weight.data, bias
 
 
 def _per_head(tf: ModuleType, x: np.ndarray, context: np.ndarray | None = None, **kw):
     """The student's module on x (from `tf.course.a3_drivers`, run in the grader's child), and
-    what it should give: the instructor's module from the same seed, or in a self-check, its
-    output recomputed here with one call of the student's attention per head."""
+    what it should give: one call of the student's attention per head (A3.1's and A3.2's code,
+    graded on their own), on the heads of the instructor's projections from the same seed (in
+    a self-check, of the projections the child reports), merged and projected here."""
     F = tf.nn.functional
     c, nh, seed = kw.pop("embed_dim"), kw.pop("num_heads"), kw.pop("seed")
     module_kw = {"context": context, "context_dim": kw.pop("context_dim", None), **kw}
@@ -118,7 +125,7 @@ def _per_head(tf: ModuleType, x: np.ndarray, context: np.ndarray | None = None, 
         assert a.shape == shape, f"the module's {name} has shape {a.shape}, not {shape}"
     if getattr(tf, "reference", None) is not None:
         cdim = module_kw["context_dim"]
-        return y, _reference_module(tf.reference, x, context, c, nh, seed, cdim, **kw)
+        q, k, v, w, b = _reference_projections(tf.reference, x, context, c, nh, seed, cdim)
     hs = c // nh
     with tf.no_grad():
         heads = [
