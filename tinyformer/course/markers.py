@@ -1,7 +1,7 @@
 """Solution and hidden-test markers, with nbgrader's syntax, and the stripping that releases them.
 
 A region is a run of lines between a BEGIN and an END marker line, each a comment alone on its
-line: `### BEGIN SOLUTION A2.3 backward` ... `### END SOLUTION` around an answer (it becomes a
+line: `### BEGIN SOLUTION A2.4 backward` ... `### END SOLUTION` around an answer (it becomes a
 stub in A2's release), `### BEGIN HIDDEN TESTS` ... `### END HIDDEN TESTS` around
 instructor-only tests (removed from every release). The word after the marker is the region's
 tag: a task ("A2.3") or an assignment ("A2"); nbgrader ignores anything after the marker, so the
@@ -12,7 +12,7 @@ the same: see `strip_source`'s `stub`).
 
 Stripping for assignment NAME replaces each of NAME's solution regions, markers included, with
 one line at the BEGIN marker's indentation,
-`raise NotImplementedError("A2.3: layer_norm backward — see docs/ops/layers.md")`,
+`raise NotImplementedError("A2.4: layer_norm backward — see docs/ops/layers.md")`,
 removes every hidden-test region, and leaves other assignments' regions (and their markers) as
 they are. Regions do not nest. A release asks for more (`tinyformer.course.release`): it says
 which regions to stub (every one that is not yet due), and keeps each stub between
