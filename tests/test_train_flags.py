@@ -259,3 +259,36 @@ def test_rlhf_init_at_another_command_s_run_is_not_called_a_gpt_run(iteration, c
     err = capsys.readouterr().err
     assert "GPT run stopped" not in err
     assert "not a GPT" in err and str(init) in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["gpt", "--n-embd", "100000000", "--n-head", "1"],
+         "--n-layer 4 --n-embd 100000000 --block-size 64: one example alone would keep"),
+        (["bert", "--d-model", "100000000", "--n-head", "1"],
+         "--n-layer 2 --d-model 100000000 --d-ff 512 --seq-len 64: one example alone"),
+        (["siren", "--size", "1000000"], "--size 1000000 --hidden 128 --n-layers 3: one full"),
+        (["vilbert", "--d-text", "100000000", "--n-head", "1"],
+         "--d-text 100000000 --d-image 64 --n-co-layer 2: the model's weights would hold"),
+        (["xlm", "--d-ff", "100000000"], "--n-layer 2 --d-model 64 --d-ff 100000000: the encoder"),
+    ],
+    ids=lambda v: v[0] if isinstance(v, list) else "",
+)  # fmt: skip
+def test_a_model_that_cannot_fit_blames_its_sizes_not_the_batch(argv, message, capsys, tmp_path):
+    # they blamed --batch-size (which no value could fix), or allocated for minutes
+    assert cli.main(["train", *argv, "--out-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "--batch-size " not in err.split("whatever")[0]
+
+
+def test_one_example_too_big_is_said_apart_from_a_batch_too_big(monkeypatch):
+    from tinyformer.train import memory
+
+    monkeypatch.setattr(memory, "physical_memory", lambda: 1000)
+    with pytest.raises(
+        ValueError, match=r"^--n-embd 9: one example alone .* whatever --batch-size"
+    ):
+        memory.check_batch_fits(1, 1001, "x", sizes="--n-embd 9")
+    with pytest.raises(ValueError, match=r"^--batch-size 2: .* at most 1 could fit"):
+        memory.check_batch_fits(2, 1000, "x", sizes="--n-embd 9")

@@ -89,7 +89,8 @@ def _build(cfg: TrainBahdanauConfig, state: dict | None, saved: dict | None) -> 
         mconf = cfg.model_config()
     # the decoder alone, on the ten characters of an ISO date: an embedding and a state each
     floor = sequence_floor(10, mconf.emb + mconf.dec_hidden)
-    check_batch_fits(cfg.batch_size, floor, "this decoder on 10 tokens", cfg.device)
+    sizes = f"--emb {mconf.emb} --dec-hidden {mconf.dec_hidden}"
+    check_batch_fits(cfg.batch_size, floor, "this decoder on 10 tokens", cfg.device, sizes=sizes)
     model = RNNSearch(mconf).to(cfg.device)
     return date_run(
         model, mconf, cfg, task, "bahdanau", "RNN + additive attention: dates -> ISO 8601"

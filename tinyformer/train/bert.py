@@ -312,7 +312,11 @@ def train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
 
 def _train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
     floor = transformer_floor(cfg.seq_len, cfg.n_layer, cfg.d_model, cfg.d_ff)
-    check_batch_fits(cfg.batch_size, floor, f"this BERT on {cfg.seq_len} tokens", cfg.device)
+    sizes = (
+        f"--n-layer {cfg.n_layer} --d-model {cfg.d_model} --d-ff {cfg.d_ff} --seq-len {cfg.seq_len}"
+    )
+    what = f"this BERT on {cfg.seq_len} tokens"
+    check_batch_fits(cfg.batch_size, floor, what, cfg.device, sizes=sizes)
     corpus = prepare(cfg)
     if cfg.batch_size > len(corpus.train_sentences):  # fine-tuning draws them without repeats
         raise ValueError(

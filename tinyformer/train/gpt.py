@@ -142,7 +142,9 @@ def _build(cfg: TrainGPTConfig, state: dict | None, saved: dict | None) -> Run:
     floor = transformer_floor(
         mconf.block_size, mconf.n_layer, mconf.n_embd, 4 * mconf.n_embd, mconf.vocab_size
     )
-    check_batch_fits(cfg.batch_size, floor, f"this GPT on {mconf.block_size} tokens", cfg.device)
+    sizes = f"--n-layer {mconf.n_layer} --n-embd {mconf.n_embd} --block-size {mconf.block_size}"
+    what = f"this GPT on {mconf.block_size} tokens"
+    check_batch_fits(cfg.batch_size, floor, what, cfg.device, sizes=sizes)
     data = LMData(np.array(tokenizer.encode(text)), mconf.block_size)
     model = GPT(mconf).to(cfg.device)
     optimizer = AdamW(

@@ -249,7 +249,9 @@ def _train_mae(cfg: TrainMAEConfig) -> dict[str, Any]:
     mconf = cfg.model_config(data.train.shape[-1], data.train.shape[1])
     tokens = (mconf.image_size // mconf.patch_size) ** 2 + 1  # fine-tuning's ViT: every patch
     floor = transformer_floor(tokens, mconf.n_layer, mconf.n_embd, mconf.mlp_ratio * mconf.n_embd)
-    check_batch_fits(cfg.batch_size, floor, f"this ViT on {tokens} tokens", cfg.device)
+    sizes = f"--n-layer {mconf.n_layer} --n-embd {mconf.n_embd} --patch-size {mconf.patch_size}"
+    what = f"this ViT on {tokens} tokens"
+    check_batch_fits(cfg.batch_size, floor, what, cfg.device, sizes=sizes)
     print(f"{cfg.data}: {len(data.train)} training images (labels unused in pretraining), "
           f"{len(data.test)} held out, {data.train.shape[1:]} each")  # fmt: skip
     print("1/3 masked-autoencoder pretraining")

@@ -18,7 +18,7 @@ import os
 
 __all__ = [
     "check_batch_fits", "check_data_fits", "conv_floor", "physical_memory", "sequence_floor",
-    "transformer_floor",
+    "transformer_floor", "weights_floor",
 ]  # fmt: skip
 
 FLOAT32 = 4  # bytes
@@ -50,21 +50,40 @@ def conv_floor(pixels: int, in_channels: int, width: int) -> int:
 
 
 def check_batch_fits(
-    batch_size: int, per_example: int, what: str, device: str = "cpu", flag: str = "--batch-size"
+    batch_size: int,
+    per_example: int,
+    what: str,
+    device: str = "cpu",
+    flag: str = "--batch-size",
+    sizes: str = "the model's sizes",
 ) -> None:
     """ValueError naming `flag` when `batch_size` examples of `per_example` bytes (a floor,
-    from the functions above) exceed the machine's memory; `what` says whose floor. Only on
-    the CPU: a GPU's own memory is the limit there, and this does not read it."""
+    from the functions above) exceed the machine's memory; `what` says whose floor. When one
+    example alone cannot fit, no batch size can: the error names `sizes` (the flags that set
+    the model's and the sequence's sizes) instead. Only on the CPU: a GPU's own memory is the
+    limit there, and this does not read it."""
     total = physical_memory()
     if device != "cpu" or total is None or batch_size * per_example <= total:
         return
     gib = 2**30
+    if per_example > total:
+        raise ValueError(
+            f"{sizes}: one example alone would keep at least {per_example / gib:,.1f} GiB of "
+            f"activations for {what}, more than this machine's {total / gib:.1f} GiB of "
+            f"memory, whatever {flag}; make the model or its inputs smaller"
+        )
     raise ValueError(
         f"{flag} {batch_size}: one training step would keep at least "
         f"{batch_size * per_example / gib:,.1f} GiB of activations ({per_example / 2**20:.3g} "
         f"MiB per example for {what}), more than this machine's {total / gib:.1f} GiB of "
         f"memory; at most {max(1, total // per_example):,} could fit, fewer in practice"
     )
+
+
+def weights_floor(n_layer: int, width: int, d_ff: int, vocab: int = 0) -> int:
+    """Bytes of a Transformer's weights alone: per block the four attention projections and
+    the MLP's two matrices, and a `vocab` x `width` embedding (float32)."""
+    return FLOAT32 * (n_layer * (4 * width * width + 2 * width * d_ff) + vocab * width)
 
 
 def check_data_fits(flags: str, nbytes: float, what: str) -> None:

@@ -146,7 +146,10 @@ def _build(cfg: TrainSeq2SeqConfig, state: dict | None, saved: dict | None) -> R
         mconf = cfg.model_config()
     # the decoder alone, on the ten characters of an ISO date
     floor = transformer_floor(10, mconf.n_decoder_layers, mconf.d_model, mconf.d_ff)
-    check_batch_fits(cfg.batch_size, floor, "this decoder on 10 tokens", cfg.device)
+    sizes = (
+        f"--n-decoder-layers {mconf.n_decoder_layers} --d-model {mconf.d_model} --d-ff {mconf.d_ff}"
+    )
+    check_batch_fits(cfg.batch_size, floor, "this decoder on 10 tokens", cfg.device, sizes=sizes)
     model = Transformer(mconf).to(cfg.device)
     return date_run(model, mconf, cfg, task, "seq2seq", "encoder-decoder: dates -> ISO 8601")
 

@@ -28,6 +28,7 @@ from tinyformer.models.siren import MODELS, SirenConfig, build_model
 from tinyformer.optim import Adam, LambdaLR
 from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
 from tinyformer.train.loop import Run, resume_from, start_run
+from tinyformer.train.memory import check_data_fits, sequence_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint
 
@@ -79,6 +80,11 @@ class TrainSirenConfig:
         if unknown or not names or len(set(names)) != len(names):
             raise ValueError(f"--models must name each of {', '.join(MODELS)} at most once, "
                              f"got {self.models!r}")  # fmt: skip
+        # full batch: every pixel through every layer at once (each layer's input and output
+        # kept for backward), before any step can run
+        floor = sequence_floor(self.size**2, 2 * self.n_layers * self.hidden + 3)
+        check_data_fits(f"--size {self.size} --hidden {self.hidden} --n-layers {self.n_layers}",
+                        floor, "one full-batch step's activations")  # fmt: skip
 
     def model_names(self) -> list[str]:
         return [n.strip() for n in self.models.split(",") if n.strip()]

@@ -59,6 +59,7 @@ from tinyformer.train.args import (
     flag,
 )
 from tinyformer.train.loop import Phase, Run, resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_data_fits, weights_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 from tinyformer.train.vision import split_indices
@@ -103,6 +104,11 @@ class TrainViLBERTConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        # the weights alone, before anything is allocated: each co-attention layer is followed
+        # by a block per stream
+        width, blocks = max(self.d_text, self.d_image), self.n_text_layer + 3 * self.n_co_layer
+        sizes = f"--d-text {self.d_text} --d-image {self.d_image} --n-co-layer {self.n_co_layer}"
+        check_data_fits(sizes, weights_floor(blocks, width, 4 * width), "the model's weights")
         self.model_config()  # its checks (widths divisible by heads, ...) before any work
 
     def model_config(self) -> ViLBERTConfig:

@@ -309,7 +309,8 @@ def _build(cfg: TrainVisionConfig, state: dict | None, saved: dict | None) -> Ru
     n_classes = int(max(y_train.max(), y_val.max())) + 1
     config = saved["model_config"] if saved else model_config(cfg, x_train, n_classes)
     floor, what = _batch_floor(cfg.model, config, x_train.shape[1:])
-    check_batch_fits(cfg.batch_size, floor, what, cfg.device)
+    sizes = "the model's sizes (--n-layer, --n-embd, --patch-size, --width, --image-size)"
+    check_batch_fits(cfg.batch_size, floor, what, cfg.device, sizes=sizes)
     with checkpoint_errors(saved["_path"]) if saved else contextlib.nullcontext():
         model = build_model(cfg.model, config).to(cfg.device)
     optimizer = AdamW(weight_decay_groups(model, cfg.weight_decay), lr=cfg.lr)

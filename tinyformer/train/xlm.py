@@ -48,6 +48,7 @@ from tinyformer.train.args import (
     flag,
 )
 from tinyformer.train.loop import Phase, Run, resume_from, resume_into, train_loop
+from tinyformer.train.memory import check_data_fits, weights_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 from tinyformer.train.xlm_data import (
@@ -119,6 +120,10 @@ class TrainXLMConfig:
         check_ranges(self)
         if self.sentence_len > 16:
             raise ValueError(f"--sentence-len must be at most 16, got {self.sentence_len}")
+        # the weights alone, before anything is allocated
+        sizes = f"--n-layer {self.n_layer} --d-model {self.d_model} --d-ff {self.d_ff}"
+        weights = weights_floor(self.n_layer, self.d_model, self.d_ff, self.vocab_size)
+        check_data_fits(sizes, weights, "the encoder's weights")
 
     def model_config(self, vocab_size: int) -> XLMConfig:
         # the longest part of a row: [CLS], sentence_len numbers (at most 4 words each, a word
