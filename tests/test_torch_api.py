@@ -5,6 +5,10 @@ when torch is not installed (the error tests at the end run without it)."""
 
 from __future__ import annotations
 
+import io
+import math
+import pickle
+import zipfile
 from collections import OrderedDict
 
 import numpy as np
@@ -615,3 +619,116 @@ def test_an_iterable_dataset_is_batched_as_it_streams():
     assert list(data.DataLoader(Stream(), batch_size=None)) == list(range(7))
     with pytest.raises(ValueError, match=r"an IterableDataset yields its own order"):
         data.DataLoader(Stream(), shuffle=True)
+
+
+# -- inference_mode, save and load ---------------------------------------------------------------
+
+
+@needs_torch
+def test_inference_mode_as_context_manager_and_decorator():
+    def code(lib):
+        w = lib.ones(3, requires_grad=True)
+
+        @lib.inference_mode()
+        def predict(x):
+            return x * w
+
+        @lib.inference_mode
+        def bare(x):
+            return x * w
+
+        with lib.inference_mode():
+            inside = [(w * 2).requires_grad, lib.is_inference_mode_enabled(), lib.is_grad_enabled()]
+        with lib.inference_mode(False):
+            off = (w * 2).requires_grad
+        return [inside, off, predict(lib.ones(3)).requires_grad, bare(lib.ones(3)),
+                (w * 2).requires_grad, lib.is_inference_mode_enabled()]  # fmt: skip
+
+    both(code)
+
+
+def _fixed_model(lib, seed):
+    nn = lib.nn
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    model.register_buffer("scale", lib.ones(2) * 0.5)
+    rng = np.random.default_rng(seed)
+    with lib.no_grad():
+        for p in model.parameters():
+            p.copy_(lib.tensor(rng.standard_normal(tuple(p.shape)), dtype=lib.float32))
+    return model
+
+
+@needs_torch
+def test_save_and_load_a_state_dict_and_a_training_checkpoint(tmp_path):
+    def code(lib):
+        model = _fixed_model(lib, 0)
+        optimizer = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        loss = model(lib.ones(1, 3)).sum()
+        loss.backward()
+        optimizer.step()
+        path = tmp_path / f"{lib.__name__}_model.pth"
+        lib.save(model.state_dict(), path)
+        lib.save({"epoch": 5, "model_state_dict": model.state_dict(), "loss": loss.detach(),
+                  "history": [1.5, 2.5], "pair": (3, "x")}, tmp_path / "ckpt.tar")  # fmt: skip
+        fresh = _fixed_model(lib, 1)
+        fresh.load_state_dict(lib.load(path, weights_only=True))
+        fresh.eval()
+        checkpoint = lib.load(tmp_path / "ckpt.tar", map_location="cpu")
+        again = _fixed_model(lib, 2)
+        again.load_state_dict(checkpoint["model_state_dict"])
+        x = lib.ones(2, 3)
+        loss = checkpoint["loss"]
+        return [fresh(x), again(x), list(checkpoint), checkpoint["epoch"], loss,
+                checkpoint["history"], checkpoint["pair"], isinstance(loss, lib.Tensor),
+                list(lib.load(path))]  # fmt: skip
+
+    both(code, exact=False)
+
+
+def test_save_keeps_types_and_parameters_and_writes_no_pickle(tmp_path):
+    model = _fixed_model(tinyformer, 0)
+    obj = {0: [np.arange(3)], "w": model[0].weight, "nan": float("nan"), None: True, 2.5: "x",
+           "t": tinyformer.ones(2, requires_grad=True), "n": np.float32(1.5)}  # fmt: skip
+    tinyformer.save(obj, tmp_path / "obj.pt")
+    back = tinyformer.load(tmp_path / "obj.pt")
+    assert list(back) == list(obj) and back[None] is True and back[2.5] == "x"
+    assert type(back[0][0]) is np.ndarray and back[0][0].tolist() == [0, 1, 2]
+    assert isinstance(back["w"], tinyformer.nn.Parameter) and back["w"].requires_grad
+    assert back["t"].requires_grad and math.isnan(back["nan"]) and back["n"] == 1.5
+    with zipfile.ZipFile(tmp_path / "obj.pt") as archive:
+        assert not any(name.endswith(".pkl") for name in archive.namelist())
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "obj.pt"]
+    assert leftovers == []  # written to a temporary file, then renamed
+
+
+def test_save_and_load_refuse_what_cannot_be_stored_safely(tmp_path):
+    model = _fixed_model(tinyformer, 0)
+    with pytest.raises(TypeError, match=r"save: obj is a Sequential; .* save obj.state_dict\(\)"):
+        tinyformer.save(model, tmp_path / "m.pt")
+    with pytest.raises(TypeError, match=r"save: cannot save obj\['f'\]\[0\], a function"):
+        tinyformer.save({"f": [lambda: 0]}, tmp_path / "m.pt")
+    with pytest.raises(TypeError, match=r"save: obj has the key \(1, 2\) \(tuple\)"):
+        tinyformer.save({(1, 2): 0}, tmp_path / "m.pt")
+    with pytest.raises(TypeError, match=r"save: give a file path .* got BytesIO"):
+        tinyformer.save({}, io.BytesIO())
+    assert not (tmp_path / "m.pt").exists()
+    with pytest.raises(FileNotFoundError, match=r"load: no file at"):
+        tinyformer.load(tmp_path / "missing.pt")
+    with pytest.raises(ValueError, match=r"load: .* is not a tinyformer checkpoint"):
+        (tmp_path / "text.pt").write_text("hello")
+        tinyformer.load(tmp_path / "text.pt")
+    pickled = tmp_path / "pickle.pt"
+    pickled.write_bytes(pickle.dumps({"a": 1}))
+    with pytest.raises(ValueError, match=r"is a PyTorch file \(a pickle\); tinyformer never "
+                       r"unpickles"):  # fmt: skip
+        tinyformer.load(pickled)
+
+
+@needs_torch
+def test_a_pytorch_file_is_refused_and_its_safetensors_form_loads(tmp_path):
+    torch.save({"w": torch.ones(2)}, tmp_path / "torch.pt")
+    with pytest.raises(ValueError, match=r"torch.pt is a PyTorch file .* save_file\(torch.load"):
+        tinyformer.load(tmp_path / "torch.pt")
+    tinyformer.safetensors.save_file({"w": np.arange(3.0)}, tmp_path / "w.safetensors")
+    loaded = tinyformer.load(tmp_path / "w.safetensors")
+    assert isinstance(loaded["w"], tinyformer.Tensor) and loaded["w"].tolist() == [0, 1, 2]

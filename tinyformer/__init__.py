@@ -18,7 +18,9 @@ from tinyformer.autograd import (
     detect_anomaly,
     enable_grad,
     grad,
+    inference_mode,
     is_grad_enabled,
+    is_inference_mode_enabled,
     no_grad,
 )
 from tinyformer.backend import Device, device
@@ -111,6 +113,7 @@ from tinyformer.ops import (
     where,
 )
 from tinyformer.random import Generator, get_rng_state, manual_seed, set_rng_state
+from tinyformer.serialization import load, save
 from tinyformer.tensor import Tensor
 
 # dtypes under PyTorch's names; each is the NumPy dtype's name, which every creation function,
@@ -147,7 +150,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "Generator", "IntTensor",
-    "LongTensor", "empty", "int8", "int16", "linspace", "randperm", "short", "uint8",
+    "LongTensor", "empty", "inference_mode", "int8", "int16", "is_inference_mode_enabled",
+    "linspace", "load", "randperm", "save", "short", "uint8",
     "Device", "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "amax", "amin",
     "arange", "argmax", "argmin", "argsort", "cat", "chunk", "clamp", "clip", "clone",
     "concatenate", "cos", "cuda", "cumsum", "detect_anomaly", "device", "div", "double", "einsum",

@@ -29,7 +29,15 @@ import numpy as np
 
 from tinyformer import backend, grad_mode, versions
 from tinyformer.engine import Context, backward, grad, queue_callback
-from tinyformer.grad_mode import check_finite, detect_anomaly, enable_grad, is_grad_enabled, no_grad
+from tinyformer.grad_mode import (
+    check_finite,
+    detect_anomaly,
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+)
 from tinyformer.tensor import Tensor
 
 __all__ = [
@@ -41,6 +49,8 @@ __all__ = [
     "enable_grad",
     "grad",
     "is_grad_enabled",
+    "inference_mode",
+    "is_inference_mode_enabled",
     "no_grad",
     "queue_callback",
 ]

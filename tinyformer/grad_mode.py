@@ -2,7 +2,10 @@
 `torch.autograd.grad_mode`), changed only through the context managers here.
 
 `no_grad()` stops ops from recording a graph (evaluation, parameter updates); `enable_grad()`
-records again inside it. `detect_anomaly()` makes every op check its outputs and gradients for
+records again inside it; `inference_mode()` is PyTorch's faster `no_grad` for evaluation,
+here the same as `no_grad` (nothing is recorded either way). Each is a context manager and a
+decorator, with or without the parentheses (`@tf.no_grad()`, `@tf.inference_mode`).
+`detect_anomaly()` makes every op check its outputs and gradients for
 NaN and Inf, so that the error names the first op that produced one.
 """
 
@@ -16,17 +19,28 @@ import numpy as np
 
 from tinyformer import backend
 
-__all__ = ["check_finite", "detect_anomaly", "enable_grad", "is_grad_enabled", "no_grad"]
+__all__ = [
+    "check_finite", "detect_anomaly", "enable_grad", "inference_mode", "is_grad_enabled",
+    "is_inference_mode_enabled", "no_grad",
+]  # fmt: skip
 
 # Read by `Function.apply` and the backward engine on every call (tinyformer/autograd.py).
 _grad_enabled = True
 _anomaly_enabled = False
+_inference_mode = False
 
 
 class _GradMode:
     """Context manager and decorator that sets whether ops record a graph."""
 
     enabled: bool
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # `@tf.no_grad` without parentheses, as PyTorch allows: the class is called with the
+        # function, and returns the decorated function.
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            return cls()(args[0])
+        return super().__new__(cls)
 
     def __enter__(self) -> None:
         global _grad_enabled
@@ -58,8 +72,43 @@ class enable_grad(_GradMode):  # noqa: N801
     enabled = True
 
 
+class inference_mode(_GradMode):  # noqa: N801
+    """Evaluation without a graph, as `torch.inference_mode(mode=True)`: here `no_grad`
+    (PyTorch also skips its version counters inside; tinyformer's cost nothing to keep).
+    `inference_mode(False)` changes nothing."""
+
+    enabled = False
+
+    def __init__(self, mode: bool = True) -> None:
+        self.mode = mode
+
+    def __enter__(self) -> None:
+        global _grad_enabled, _inference_mode
+        self._prev = (_grad_enabled, _inference_mode)
+        if self.mode:
+            _grad_enabled, _inference_mode = False, True
+
+    def __exit__(self, *exc: object) -> None:
+        global _grad_enabled, _inference_mode
+        _grad_enabled, _inference_mode = self._prev
+
+    def __call__(self, fn: Callable) -> Callable:
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
 def is_grad_enabled() -> bool:
     return _grad_enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    return _inference_mode
 
 
 class detect_anomaly:  # noqa: N801
