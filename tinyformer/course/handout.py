@@ -91,9 +91,9 @@ until your code is right. `make docs` builds this folder's documentation into `s
 tinyformer grade {a.name} .
 ```
 
-The table lists each task's checks and points, on the grading data in
-`assignments/{a.name}.grading.npz`. The hidden tests are not in this folder: they run when you
-submit.
+The table lists each task's checks and points: a self-check on the public samples in
+`assignments/{a.name}.grading.npz`. Your grade uses other samples, drawn like these, and the
+hidden tests, which are not in this folder: they run when you submit.
 
 ## 5. Submit
 
