@@ -46,6 +46,10 @@ def test_a_batch_that_does_not_divide_is_refused_once_before_any_rank(capsys, tm
     assert err.count("--batch-size 12 does not divide over -n 5 ranks") == 1
     assert "choose a multiple of 5, e.g. 10 or 15" in err
     assert not out.exists()
+    # a batch size left to its default (the ViT's 64) is checked too
+    argv = ["launch", "-n", "3", "--oversubscribe", "--", "train", "vit", "--out-dir", str(out)]
+    assert cli.main(argv) == 2
+    assert "--batch-size 64 does not divide over -n 3 ranks" in capsys.readouterr().err
 
 
 def test_a_bad_flag_of_the_command_is_said_once_by_the_launcher(capsys, tmp_path):
