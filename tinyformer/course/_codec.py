@@ -1,4 +1,4 @@
-"""The grading data file: the instructor's samples and forward values, without pickle.
+"""The grading data file: samples and the instructor's reference values, without pickle.
 
 One `.npz` written with `np.savez` and read with `allow_pickle=False`: a JSON document under the
 key "meta", and every array under a key of its own ("a0", "a1", ...). JSON holds the structure:

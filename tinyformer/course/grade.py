@@ -5,14 +5,16 @@ temporary folder: a pristine copy of the release made from the running tinyforme
 the assignment's student files (`Assignment.files`) copied from DIR over it (`_tree`). Each
 task runs in a child process of its own (`_sandbox`: new session, wall-clock timeout, memory
 and output limits, optionally another user), which gets inputs and returns arrays (`_child`,
-`_wire`). This process, running the instructor's code, does every comparison, the finite
-differences and the hidden tests (`_verdicts`, `_remote`), after the visible checks of every
-task, each in a fresh child. An exit, hang or crash costs its own task, with a one-line
-reason. Nothing is written until every child's processes are gone.
+`_wire`). This process, running the instructor's code, computes every expected value from
+the instructor's reference and does every comparison and the hidden tests (`_verdicts`,
+`_gradcheck`, `_remote`), after the visible checks of every task, each in a fresh child. An
+exit, hang or crash costs its own task, with a one-line reason; a check that raises fails
+alone. Nothing is written until every child's processes are gone.
 
-The instructor's values come from, in order: `--data FILE`; the running tinyformer, when it
-holds NAME's solutions (the instructor's tree: computed afresh, in memory); the running
-release's `assignments/NAME.grading.npz`. Never from DIR.
+The expected values come from, in order: `--data FILE`; the running tinyformer, when it holds
+NAME's solutions (the instructor's tree: computed afresh, in memory, on samples drawn from the
+secret salt of `--secret FILE` or the tree's `grading-secret`); the running release's
+`assignments/NAME.grading.npz` (public samples: a self-check, not a grade). Never from DIR.
 
 Scores follow Gradescope's results.json: `{"execution_time", "output", "tests": [{"name",
 "score", "max_score", "output", "visibility"}]}`; hidden tests are "after_published" (or as
