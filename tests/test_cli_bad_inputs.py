@@ -289,3 +289,13 @@ def test_a_corpus_without_line_breaks_trains_and_samples(tmp_path, capsys):
     assert cli.main(argv) == 0, capsys.readouterr().err
     assert "--- sample ---" in capsys.readouterr().out
     assert cli.main(["sample", "--ckpt", str(out), "--tokens", "5"]) == 0
+
+
+def test_ctrl_c_in_any_command_exits_130_without_a_traceback(monkeypatch, capsys):
+    # `tinyformer gradcheck --samples 1000000000`, then Ctrl-C: a KeyboardInterrupt traceback
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_gradcheck_all", interrupted)
+    assert cli.main(["gradcheck", "--samples", "1000000000"]) == 130
+    assert capsys.readouterr().err == "tinyformer gradcheck: interrupted\n"

@@ -30,6 +30,7 @@ The commands that run models are defined in `tinyformer/train/cli.py`, the cours
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -166,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     # A closed stdout (`tinyformer train gpt | head -1`) must not stop a run before it saves,
     # nor turn `tinyformer explain | head -1` into a traceback.
     with quiet_when_closed():
-        return _dispatch(args, argv)
+        try:
+            return _dispatch(args, argv)
+        except KeyboardInterrupt:  # Ctrl-C: as the shell reports it, without a traceback
+            print(f"tinyformer {args.command}: interrupted", file=sys.stderr)
+            return 128 + signal.SIGINT
 
 
 def _dispatch(args: argparse.Namespace, argv: list[str] | None) -> int:
