@@ -21,7 +21,7 @@
 # |---|---|---|
 # | A3.1 | `tinyformer/ops/attention.py` | `_row_softmax`, `attention_forward`, `_backward` |
 # | A3.2 | `tinyformer/ops/attention.py` | the `is_causal` branch of `_scores` |
-# | A3.3 | `tinyformer/nn/transformer.py` | `MultiheadAttention._heads` and the merge in `forward` |
+# | A3.3 | `tinyformer/nn/transformer.py` | `Attention._heads` and the merge in `forward` |
 #
 # Each of these raises `NotImplementedError` until you replace that line. The docstring of
 # `attention.py` gives the math and `docs/ops/attention.md` derives it. Keep the signatures.
@@ -106,12 +106,12 @@ print("earlier outputs ignore a later token")
 # %% [markdown]
 # ## A3.3 Multi-head attention
 #
-# `MultiheadAttention._heads` splits (B, T, C) into nh heads of hs = C / nh channels, laid out
+# `Attention._heads` splits (B, T, C) into nh heads of hs = C / nh channels, laid out
 # (B, nh, T, hs) so that attention runs on every head at once; after attention, `forward`
 # merges (B, nh, T, hs) back into (B, T, C). Use `reshape` and `transpose` (each a view).
 
 # %%
-mha = tf.nn.MultiheadAttention(8, 2)
+mha = tf.nn.Attention(8, 2)
 x = tf.tensor(rng.normal(size=(2, 5, 8)), dtype="float32")
 print(mha._heads(x).shape)  # (2, 2, 5, 4)
 print(mha(x, is_causal=True).shape)  # (2, 5, 8)

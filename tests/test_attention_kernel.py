@@ -113,7 +113,7 @@ def test_attention_kernel_lays_outputs_out_like_its_inputs():
 
 
 def test_self_attention_gradients_through_one_qkv_array(monkeypatch):
-    # MultiheadAttention's c_attn -> split -> heads -> attention kernel: the kernel hands back
+    # Attention's c_attn -> split -> heads -> attention kernel: the kernel hands back
     # dQ, dK and dV as slices of one array, and split's backward returns that array uncopied.
     # Every gradient must equal the reference path's.
     import tinyformer as tf
@@ -130,7 +130,7 @@ def test_self_attention_gradients_through_one_qkv_array(monkeypatch):
     side_by_side = split_op._side_by_side
     monkeypatch.setattr(split_op, "_side_by_side", spy)
     tf.manual_seed(4)
-    mha = nn.MultiheadAttention(16, 4).to(np.float64)
+    mha = nn.Attention(16, 4).to(np.float64)
     x = tf.randn(3, 10, 16, dtype=np.float64, requires_grad=True)
     grads = {}
     for backend in ("numba", "numpy"):

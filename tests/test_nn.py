@@ -158,7 +158,7 @@ def _numpy_mha(x, c_attn_w, c_attn_b, proj_w, proj_b, nh, causal, pad):
 @pytest.mark.parametrize("causal, padded", [(True, False), (False, True)])
 def test_multihead_attention_matches_numpy(causal, padded):
     tf.manual_seed(1)
-    mha = nn.MultiheadAttention(8, 2).to(np.float64)
+    mha = nn.Attention(8, 2).to(np.float64)
     x = tf.randn(2, 5, 8, dtype=np.float64)
     pad = np.array([[False] * 5, [False] * 3 + [True] * 2]) if padded else None
     y, w = mha(x, is_causal=causal, key_padding_mask=pad, need_weights=True)
@@ -172,7 +172,7 @@ def test_multihead_attention_matches_numpy(causal, padded):
 
 def test_padded_keys_do_not_change_the_output():
     tf.manual_seed(2)
-    mha = nn.MultiheadAttention(8, 2, cross=True)
+    mha = nn.Attention(8, 2, cross=True)
     x, ctx = tf.randn(1, 3, 8), tf.randn(1, 6, 8)
     pad = np.array([[False] * 4 + [True] * 2])
     y = mha(x, ctx, key_padding_mask=pad).data
@@ -194,13 +194,13 @@ def test_blocks_pass_gradcheck():
 
 def test_attention_module_errors_name_the_problem():
     with pytest.raises(ValueError, match="not divisible"):
-        nn.MultiheadAttention(10, 3)
+        nn.Attention(10, 3)
     with pytest.raises(ValueError, match="context"):
-        nn.MultiheadAttention(8, 2, cross=True)(tf.randn(1, 2, 8))
+        nn.Attention(8, 2, cross=True)(tf.randn(1, 2, 8))
     with pytest.raises(ValueError, match="key_padding_mask"):
-        nn.MultiheadAttention(8, 2)(tf.randn(1, 2, 8), key_padding_mask=np.zeros((1, 2)))
+        nn.Attention(8, 2)(tf.randn(1, 2, 8), key_padding_mask=np.zeros((1, 2)))
     with pytest.raises(ValueError, match=r"x must be \(B, T, C\), got shape \(2, 8\)"):
-        nn.MultiheadAttention(8, 2)(tf.randn(2, 8))  # was "not enough values to unpack"
+        nn.Attention(8, 2)(tf.randn(2, 8))  # was "not enough values to unpack"
 
 
 def test_loss_modules_and_softmax_are_their_functional_ops():

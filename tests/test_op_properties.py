@@ -117,7 +117,7 @@ def test_arguments_pytorch_has_in_other_places_are_keywords_only():
     with pytest.raises(TypeError):
         F.avg_pool2d(image, 2, 2, 0, False)
     with pytest.raises(TypeError):
-        tf.nn.MultiheadAttention(8, 2, 0.1)  # PyTorch's dropout: it was bias=0.1 here
+        tf.nn.Attention(8, 2, 0.1)  # PyTorch's dropout: it was bias=0.1 here
     with pytest.raises(TypeError):
         tf.nn.LayerNorm(8, 1e-5, False)  # PyTorch's elementwise_affine: it was bias here
 

@@ -212,3 +212,164 @@ def test_recurrent_errors_name_the_public_class(name):
     if name == "RNN":
         with pytest.raises(ValueError, match="RNN: unknown nonlinearity 'gelu'"):
             nn.RNN(3, 4, nonlinearity="gelu")
+
+
+# -- attention and transformers -----------------------------------------------------------------
+
+
+def _masks(n, heads, lq, lk, kind):
+    """(attn_mask, key_padding_mask) of one kind, PyTorch's conventions (True = masked out)."""
+    rng = np.random.default_rng(3)
+    pad = np.zeros((n, lk), bool)
+    pad[0, lk - 2 :] = True  # the first sequence's last two keys are padding
+    if kind == "none":
+        return None, None
+    if kind == "bool":
+        return np.triu(np.ones((lq, lk), bool), 1), pad
+    if kind == "float":
+        return rng.standard_normal((lq, lk)), np.where(pad, -np.inf, 0.0)
+    return np.triu(np.ones((n * heads, lq, lk), bool), 1 + rng.integers(0, 2)), None  # 3-D
+
+
+@pytest.mark.parametrize("masks", ["none", "bool", "float", "3d"])
+@pytest.mark.parametrize("kw", [{}, {"batch_first": True}, {"kdim": 3, "vdim": 5}, {"bias": False}])
+def test_multihead_attention(kw, masks):
+    theirs = torch.nn.MultiheadAttention(8, 2, **kw).double()
+    ours = _load(nn.MultiheadAttention(8, 2, **kw), theirs)
+    n, lq, lk = 3, 4, 6
+    lay = (lambda t, e: (n, t, e)) if kw.get("batch_first") else (lambda t, e: (t, n, e))
+    q, k, v = (
+        _x(*lay(lq, 8)),
+        _x(*lay(lk, kw.get("kdim", 8)), seed=1),
+        _x(*lay(lk, kw.get("vdim", 8)), seed=2),
+    )
+    attn_mask, padding = _masks(n, 2, lq, lk, masks)
+
+    def call(m, q, k, v):
+        lib = torch.from_numpy if m is theirs else (lambda a: a)
+        am, pm = (None if a is None else lib(a) for a in (attn_mask, padding))
+        y, weights = m(q, k, v, key_padding_mask=pm, attn_mask=am)
+        return y, weights.detach()  # ours carry no gradient: compared as values only
+
+    compare(ours, theirs, q, k, v, call=call)
+
+
+def test_multihead_attention_self_unbatched_and_per_head_weights():
+    theirs = torch.nn.MultiheadAttention(8, 4).double()
+    ours = _load(nn.MultiheadAttention(8, 4), theirs)
+    x = _x(5, 8)
+
+    def call(m, x):
+        return m(x, x, x, average_attn_weights=False)
+
+    compare(ours, theirs, x, call=call, grads=False)  # weights carry no gradient here
+    compare(ours, theirs, x, call=lambda m, x: m(x, x, x, need_weights=False))
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+def test_multihead_attention_errors():
+    with pytest.raises(AssertionError, match="divisible"):
+        nn.MultiheadAttention(10, 3)
+    mha = nn.MultiheadAttention(8, 2)
+    x = tf.randn(4, 2, 8)
+    with pytest.raises(TypeError, match="nn.Attention"):
+        mha(x)
+    with pytest.raises(RuntimeError, match="is_causal"):
+        mha(x, x, x, is_causal=True)
+    with pytest.raises(RuntimeError, match=r"attn_mask of shape \(3, 3\) should be \(4, 4\)"):
+        mha(x, x, x, attn_mask=np.zeros((3, 3), bool))
+
+
+def _layer_inputs(batch_first, s=5, t=4, n=2, e=8):
+    lay = (lambda m: (n, m, e)) if batch_first else (lambda m: (m, n, e))
+    return _x(*lay(s)), _x(*lay(t), seed=1)
+
+
+LAYER_KW = [
+    {},
+    {"norm_first": True, "activation": "gelu", "batch_first": True},
+    {"bias": False, "layer_norm_eps": 1e-3},
+]
+
+
+@pytest.mark.parametrize("kw", LAYER_KW)
+def test_transformer_encoder_layer_and_stack(kw):
+    kw = {"dim_feedforward": 16, "dropout": 0.0, **kw}
+    src, _ = _layer_inputs(kw.get("batch_first", False))
+    padding = np.zeros((2, 5))
+    padding[1, 3:] = -np.inf  # a float padding mask, as the float src_mask
+    theirs = torch.nn.TransformerEncoderLayer(8, 2, **kw).double()
+    ours = _load(nn.TransformerEncoderLayer(8, 2, **kw), theirs)
+    compare(ours, theirs, src)
+    mask = np.triu(np.full((5, 5), -np.inf), 1)
+
+    def call(m, x, stack=False):
+        lib = torch.from_numpy if isinstance(m, torch.nn.Module) else (lambda a: a)
+        masks = {"mask" if stack else "src_mask": lib(mask), "src_key_padding_mask": lib(padding)}
+        return m(x, **masks)
+
+    compare(ours, theirs, src, call=call)
+    norm = torch.nn.LayerNorm(8).double()
+    stack_t = torch.nn.TransformerEncoder(theirs, 2, norm, enable_nested_tensor=False)
+    with torch.no_grad():  # the two copies differ, so a wrong layer order would show
+        stack_t.layers[1].linear1.weight.mul_(-0.5)
+    stack = _load(nn.TransformerEncoder(ours, 2, nn.LayerNorm(8)), stack_t)
+    assert list(stack.state_dict()) == list(stack_t.state_dict())
+    compare(stack, stack_t, src, call=call, stack=True)
+
+
+@pytest.mark.parametrize("kw", LAYER_KW)
+def test_transformer_decoder_layer_and_stack(kw):
+    kw = {"dim_feedforward": 16, "dropout": 0.0, **kw}
+    memory, tgt = _layer_inputs(kw.get("batch_first", False))
+    theirs = torch.nn.TransformerDecoderLayer(8, 2, **kw).double()
+    ours = _load(nn.TransformerDecoderLayer(8, 2, **kw), theirs)
+    compare(ours, theirs, tgt, memory)
+    tgt_mask = np.triu(np.ones((4, 4), bool), 1)
+    memory_padding = np.zeros((2, 5), bool)
+    memory_padding[0, 4:] = True
+
+    def call(m, tgt, memory):
+        lib = torch.from_numpy if isinstance(m, torch.nn.Module) else (lambda a: a)
+        return m(tgt, memory, tgt_mask=lib(tgt_mask), memory_key_padding_mask=lib(memory_padding))
+
+    compare(ours, theirs, tgt, memory, call=call)
+    stack_t = torch.nn.TransformerDecoder(theirs, 2)
+    stack = _load(nn.TransformerDecoder(ours, 2), stack_t)
+    compare(stack, stack_t, tgt, memory, call=call)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_transformer(batch_first):
+    kw = dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16,
+              batch_first=batch_first)  # fmt: skip
+    theirs = torch.nn.Transformer(**kw).double().eval()  # eval: dropout off in both
+    ours = _load(nn.Transformer(**kw), theirs).eval()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    src, tgt = _layer_inputs(batch_first)
+    mask = nn.Transformer.generate_square_subsequent_mask(4)
+    np.testing.assert_array_equal(
+        mask.data, torch.nn.Transformer.generate_square_subsequent_mask(4).numpy()
+    )
+
+    def call(m, src, tgt):
+        if isinstance(m, torch.nn.Module):
+            return m(src, tgt, tgt_mask=torch.from_numpy(mask.data.copy()))
+        return m(src, tgt, tgt_mask=mask)
+
+    compare(ours, theirs, src, tgt, call=call)
+
+
+def test_transformer_stacks_are_copies_and_init_is_xavier():
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16)
+    stack = nn.TransformerEncoder(layer, 3)
+    weights = [m.linear1.weight for m in stack.layers]
+    assert all(w is not layer.linear1.weight for w in weights)
+    assert len({id(w) for w in weights}) == 3
+    model = nn.Transformer(16, 2, 1, 1, 32)
+    w = model.encoder.layers[0].linear1.weight.data  # xavier: U(+-sqrt(6 / (16 + 32)))
+    assert np.abs(w).max() <= np.sqrt(6 / 48) and np.abs(w).max() > 0.8 * np.sqrt(6 / 48)
+    with pytest.raises(RuntimeError, match="batch number"):
+        model(tf.randn(3, 2, 16), tf.randn(3, 4, 16))
+    with pytest.raises(RuntimeError, match="activation should be relu/gelu, not tanh"):
+        nn.TransformerEncoderLayer(8, 2, activation="tanh")

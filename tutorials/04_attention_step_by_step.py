@@ -18,7 +18,7 @@
 # Attention lets every token build a new vector as a weighted mix of the others' vectors, with
 # weights that depend on how well its **query** matches their **keys**. We go through it one
 # step at a time, in NumPy, and at the end check that tinyformer's
-# `F.scaled_dot_product_attention` and `nn.MultiheadAttention` compute exactly the same thing.
+# `F.scaled_dot_product_attention` and `nn.Attention` compute exactly the same thing.
 
 # %%
 import matplotlib.pyplot as plt
@@ -261,11 +261,11 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# `nn.MultiheadAttention` is exactly this, with the three projections fused into one Linear
+# `nn.Attention` is exactly this, with the three projections fused into one Linear
 # (`c_attn`, C -> 3C) and the output mix `c_proj`. Load our matrices into it and compare:
 
 # %%
-mha = nn.MultiheadAttention(C, nh).to(np.float64)
+mha = nn.Attention(C, nh).to(np.float64)
 mha.c_attn.weight.data[...] = np.concatenate([W_q, W_k, W_v], axis=1).T  # Linear stores W^T
 mha.c_attn.bias.data[...] = 0
 mha.c_proj.weight.data[...] = np.eye(C)  # identity mix, so the output is the merged heads

@@ -35,7 +35,7 @@ T, C = 6, 16
 # way: each output row depends on *which* tokens are present, not on *where* they are.
 
 # %%
-attention = nn.MultiheadAttention(C, 2).to(np.float64)
+attention = nn.Attention(C, 2).to(np.float64)
 x = tf.randn(1, T, C, dtype=np.float64)
 perm = np.random.default_rng(0).permutation(T)
 out = attention(x).numpy()

@@ -122,7 +122,7 @@ for conv in convs:
     x = F.tanh(conv(x))  # each layer is 2^i shorter: no padding
 g_conv = grad_wrt_inputs(x[:, :, -1])
 
-attn = nn.MultiheadAttention(width, 1)
+attn = nn.Attention(width, 1)
 g_attn = grad_wrt_inputs(attn(seq)[:, -1])
 
 fig, ax = plt.subplots(figsize=(7, 3.5))

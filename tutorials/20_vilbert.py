@@ -68,7 +68,7 @@ print("regions", scenes.regions.shape, "boxes", scenes.boxes.shape)
 # \text{text})$$
 #
 # then each stream's MLP. The streams may have different widths: the keys and values are
-# projected from the other stream's width (`MultiheadAttention(..., cross=True,
+# projected from the other stream's width (`Attention(..., cross=True,
 # context_dim=...)`). A word's output is a mix of *region* values, and a region's a mix of
 # *word* values. An ordinary self-attention block follows in each stream.
 #

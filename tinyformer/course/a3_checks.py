@@ -101,7 +101,7 @@ def _reference_projections(ref: ModuleType, x, context, c, nh, seed, context_dim
     seed: the inputs of the heads, not taken from the child's word."""
     ref.manual_seed(seed)
     cross = context is not None
-    mha = ref.nn.MultiheadAttention(c, nh, cross=cross, context_dim=context_dim)
+    mha = ref.nn.Attention(c, nh, cross=cross, context_dim=context_dim)
     with ref.no_grad():
         if cross:
             q = mha.q_proj(ref.Tensor(x)).data

@@ -1,6 +1,6 @@
 """A3.3's module driven by plain data: what the grader's child runs for its tests.
 
-`MultiheadAttention` holds parameters, so it cannot cross the grader's pipe whole. These
+`Attention` holds parameters, so it cannot cross the grader's pipe whole. These
 functions build one in the child from a seed, run the student's code on arrays the grader
 sends, and return arrays (the output, and the projections' results and weights that the
 grader needs to recompute it one head at a time), which the grader judges
@@ -17,8 +17,8 @@ __all__ = ["attention_module", "heads"]
 
 
 def heads(embed_dim: int, num_heads: int, x: np.ndarray) -> np.ndarray:
-    """`MultiheadAttention(embed_dim, num_heads)._heads(x)`, as an array."""
-    return np.asarray(tf.nn.MultiheadAttention(embed_dim, num_heads)._heads(tf.Tensor(x)).data)
+    """`Attention(embed_dim, num_heads)._heads(x)`, as an array."""
+    return np.asarray(tf.nn.Attention(embed_dim, num_heads)._heads(tf.Tensor(x)).data)
 
 
 def attention_module(
@@ -35,7 +35,7 @@ def attention_module(
     every head at once."""
     tf.manual_seed(seed)
     cross = context is not None
-    mha = tf.nn.MultiheadAttention(embed_dim, num_heads, cross=cross, context_dim=context_dim)
+    mha = tf.nn.Attention(embed_dim, num_heads, cross=cross, context_dim=context_dim)
     with tf.no_grad():
         y = (
             mha(tf.Tensor(x), tf.Tensor(context), is_causal=is_causal)

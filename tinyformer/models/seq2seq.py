@@ -90,8 +90,8 @@ class DecoderLayer(nn.Module):
     def __init__(self, c: int, n_head: int, d_ff: int, dropout: float, norm_first: bool) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = nn.MultiheadAttention(c, n_head, dropout=dropout)
-        self.cross_attn = nn.MultiheadAttention(c, n_head, dropout=dropout, cross=True)
+        self.self_attn = nn.Attention(c, n_head, dropout=dropout)
+        self.cross_attn = nn.Attention(c, n_head, dropout=dropout, cross=True)
         self.mlp = nn.MLP(c, d_ff, dropout=dropout)
         self.ln_1, self.ln_2, self.ln_3 = nn.LayerNorm(c), nn.LayerNorm(c), nn.LayerNorm(c)
 

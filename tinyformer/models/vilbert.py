@@ -73,10 +73,10 @@ class CoAttention(nn.Module):
         self.ln_text = nn.LayerNorm(d_text)
         self.ln_image = nn.LayerNorm(d_image)
         # queries from one stream; keys and values projected from the other's width to its own
-        self.text_attn = nn.MultiheadAttention(d_text, n_head, dropout=dropout, cross=True,
-                                               context_dim=d_image)  # fmt: skip
-        self.image_attn = nn.MultiheadAttention(d_image, n_head, dropout=dropout, cross=True,
-                                                context_dim=d_text)  # fmt: skip
+        self.text_attn = nn.Attention(d_text, n_head, dropout=dropout, cross=True,
+                                      context_dim=d_image)  # fmt: skip
+        self.image_attn = nn.Attention(d_image, n_head, dropout=dropout, cross=True,
+                                       context_dim=d_text)  # fmt: skip
         self.ln_text_2 = nn.LayerNorm(d_text)
         self.mlp_text = nn.MLP(d_text, dropout=dropout)
         self.ln_image_2 = nn.LayerNorm(d_image)

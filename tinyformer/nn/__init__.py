@@ -39,16 +39,25 @@ from tinyformer.nn.layers import (
 )
 from tinyformer.nn.losses import BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, MSELoss, NLLLoss
 from tinyformer.nn.module import Module, Parameter, StateDictError
+from tinyformer.nn.multihead_attention import MultiheadAttention
 from tinyformer.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from tinyformer.nn.transformer import MLP, Block, MultiheadAttention
+from tinyformer.nn.transformer import MLP, Attention, Block
+from tinyformer.nn.transformer_layers import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
-    "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Hardswish", "KLDivLoss",
-    "RNN", "RNNCell", "Unfold", "BCEWithLogitsLoss", "Block", "Conv1d", "Conv2d", "ConvTranspose2d",
-    "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "Identity",
-    "LSTM", "LSTMCell", "LayerNorm", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool2d",
-    "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss",
-    "Parameter", "RMSNorm", "ReLU", "Rearrange", "Reduce",
-    "Sequential", "SiLU", "Sigmoid", "Softmax", "StateDictError", "Tanh", "Upsample", "functional",
-    "init", "utils",
+    "AdaptiveAvgPool2d", "Attention", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d",
+    "BatchNorm2d", "Block", "Conv1d", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout",
+    "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "Hardswish", "Identity", "KLDivLoss", "LSTM",
+    "LSTMCell", "LayerNorm", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool2d", "MaxUnpool2d",
+    "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm",
+    "RNN", "RNNCell", "ReLU", "Rearrange", "Reduce", "Sequential", "SiLU", "Sigmoid", "Softmax",
+    "StateDictError", "Tanh", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+    "TransformerEncoder", "TransformerEncoderLayer", "Unfold", "Upsample", "functional", "init",
+    "utils",
 ]  # fmt: skip

@@ -1,6 +1,10 @@
 """Transformer building blocks: multi-head attention (self or cross), the MLP, and the block
 (pre-LN or post-LN). Names follow nanoGPT / GPT-2 (`c_attn`, `c_proj`, `c_fc`, `ln_1`, `ln_2`),
-so weights can be compared with and loaded from those ecosystems.
+so weights can be compared with and loaded from those ecosystems. Inputs are batch-first.
+
+PyTorch's own `nn.MultiheadAttention` (sequence-first by default, `in_proj_weight`, a
+(query, key, value) call) and `nn.Transformer*` are in `multihead_attention.py` and
+`transformer_layers.py`, for code that comes from PyTorch.
 
 Shapes: B batch, T query length, S key length, C width, nh heads, hs = C / nh head size.
 """
@@ -19,7 +23,7 @@ from tinyformer.ops import reshape, split, transpose
 from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
-__all__ = ["MLP", "Block", "MultiheadAttention", "combine_masks"]
+__all__ = ["MLP", "Attention", "Block", "combine_masks"]
 
 
 def combine_masks(attn_mask: Any, key_padding_mask: Any) -> Any:
@@ -41,8 +45,8 @@ def combine_masks(attn_mask: Any, key_padding_mask: Any) -> Any:
     return mask & keep if mask.dtype == np.bool_ else xp.where(keep, mask, -np.inf)
 
 
-class MultiheadAttention(Module):
-    """Multi-head scaled-dot-product attention.
+class Attention(Module):
+    """Multi-head scaled-dot-product attention on batch-first (B, T, C) inputs.
 
     Self-attention (`cross=False`) projects x to queries, keys and values with one Linear
     (`c_attn`, C -> 3C); cross-attention projects queries from x (`q_proj`) and keys and values
@@ -67,8 +71,7 @@ class MultiheadAttention(Module):
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(
-                f"MultiheadAttention: embed_dim {embed_dim} is not divisible by "
-                f"num_heads {num_heads}"
+                f"Attention: embed_dim {embed_dim} is not divisible by num_heads {num_heads}"
             )
         self.embed_dim, self.num_heads, self.cross = embed_dim, num_heads, cross
         if cross:
@@ -99,11 +102,11 @@ class MultiheadAttention(Module):
         """x (B, T, C), context (B, S, C_ctx) for cross-attention -> (B, T, C) [, weights
         (B, nh, T, S)]."""
         if x.ndim != 3:  # (T, C) alone is not read as a batch of one
-            raise ValueError(f"MultiheadAttention: x must be (B, T, C), got shape {x.shape}")
+            raise ValueError(f"Attention: x must be (B, T, C), got shape {x.shape}")
         b, t, c = x.shape
         if self.cross:
             if context is None:
-                raise ValueError("MultiheadAttention(cross=True) needs a context sequence")
+                raise ValueError("Attention(cross=True) needs a context sequence")
             q = self.q_proj(x)
             k, v = split(self.kv_proj(context), c, axis=2)  # 2 x (B, S, C)
         else:
@@ -163,10 +166,10 @@ class Block(Module):
         super().__init__()
         self.norm_first = norm_first
         self.ln_1 = LayerNorm(embed_dim, eps=eps, bias=bias)
-        self.attn = MultiheadAttention(embed_dim, num_heads, bias=bias, dropout=dropout)
+        self.attn = Attention(embed_dim, num_heads, bias=bias, dropout=dropout)
         if cross_attention:
             self.ln_cross = LayerNorm(embed_dim, eps=eps, bias=bias)
-            self.cross_attn = MultiheadAttention(
+            self.cross_attn = Attention(
                 embed_dim, num_heads, bias=bias, dropout=dropout, cross=True
             )
         self.ln_2 = LayerNorm(embed_dim, eps=eps, bias=bias)

@@ -1,0 +1,223 @@
+"""PyTorch's `nn.MultiheadAttention`: its arguments, its parameter names and shapes (so its
+state dicts load), its sequence-first layout by default and its masks. The attention itself is
+`F.scaled_dot_product_attention`, the op every model here uses.
+
+(The attention inside this repository's own models is `nn.Attention`, with nanoGPT's names
+`c_attn`, `c_proj` and batch-first (B, T, C) inputs.)
+
+Shapes: L query length, S key length, N batch, E embed_dim, nh heads, hd = E / nh head size.
+    query (L, N, E), key (S, N, kdim), value (S, N, vdim) -> (L, N, E)   [batch_first: N first]
+    unbatched: (L, E), (S, kdim), (S, vdim) -> (L, E)
+
+Parameters, as PyTorch's:
+    in_proj_weight (3E, E)     rows [W_q; W_k; W_v], when kdim == vdim == E
+    q_proj_weight (E, E), k_proj_weight (E, kdim), v_proj_weight (E, vdim)   otherwise
+    in_proj_bias (3E,)         [b_q; b_k; b_v]   (with bias=True)
+    out_proj.weight (E, E), out_proj.bias (E,)
+
+Masks, as PyTorch's (note: the opposite of `scaled_dot_product_attention`'s booleans):
+    attn_mask (L, S) or (N nh, L, S): boolean True = NOT allowed to attend, or a float mask
+        added to the scores;
+    key_padding_mask (N, S) (or (S,) unbatched): boolean True = this key is padding, or float
+        added to the scores;
+    is_causal: a hint that attn_mask is the causal mask; as in PyTorch it needs attn_mask.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import tinyformer.nn.functional as F
+from tinyformer import backend
+from tinyformer.nn import init
+from tinyformer.nn.layers import Linear
+from tinyformer.nn.module import Module, Parameter
+from tinyformer.ops import reshape, squeeze, transpose, unsqueeze
+from tinyformer.ops._util import array_of
+from tinyformer.tensor import Tensor
+
+__all__ = ["MultiheadAttention"]
+
+
+def _additive(mask: Any, name: str, like: Tensor) -> Any:
+    """A boolean (True = masked out) or float mask as a float one to add to the scores, in
+    like's dtype and on its device."""
+    if mask is None:
+        return None
+    m = backend.to_device(array_of(mask), backend.device_of(like.data))
+    if m.dtype == np.bool_:
+        xp = backend.get_array_module(m)
+        return xp.where(m, -np.inf, 0.0).astype(like.dtype)
+    if m.dtype.kind != "f":
+        raise TypeError(f"MultiheadAttention: {name} must be boolean or floating, got {m.dtype}")
+    return m.astype(like.dtype, copy=False)
+
+
+class MultiheadAttention(Module):
+    """Multi-head attention as `torch.nn.MultiheadAttention` (same arguments, same order).
+
+    forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+    average_attn_weights=True, is_causal=False) -> (output, weights or None); the weights
+    (N, L, S), or (N, nh, L, S) with average_attn_weights=False, are for looking at: they carry
+    no gradient and are taken before dropout.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        dtype: Any = np.float32,
+    ) -> None:
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(
+                f"MultiheadAttention: embed_dim and num_heads must be greater than 0, got "
+                f"embed_dim={embed_dim} and num_heads={num_heads} instead"
+            )
+        if embed_dim % num_heads:  # AssertionError, as PyTorch's
+            raise AssertionError(
+                f"MultiheadAttention: embed_dim must be divisible by num_heads, got "
+                f"{embed_dim} and {num_heads}"
+            )
+        if add_bias_kv or add_zero_attn:
+            raise NotImplementedError(
+                "MultiheadAttention: add_bias_kv and add_zero_attn are not supported"
+            )
+        self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self.head_dim, self.batch_first = embed_dim // num_heads, batch_first
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        e = embed_dim
+
+        def weight(*shape: int) -> Parameter:
+            return init.xavier_uniform_(Parameter(np.zeros(shape, dtype)))
+
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = weight(3 * e, e)
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.register_parameter("in_proj_weight", None)
+            self.q_proj_weight = weight(e, e)
+            self.k_proj_weight = weight(e, self.kdim)
+            self.v_proj_weight = weight(e, self.vdim)
+        bias_param = Parameter(np.zeros(3 * e, dtype)) if bias else None
+        self.register_parameter("in_proj_bias", bias_param)
+        self.out_proj = Linear(e, e, bias, dtype)
+        if bias:
+            init.zeros_(self.out_proj.bias)
+
+    def _projections(self) -> list[tuple[Tensor, Tensor | None]]:
+        """(weight, bias) of the query, key and value projections."""
+        e, b = self.embed_dim, self.in_proj_bias
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            weights = [w[:e], w[e : 2 * e], w[2 * e :]]
+        else:
+            weights = [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
+        biases = [None] * 3 if b is None else [b[:e], b[e : 2 * e], b[2 * e :]]
+        return list(zip(weights, biases, strict=True))
+
+    def _heads(self, x: Tensor) -> Tensor:
+        n, t, _ = x.shape
+        return transpose(reshape(x, n, t, self.num_heads, self.head_dim), 1, 2)  # (N, nh, T, hd)
+
+    def _mask(self, attn_mask: Any, key_padding_mask: Any, n: int, l: int, s: int, like: Tensor):
+        """One additive float mask broadcasting to (N, nh, L, S), or None."""
+        mask = _additive(attn_mask, "attn_mask", like)
+        if mask is not None:
+            if mask.shape == (l, s):
+                pass
+            elif mask.shape == (n * self.num_heads, l, s):
+                mask = mask.reshape(n, self.num_heads, l, s)
+            else:
+                raise RuntimeError(
+                    f"MultiheadAttention: attn_mask of shape {tuple(mask.shape)} should be "
+                    f"({l}, {s}) or ({n * self.num_heads}, {l}, {s})"
+                )
+        pad = _additive(key_padding_mask, "key_padding_mask", like)
+        if pad is not None:
+            if pad.shape != (n, s):
+                raise RuntimeError(
+                    f"MultiheadAttention: key_padding_mask of shape {tuple(pad.shape)} should "
+                    f"be ({n}, {s})"
+                )
+            pad = pad[:, None, None, :]  # (N, 1, 1, S)
+            mask = pad if mask is None else mask + pad
+        return mask
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        key_padding_mask: Any = None,
+        need_weights: bool = True,
+        attn_mask: Any = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        if key is None or value is None:
+            raise TypeError(
+                "MultiheadAttention.forward takes (query, key, value) as PyTorch's: for "
+                "self-attention pass x three times; nn.Attention takes one (B, T, C) input"
+            )
+        if is_causal and attn_mask is None:
+            raise RuntimeError(
+                "MultiheadAttention: is_causal is a hint that attn_mask is causal and needs "
+                "attn_mask; make one with nn.Transformer.generate_square_subsequent_mask"
+            )
+        batched = query.ndim == 3
+        if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+            raise ValueError(
+                f"MultiheadAttention: query, key and value must all be 3-D (batched) or 2-D "
+                f"(unbatched), got shapes {query.shape}, {key.shape}, {value.shape}"
+            )
+        if not batched:  # one sequence: a batch of one
+            query, key, value = (unsqueeze(t, 0) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = array_of(key_padding_mask)[None]
+        elif not self.batch_first:  # (L, N, E) -> (N, L, E)
+            query, key, value = (transpose(t, 0, 1) for t in (query, key, value))
+        n, l, _ = query.shape
+        s = key.shape[1]
+        for name, t, dim in (("query", query, self.embed_dim), ("key", key, self.kdim),
+                             ("value", value, self.vdim)):  # fmt: skip
+            if t.shape[-1] != dim or t.shape[0] != n:
+                raise ValueError(
+                    f"MultiheadAttention: {name} of shape {t.shape} (batch first) does not fit "
+                    f"batch {n} and features {dim}"
+                )
+        (wq, bq), (wk, bk), (wv, bv) = self._projections()
+        q = self._heads(F.linear(query, wq, bq))  # (N, nh, L, hd)
+        k = self._heads(F.linear(key, wk, bk))  # (N, nh, S, hd)
+        v = self._heads(F.linear(value, wv, bv))  # (N, nh, S, hd)
+        mask = self._mask(attn_mask, key_padding_mask, n, l, s, q)
+        dropout_p = self.dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, mask, dropout_p, return_weights=need_weights)
+        y, weights = out if need_weights else (out, None)
+        y = reshape(transpose(y, 1, 2), n, l, self.embed_dim)  # (N, nh, L, hd) -> (N, L, E)
+        y = self.out_proj(y)
+        if not batched:
+            y = squeeze(y, 0)
+        elif not self.batch_first:
+            y = transpose(y, 0, 1)  # back to (L, N, E)
+        if weights is not None:
+            if average_attn_weights:
+                weights = weights.mean(axis=1)  # (N, L, S)
+            if not batched:
+                weights = squeeze(weights, 0)
+        return y, weights
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"
