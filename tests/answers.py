@@ -11,7 +11,7 @@ Three forms of an answer, each searched for in its own way:
 - `graded_code()`: the code of the graded tasks' solution regions, with every name that is no
   attribute and no keyword argument written `_`, so that the same computation under other
   variable names (`np.exp(s - s.max(...))` for the library's `xp.exp(x - x.max(...))`) still
-  matches. Searched as two consecutive lines of code.
+  matches. Searched as two consecutive lines of code, or as one line that says enough alone.
 - an HTML comment `<!-- ANSWER: ... -->`: the answer to a tutorial's question.
 """
 
@@ -31,6 +31,7 @@ MIN_FORMULA = 14  # characters without whitespace: shorter comments are not a de
 MIN_LINE = 16  # characters of a canonical code line, each of a pair
 MIN_PAIR = 56  # characters of a canonical pair of lines
 MIN_WORDS = 4  # attribute and keyword names and numbers in a pair: loops and unpacking have few
+MIN_ALONE, MIN_ALONE_WORDS = 40, 4  # a line that is an answer by itself
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,8 @@ def formulas(root: Path, prose: dict[str, tuple[str, ...]]) -> list[Answer]:
 
 def canonical(source: str) -> list[str]:
     """The code lines of `source`, each with its names written `_` (attributes and keyword
-    arguments kept), its comments and strings dropped; lines that do not tokenize are left
-    out (a markdown cell, a stub)."""
+    arguments kept), its comments and strings dropped, and a leading `return` or `name =`
+    dropped; lines that do not tokenize are left out (a markdown cell, a stub)."""
     out = []
     for line in source.splitlines():
         try:
@@ -103,6 +104,8 @@ def canonical(source: str) -> list[str]:
             depth -= text in ")]}" and tok.type == tokenize.OP
             parts.append(text)
             previous = tok.string
+        if parts[:1] == ["return"] or parts[:2] == ["_", "="]:
+            parts = parts[1:] if parts[0] == "return" else parts[2:]  # `y = e` as `return e`
         if parts:
             out.append(" ".join(parts))
     return out
@@ -114,26 +117,34 @@ _KEYWORDS = {
 }  # fmt: skip
 
 
+def _informative(line: str) -> int:
+    """How many attribute and keyword names and numbers a canonical line holds."""
+    return sum(w.isalnum() and w not in _KEYWORDS for w in line.split())
+
+
 def graded_code(root: Path) -> list[Answer]:
     """Every pair of consecutive canonical code lines of a graded task's solution region (a
-    region tagged with a task id, not a library region), long enough to say something."""
+    region tagged with a task id, not a library region), long enough to say something, and
+    every line that says enough alone (`return y * (gy - (gy * y).sum(...))`)."""
     found = []
     for rel, owner, r, lines in _solution_regions(root):
         if r.tag is None or "." not in r.tag or r.library:
             continue
+        where = f"{rel}:{r.begin + 1}"
         code = canonical("\n".join(lines[r.begin + 1 : r.end]))
         for a, b in zip(code, code[1:]):
-            words = sum(w.isalnum() and w not in _KEYWORDS for w in f"{a} {b}".split())
-            if (
-                min(len(a), len(b)) >= MIN_LINE
-                and len(a) + len(b) >= MIN_PAIR
-                and words >= MIN_WORDS
-            ):
-                found.append(Answer(f"{rel}:{r.begin + 1}", owner, False, f"{a}\n{b}"))
+            long = min(len(a), len(b)) >= MIN_LINE and len(a) + len(b) >= MIN_PAIR
+            if long and _informative(f"{a} {b}") >= MIN_WORDS:
+                found.append(Answer(where, owner, False, f"{a}\n{b}"))
+        found += [
+            Answer(where, owner, False, line)
+            for line in code
+            if len(line) >= MIN_ALONE and _informative(line) >= MIN_ALONE_WORDS
+        ]
     return found
 
 
 def code_pairs(source: str) -> set[str]:
-    """The canonical pairs of consecutive code lines of `source`."""
+    """The canonical pairs of consecutive code lines of `source`, and its lines."""
     code = canonical(source)
-    return {f"{a}\n{b}" for a, b in zip(code, code[1:])}
+    return {f"{a}\n{b}" for a, b in zip(code, code[1:])} | set(code)

@@ -341,6 +341,9 @@ def softmax(scores):
 """
     hits = code_pairs(planted) & {a.text for a in GRADED_CODE}
     assert any("softmax.py" in a.where for a in GRADED_CODE if a.text in hits)
+    one_line = "grad = out * (up - (up * out).sum(axis=-1, keepdims=True))  # softmax's backward"
+    hits = code_pairs(one_line) & {a.text for a in GRADED_CODE}
+    assert any("ops/softmax.py" in a.where for a in GRADED_CODE if a.text in hits)
 
 
 def test_no_release_answers_the_tutorials_questions(texts):
