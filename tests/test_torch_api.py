@@ -732,3 +732,47 @@ def test_a_pytorch_file_is_refused_and_its_safetensors_form_loads(tmp_path):
     tinyformer.safetensors.save_file({"w": np.arange(3.0)}, tmp_path / "w.safetensors")
     loaded = tinyformer.load(tmp_path / "w.safetensors")
     assert isinstance(loaded["w"], tinyformer.Tensor) and loaded["w"].tolist() == [0, 1, 2]
+
+
+# -- makemore-style code: a seeded generator, an endless loader --------------------------------
+
+
+@needs_torch
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument")  # torch's, on a machine without GPU
+def test_makemore_style_sampling_and_endless_loader_run_with_either_library():
+    def code(lib):
+        lib.manual_seed(42)
+        lib.cuda.manual_seed_all(42)
+        g = lib.Generator().manual_seed(2147483647)
+        W = lib.randn((27, 27), generator=g, requires_grad=True)
+        xs = lib.tensor([0, 5, 13, 13, 1])
+        xenc = lib.nn.functional.one_hot(xs, num_classes=27).float()
+        probs = (xenc @ W).exp()
+        probs = probs / probs.sum(1, keepdims=True)
+        ix = lib.multinomial(probs[0], num_samples=1, replacement=True, generator=g).item()
+        idx = lib.randint(0, 5, (32,), generator=g)
+        words = lib.randperm(7).tolist()
+
+        class Names(lib.utils.data.Dataset):
+            def __len__(self):
+                return 5
+
+            def __getitem__(self, i):
+                x = lib.zeros(4, dtype=lib.long)
+                y = lib.zeros(4, dtype=lib.long)
+                x[1:] = i
+                y[:3] = i + 1
+                y[3:] = -1
+                return x, y
+
+        ds = Names()
+        sampler = lib.utils.data.RandomSampler(ds, replacement=True, num_samples=int(1e10))
+        loader = lib.utils.data.DataLoader(ds, sampler=sampler, batch_size=8, pin_memory=True)
+        batches = iter(loader)
+        X, Y = next(batches)
+        X, Y = [t.to("cpu") for t in next(batches)]
+        return [probs.shape, 0 <= ix < 27, tuple(idx.shape), idx.dtype == lib.long,
+                sorted(words), tuple(X.shape), tuple(Y.shape), bool((Y[:, 3] == -1).all()),
+                bool((X[:, 1] + 1 == Y[:, 0]).all())]  # fmt: skip
+
+    both(code)

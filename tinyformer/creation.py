@@ -192,7 +192,13 @@ def randperm(
     return Tensor(array, requires_grad=requires_grad, device=device)
 
 
-def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tensor:  # noqa: A002
+def multinomial(
+    input: Any,  # noqa: A002
+    num_samples: int,
+    replacement: bool = False,
+    *,
+    generator: _random.Generator | None = None,
+) -> Tensor:
     """Category indices drawn from each row of `input`'s weights, as `torch.multinomial`:
     `input` is 1-D (one distribution) or 2-D (one per row), its weights >= 0 and need not sum
     to 1; the result is int64 of shape (num_samples,) or (rows, num_samples). Without
@@ -220,7 +226,7 @@ def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Tens
             f"multinomial: cannot draw {num_samples} distinct samples from a row with only "
             f"{positive.min()} positive weights; pass replacement=True"
         )
-    rng = _random.generator()
+    rng = _random.numpy_generator(generator)
     if replacement or num_samples == 1:
         picks = _random.categorical(rows, num_samples, rng)
     else:

@@ -8,7 +8,7 @@ import sys
 
 from tinyformer import backend
 
-__all__ = ["device_count", "is_available"]
+__all__ = ["device_count", "is_available", "manual_seed", "manual_seed_all"]
 
 
 def is_available() -> bool:
@@ -21,3 +21,13 @@ def device_count() -> int:
     if not backend.cuda_available():
         return 0
     return int(sys.modules["cupy"].cuda.runtime.getDeviceCount())
+
+
+def manual_seed(seed: int) -> None:
+    """Nothing to do: tinyformer draws random numbers on the host, from the generator that
+    `tf.manual_seed` seeds, and moves them to the GPU (a seed gives the same numbers on every
+    device). Kept so that PyTorch code seeding its GPU runs unchanged."""
+
+
+def manual_seed_all(seed: int) -> None:
+    """Nothing to do, as `manual_seed`."""

@@ -156,13 +156,16 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self) -> Iterator[int]:
+        # Drawn lazily, a chunk at a time: makemore's endless loader asks for 1e10 samples.
         rng = _random.numpy_generator(self.generator)
-        n = len(self.data_source)
-        if self.replacement:
-            return iter(rng.integers(0, n, size=self.num_samples).tolist())
-        # num_samples beyond n: whole permutations one after another, as PyTorch's
-        rounds = [rng.permutation(n) for _ in range(-(-self.num_samples // n))]
-        return iter(np.concatenate(rounds)[: self.num_samples].tolist())
+        n, left = len(self.data_source), self.num_samples
+        while left > 0:
+            if self.replacement:
+                chunk = rng.integers(0, n, size=min(left, 1024))
+            else:  # num_samples beyond n: whole permutations one after another, as PyTorch's
+                chunk = rng.permutation(n)[:left]
+            left -= len(chunk)
+            yield from chunk.tolist()
 
     def __len__(self) -> int:
         return self.num_samples
