@@ -245,7 +245,11 @@ PROSE = {
         r"g_x = y \odot (g_y - \sum_j g_{y,j} y_j)",
     ),
     "A2.2": ("gx_i = gy_i - exp(y_i) * sum_j gy_j",),
-    "A2.3": ("glogits = g_row * (p - (1 - eps) * onehot(target) - eps / C)",),
+    "A2.3": (
+        "glogits = g_row * (p - (1 - eps) * onehot(target) - eps / C)",
+        "p - (1 - ε) onehot - ε/C",
+        "p - smoothed one-hot",
+    ),
     "A2.4": (
         "gx = rstd * (g - mean(g) - xhat * mean(g * xhat))",
         "gw = sum over rows of gy * xhat",
