@@ -302,6 +302,8 @@ def test_feedback_names_a_transpose_a_factor_and_zeros():
     assert "opposite sign" in _compare.diagnose(-want, want)
     assert "all zeros" in _compare.diagnose(want * 0, want)
     assert _compare.diagnose(want + 1, want) == ""
+    with pytest.raises(Exception, match="last two axes swapped"):
+        _compare.numeric(np.zeros((2, 4, 3)), "output 0", (2, 3, 4))
 
 
 def test_array_kwargs_are_summarised():

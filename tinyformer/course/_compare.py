@@ -31,8 +31,19 @@ def numeric(x: Any, what: str, shape: tuple[int, ...] | None = None) -> np.ndarr
     if x.dtype.kind not in "biuf":
         raise StudentError(f"{what} has dtype {x.dtype}, not a number type")
     if shape is not None and x.shape != tuple(shape):
-        raise StudentError(f"{what} has shape {x.shape}, expected {tuple(shape)}")
+        raise StudentError(
+            f"{what} has shape {x.shape}, expected {tuple(shape)}{_swapped(x, shape)}"
+        )
     return x.astype(np.float64)
+
+
+def _swapped(x: np.ndarray, shape: tuple[int, ...]) -> str:
+    shape = tuple(shape)
+    if len(shape) >= 2 and x.shape == (*shape[:-2], shape[-1], shape[-2]):
+        return " (its last two axes swapped: a transposed intermediate?)"
+    if len(shape) > 2 and x.shape == shape[::-1]:
+        return " (its axes reversed: a .T where the last two axes were meant?)"
+    return ""
 
 
 def bad(got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> np.ndarray:
