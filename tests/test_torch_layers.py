@@ -108,6 +108,23 @@ def test_batch_norm_cumulative_average_with_momentum_none():
     assert int(np.asarray(bn.num_batches_tracked)) == 4
 
 
+def test_batch_norm_eval_graph_keeps_its_statistics_through_a_training_step():
+    # eval saves the running mean for backward: a training step in between updates the
+    # running statistics in place, and must not change what that backward computes
+    bn = nn.BatchNorm1d(2).to(np.float64)
+    bn(tf.Tensor(_x(8, 2, seed=4) * 2 + 1))  # running statistics away from 0 and 1
+    bn.eval()
+    x = tf.Tensor(_x(4, 2), requires_grad=True)
+    bn(x).sum().backward()
+    expected = bn.weight.grad.copy()
+    bn.zero_grad()
+    y = bn(x)
+    bn.train()
+    bn(tf.Tensor(_x(8, 2, seed=5) * 3 + 2))
+    y.sum().backward()
+    np.testing.assert_allclose(bn.weight.grad, expected, rtol=1e-12)
+
+
 def test_batch_norm_errors_name_the_layer():
     with pytest.raises(ValueError, match=r"BatchNorm2d: expected 4D input \(got 3D input\)"):
         nn.BatchNorm2d(3)(tf.randn(3, 4, 4))

@@ -39,7 +39,9 @@ def batch_norm_forward(x, w, b, mean, var, eps):
         xc = x - mu[:, None]
         var = (xc * xc).mean(axis=(0, 2))
     else:
-        mu, var = xp.asarray(mean, dtype=x.dtype), xp.asarray(var, dtype=x.dtype)
+        # copies: mu is saved for backward, and a later training step updates the running
+        # statistics in place
+        mu, var = xp.array(mean, dtype=x.dtype), xp.array(var, dtype=x.dtype)
         xc = x - mu[:, None]
     rstd = 1.0 / xp.sqrt(var + eps)
     y = xc * rstd[:, None]
