@@ -28,6 +28,11 @@ def _drivers(tf: ModuleType):
     return tf.course.a5_drivers
 
 
+def _text(a: np.ndarray) -> str:
+    """A driver's string, sent as UTF-8 bytes (the grader's pipe carries numbers only)."""
+    return bytes(np.asarray(a).astype(np.uint8)).decode("utf-8", "replace")
+
+
 def _devices(tf: ModuleType) -> list[str]:
     return ["fake", "cuda"] if tf.cuda.is_available() else ["fake"]
 
@@ -35,7 +40,8 @@ def _devices(tf: ModuleType) -> list[str]:
 def _cuda_softmax(tf: ModuleType, x: np.ndarray, device: str) -> np.ndarray:
     """The student's CUDA softmax of host array x, run on `device`, back on the host."""
     y, where, _ = _drivers(tf).cuda_forward(x, device)
-    assert str(where) == device, f"the result is on {where}, not on {device}"
+    where = _text(where)
+    assert where == device, f"the result is on {where}, not on {device}"
     return y
 
 
@@ -83,7 +89,8 @@ def cuda_rows_sum_to_one_in_the_input_dtype(tf: ModuleType) -> None:
     x = np.random.default_rng(4).normal(size=(2, 3, 300)).astype(np.float32)
     for device in _devices(tf):
         y, where, after = _drivers(tf).cuda_forward(x, device)
-        assert str(where) == device, f"the result is on {where}, not on {device}"
+        where = _text(where)
+        assert where == device, f"the result is on {where}, not on {device}"
         assert y.dtype == np.float32 and y.shape == x.shape, f"{device}: got {y.dtype} {y.shape}"
         np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5, err_msg=device)
         assert (y >= 0).all(), f"{device}: a probability is negative"
@@ -95,7 +102,7 @@ def cuda_kernel_compiles_with_nvrtc(tf: ModuleType) -> str | None:
     """NVRTC, the compiler CuPy uses on a GPU, compiles a5_softmax.cu for A100 and H100/H200
     (sm_80, sm_90) with no GPU: it rejects what the host compiler of the emulator may accept
     (INFINITY, for one). Where the nvidia-cuda-nvrtc wheel is missing, passes with a note."""
-    return str(_drivers(tf).compile_cuda())
+    return _text(_drivers(tf).compile_cuda())
 
 
 PROPERTIES = {

@@ -3,7 +3,7 @@
 A kernel's subject includes what it does to its inputs and where its output lives, which a
 copy of the arrays across the grader's pipe would hide. These functions run the student's
 kernels in the child on arrays the grader sends, laid out and placed as the test asks, and
-return host arrays (and where the result was), which the grader judges
+return host arrays (and where the result was, as UTF-8 bytes), which the grader judges
 (`tinyformer/course/a5_checks.py`). They are no part of the assignment and hold no answer.
 """
 
@@ -14,6 +14,11 @@ import numpy as np
 from tinyformer import backend
 
 __all__ = ["backward", "backward_broadcast", "compile_cuda", "cuda_forward", "forward"]
+
+
+def _text(s: str) -> np.ndarray:
+    """A string as UTF-8 bytes in a uint8 array: the grader's pipe carries numbers only."""
+    return np.frombuffer(s.encode("utf-8"), np.uint8).copy()
 
 
 def _kernels():
@@ -53,7 +58,7 @@ def cuda_forward(x: np.ndarray, device: str) -> tuple[np.ndarray, np.ndarray, np
 
     x_dev = backend.to_device(x, device)
     y = a5_cuda.softmax_forward(x_dev)
-    where = np.array(backend.device_of(y).type)
+    where = _text(backend.device_of(y).type)
     return backend.to_host(y), where, backend.to_host(x_dev)
 
 
@@ -68,7 +73,7 @@ def compile_cuda() -> np.ndarray:
         for arch in _nvrtc.ARCHITECTURES:
             _nvrtc.compile_cuda(source, "a5_softmax.cu", arch=arch)
     except (_nvrtc.NvrtcUnavailable, OSError) as err:
-        return np.array(f"not compiled with NVRTC, which is not available here: {err}")
+        return _text(f"not compiled with NVRTC, which is not available here: {err}")
     except _nvrtc.CompileError as err:
         raise AssertionError(str(err)) from None
-    return np.array(f"compiles for {' and '.join(_nvrtc.ARCHITECTURES)}")
+    return _text(f"compiles for {' and '.join(_nvrtc.ARCHITECTURES)}")
