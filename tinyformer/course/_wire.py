@@ -197,4 +197,10 @@ def read_message(fd: int, deadline: float | None = None, limit: int = MAX_BYTES)
     (size,) = struct.unpack("<Q", head[4:])
     if size > limit:
         raise WireError(f"a message of {size} bytes is over the limit of {limit}")
-    return decode(_read_exactly(fd, size, deadline))
+    if size < 4:
+        raise WireError("malformed message (no header)")
+    first = _read_exactly(fd, 4, deadline)  # the header's length, checked before the rest
+    (n,) = struct.unpack("<I", first)
+    if n > MAX_HEADER:
+        raise WireError(f"a message header of {n} bytes is over the limit of {MAX_HEADER}")
+    return decode(first + _read_exactly(fd, size - 4, deadline))
