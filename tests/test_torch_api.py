@@ -776,3 +776,26 @@ def test_makemore_style_sampling_and_endless_loader_run_with_either_library():
                 bool((X[:, 1] + 1 == Y[:, 0]).all())]  # fmt: skip
 
     both(code)
+
+
+@needs_torch
+def test_narrow_index_select_and_sort_with_gradients():
+    def code(lib, x, w):
+        batched = x.narrow(0, 0, 4).view(2, -1).t().contiguous()  # the word-LM batchify
+        rows = x.index_select(0, lib.tensor([2, 0, 2]))  # a repeated row sums its gradients
+        values, indices = (x * w).sort(dim=1, descending=True)
+        last = x.narrow(1, -2, 2)
+        parts = [batched, rows, values, indices.double(), last, x.sort(0).values[0]]
+        return lib.cat([p.reshape(-1) for p in parts])
+
+    both_with_grads(code, (5, 3), (3,))
+
+
+def test_narrow_and_index_select_errors_name_the_method():
+    x = tinyformer.zeros(3, 4)
+    with pytest.raises(IndexError, match=r"narrow: start 2 and length 3 do not fit in dim 0"):
+        x.narrow(0, 2, 3)
+    with pytest.raises(IndexError, match=r"index_select: an index in \[4\] is out of range"):
+        x.index_select(1, tinyformer.tensor([4]))
+    with pytest.raises(IndexError, match=r"index_select: dim 2 is out of range"):
+        x.index_select(2, tinyformer.tensor([0]))

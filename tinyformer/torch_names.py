@@ -8,8 +8,9 @@
 - Tensor methods PyTorch code calls and NumPy has under other names or not at all
   (`TorchSpellings`: `x.dim()`, `x.numel()`, `x.float()`, `x.long()`, `x.int()`, `x.bool()`,
   `x.type()`, `x.clamp()`, `x.to(dtype)`, `x.repeat()`, `x.unbind()`, `x.flip()`,
-  `x.new_zeros()`, `x.gt()`, `x.nonzero()`, ...). Methods that call an op (`x.sin()`,
-  `x.prod(dim=)`, ...) live in tensor.py, beside the import of the ops; this module only spells.
+  `x.new_zeros()`, `x.gt()`, `x.nonzero()`, `x.narrow()`, `x.index_select()`, `x.sort()`,
+  ...). Methods that call an op (`x.sin()`, `x.prod(dim=)`, ...) live in tensor.py, beside
+  the import of the ops; this module only spells.
 
 `max` and `min` refuse `dim=` and `keepdim=` with an explanation instead of accepting them:
 PyTorch's `x.max(dim=1)` returns (values, indices), tinyformer's the values only (as
@@ -22,7 +23,7 @@ import functools
 import inspect
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -83,6 +84,13 @@ def max_names(fn: Fn) -> Fn:
         return fn(*args, **kwargs)
 
     return refusing_torch_names  # type: ignore[return-value]
+
+
+class SortResult(NamedTuple):
+    """What `x.sort()` returns, as PyTorch's `torch.return_types.sort`."""
+
+    values: Tensor
+    indices: Tensor
 
 
 class ElementCount(int):
@@ -317,6 +325,44 @@ class TorchSpellings:
 
     def ge(self, other: Any) -> Tensor:
         return self >= other
+
+    def narrow(self, dim: int, start: Any, length: int) -> Tensor:
+        """The `length` slices of `dim` from `start` (a view, as `x[:, start:start + length]`
+        for dim 1; differentiable)."""
+        n = self._axis_length("narrow", dim)
+        start = int(start) + (n if int(start) < 0 else 0)
+        if not (0 <= start and 0 <= length and start + length <= n):
+            raise IndexError(
+                f"narrow: start {start} and length {length} do not fit in dim {dim} of length "
+                f"{n} (shape {self.shape})"
+            )
+        return self[(slice(None),) * (dim % self.ndim) + (slice(start, start + length),)]
+
+    def index_select(self, dim: int, index: Any) -> Tensor:
+        """The slices `index` (a 1-D integer tensor) of `dim`, in that order (differentiable:
+        a repeated index sums its gradients)."""
+        n = self._axis_length("index_select", dim)
+        array = index.data if hasattr(index, "data") else np.asarray(index)
+        if array.ndim > 1 or array.dtype.kind not in "iu":
+            raise IndexError(
+                f"index_select: index must be a 1-D integer tensor, got {array.dtype} of shape "
+                f"{array.shape}"
+            )
+        if array.size and not (-n <= int(array.min()) and int(array.max()) < n):
+            raise IndexError(f"index_select: an index in {array.tolist()} is out of range "
+                             f"for dim {dim} of length {n}")  # fmt: skip
+        return self[(slice(None),) * (dim % self.ndim) + (array.reshape(-1),)]
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+        """(values, indices) along `dim`, as `torch.sort`: the indices from `argsort`, the
+        values gathered by them (so the gradient reaches the elements they came from)."""
+        indices = self.argsort(dim, descending=descending, stable=stable)
+        return SortResult(self.gather(dim, indices), indices)
+
+    def _axis_length(self, op: str, dim: int) -> int:
+        if not -self.ndim <= dim < self.ndim:
+            raise IndexError(f"{op}: dim {dim} is out of range for a tensor of shape {self.shape}")
+        return self.shape[dim]
 
     def nonzero(self, *, as_tuple: bool = False) -> Any:
         """The coordinates of the nonzero elements, in row-major order: an int64 tensor of
