@@ -390,3 +390,55 @@ def test_transformer_stacks_are_copies_and_init_is_xavier():
         model(tf.randn(3, 2, 16), tf.randn(3, 4, 16))
     with pytest.raises(RuntimeError, match="activation should be relu/gelu, not tanh"):
         nn.TransformerEncoderLayer(8, 2, activation="tanh")
+
+
+# -- packed sequences ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["GRU", "LSTM", "RNN"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_packed_sequences_through_recurrent_layers(name, batch_first):
+    """The annotated encoder-decoder's encoder: pack, a bidirectional stack, unpack."""
+    kw = dict(num_layers=2, batch_first=batch_first, bidirectional=True)
+    theirs = getattr(torch.nn, name)(3, 4, **kw).double()
+    ours = _load(getattr(nn, name)(3, 4, **kw), theirs)
+    lengths = [6, 4, 4, 1]  # sorted, as enforce_sorted=True wants
+    x = _x(4, 7, 3) if batch_first else _x(7, 4, 3)
+
+    def call(m, x):
+        rnn = torch.nn.utils.rnn if isinstance(m, torch.nn.Module) else nn.utils.rnn
+        packed = rnn.pack_padded_sequence(x, lengths, batch_first=batch_first)
+        out, final = m(packed)
+        padded, got_lengths = rnn.pad_packed_sequence(out, batch_first=batch_first)
+        assert list(np.asarray(got_lengths)) == lengths
+        return padded, final
+
+    compare(ours, theirs, x, call=call)
+
+
+def test_packed_sequence_fields_and_padding_helpers():
+    seqs = [_x(2, 3), _x(5, 3, seed=1), _x(3, 3, seed=2)]
+    ours = nn.utils.rnn.pad_sequence(
+        [tf.Tensor(s) for s in seqs], batch_first=True, padding_value=-1.0
+    )
+    theirs = torch.nn.utils.rnn.pad_sequence(
+        [torch.from_numpy(s) for s in seqs], batch_first=True, padding_value=-1.0
+    )
+    np.testing.assert_array_equal(ours.data, theirs.numpy())
+    lengths = [2, 5, 3]
+    packed = nn.utils.rnn.pack_padded_sequence(
+        ours, lengths, batch_first=True, enforce_sorted=False
+    )
+    packed_t = torch.nn.utils.rnn.pack_padded_sequence(
+        theirs, lengths, batch_first=True, enforce_sorted=False
+    )
+    np.testing.assert_array_equal(packed.data.data, packed_t.data.numpy())
+    for field in ("batch_sizes", "sorted_indices", "unsorted_indices"):
+        np.testing.assert_array_equal(getattr(packed, field), getattr(packed_t, field).numpy())
+    padded, _ = nn.utils.rnn.pad_packed_sequence(packed, padding_value=7.0, total_length=6)
+    padded_t, _ = torch.nn.utils.rnn.pad_packed_sequence(
+        packed_t, padding_value=7.0, total_length=6
+    )
+    np.testing.assert_array_equal(padded.data, padded_t.numpy())
+    with pytest.raises(RuntimeError, match="sorted in decreasing order"):
+        nn.utils.rnn.pack_padded_sequence(ours, lengths, batch_first=True)

@@ -36,7 +36,8 @@ import tinyformer.nn.functional as F
 from tinyformer import backend
 from tinyformer.nn import init
 from tinyformer.nn.module import Module, Parameter
-from tinyformer.ops import cat, chunk, squeeze, stack, unsqueeze, where
+from tinyformer.nn.utils.rnn import PackedSequence
+from tinyformer.ops import cat, chunk, squeeze, stack, transpose, unsqueeze, where
 from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
@@ -275,7 +276,12 @@ class _RNN(Module):
             state = new
         return stack(ys, axis=1), state
 
-    def _run(self, x: Tensor, hx: tuple, lengths: Any) -> tuple[Tensor, tuple]:
+    def _run(self, x: Any, hx: tuple, lengths: Any) -> tuple[Any, tuple]:
+        if isinstance(x, PackedSequence):  # PyTorch's packed input: padded batch and lengths
+            padded = x.padded if self.batch_first else transpose(x.padded, 0, 1)
+            out, finals = self._run(padded, hx, x.lengths)
+            out = out if self.batch_first else transpose(out, 0, 1)  # (B, T, D H)
+            return PackedSequence(out, x.lengths), finals
         if x.ndim == 2 and lengths is None:  # one unbatched sequence (T, I), as PyTorch takes
             axis = 0 if self.batch_first else 1
             hx = tuple(None if h is None else unsqueeze(h, 1) for h in hx)
@@ -364,7 +370,8 @@ class RNN(_RNN):
 class GRU(_RNN):
     """A GRU over a sequence, as `torch.nn.GRU`.
 
-    forward(x, h0=None, lengths=None): x (B, T, I) if batch_first else (T, B, I); h0
+    forward(x, h0=None, lengths=None): x (B, T, I) if batch_first else (T, B, I), or a
+    `nn.utils.rnn.PackedSequence` (then the output is one too); h0
     (num_layers * D, B, H) or None (zeros); lengths (B,) ints or None: sequence b is
     x[b, :lengths[b]] (padding after it), as after `pack_padded_sequence`: each direction
     reads only the real steps, and outputs at padding are 0.
