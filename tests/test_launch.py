@@ -54,10 +54,14 @@ def test_a_batch_that_does_not_divide_is_refused_once_before_any_rank(capsys, tm
 
 def test_a_bad_flag_of_the_command_is_said_once_by_the_launcher(capsys, tmp_path):
     argv = ["launch", "-n", "2", "--oversubscribe", "--", *TINY_RUN, "--warmup", "-5"]
-    with pytest.raises(SystemExit) as exit_:
-        cli.main([*argv, "--out-dir", str(tmp_path / "run")])
+    assert cli.main([*argv, "--out-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.count("argument --warmup: must be at least 0") == 1
+    assert err.count("--warmup must be at least 0, got -5") == 1
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+    with pytest.raises(SystemExit) as exit_:  # what argparse refuses, it says once too
+        cli.main(["launch", "-n", "2", "--oversubscribe", "--", *TINY_RUN, "--warmup", "x"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.count("argument --warmup: invalid int value: 'x'") == 1
 
 
 def test_the_resume_command_continues_the_run_on_as_many_ranks():

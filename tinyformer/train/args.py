@@ -128,10 +128,10 @@ def check_ranges(config: Any) -> None:
 
 
 def ranged(kind: type, valid: Range) -> Callable[[str], Any]:
-    """An argparse `type=`: `kind(text)`, or argparse's one-line error naming the flag (exit
-    status 2) when that fails or falls outside `valid` (NaN and infinities are outside every
-    range). The dataclass flags use it too, so that a value out of range is refused when
-    parsed, before any data are built; `check_ranges` checks the same for Python callers."""
+    """An argparse `type=` for flags that are not dataclass fields: `kind(text)`, or argparse's
+    one-line error naming the flag (exit status 2) when that fails or falls outside `valid`
+    (NaN and infinities are outside every range). The dataclass flags are checked by
+    `check_ranges` when the settings are made, the first thing a command does."""
 
     def parse(text: str) -> Any:
         try:
@@ -176,9 +176,6 @@ def add_dataclass_flags(
         # None means "the configuration's own value", which the help text says in its words
         if default is not None:
             text = f"{text} (default: {default})"
-        if kind in (int, float):  # refused when parsed, by name, before any work
-            valid = field.metadata.get("valid")
-            kind = ranged(kind, FINITE if valid is None else valid)
         if kind is bool:
             parser.add_argument(
                 flag, dest=field.name, action=argparse.BooleanOptionalAction, default=default,
