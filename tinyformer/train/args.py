@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
-    "BELOW_ONE", "COUNT", "EXAMPLES", "FINITE", "FRACTION", "NONNEGATIVE", "POSITIVE",
+    "BELOW_ONE", "COUNT", "EXAMPLES", "FRACTION", "NONNEGATIVE", "POSITIVE",
     "PROPER_FRACTION", "Range", "add_dataclass_flags", "add_device_flag", "check_ranges",
     "dataclass_from_args", "flag", "ranged",
 ]  # fmt: skip
@@ -66,7 +66,6 @@ POSITIVE = Range(0, open_low=True)  # learning rates
 FRACTION = Range(0, 1)  # [0, 1]
 PROPER_FRACTION = Range(0, 1, open_low=True, open_high=True)  # (0, 1): a split with both sides
 BELOW_ONE = Range(0, 1, open_high=True)  # [0, 1): dropout probabilities, Adam's betas
-FINITE = Range()  # any number but NaN and the infinities
 # Counts of examples generated before the first step, all held in memory: a sane ceiling, so
 # that a slip of the keyboard (a few zeros too many) is refused at once instead of building
 # data for minutes, beyond the reach of Ctrl-C.
