@@ -37,8 +37,9 @@ AS_ROOT = "TINYFORMER_GRADE_AS_ROOT"
 SLACK = 60.0  # seconds of the whole grade's limit for the grader's own work
 
 
-class GradeInterrupted(Exception):
-    """The grader was sent SIGINT, SIGTERM or SIGHUP; the grade is abandoned."""
+class GradeInterrupted(BaseException):
+    """The grader was sent SIGINT, SIGTERM or SIGHUP; the grade is abandoned. (Like
+    KeyboardInterrupt, no `except Exception` of a check may swallow it.)"""
 
     def __init__(self, number: int) -> None:
         super().__init__(f"grading interrupted by {signal.Signals(number).name}")

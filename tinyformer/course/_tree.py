@@ -38,7 +38,7 @@ from tinyformer.course.release import withheld_kernels
 
 __all__ = [
     "MAX_FILE_BYTES", "SubmissionError", "build_tree", "deps_folder", "kernels_source",
-    "package_source", "read_submission",
+    "package_source", "read_submission", "readable",
 ]  # fmt: skip
 
 SKIPPED = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
@@ -249,6 +249,17 @@ def build_tree(a: Assignment, dest: Path, files: dict[str, bytes], kernels: bool
         target.unlink(missing_ok=True)
         target.write_bytes(files[rel])
     return missing
+
+
+def readable(folder: Path) -> None:
+    """Make `folder`'s tree readable by the grading user whatever the grader's umask (it sits
+    in the grade's 0700 room, which no one else can enter)."""
+    for here, _dirs, names in os.walk(folder):
+        os.chmod(here, 0o755)
+        for name in names:
+            path = os.path.join(here, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o644)
 
 
 def deps_folder(dest: Path, kernels: bool) -> Path:

@@ -325,6 +325,25 @@ def grade(
         SubmissionError: a student file is a link, under one, not a regular file or too large.
         GradeInterrupted: SIGINT, SIGTERM or SIGHUP; the children are gone, nothing written.
     """
+    with _room.interrupts():
+        return _grade(
+            name, tree, data=data, secret=secret, timeout=timeout, tasks=tasks, user=user,
+            memory=memory, total_timeout=total_timeout,
+        )  # fmt: skip
+
+
+def _grade(
+    name: str,
+    tree: str | os.PathLike = ".",
+    *,
+    data: str | os.PathLike | None = None,
+    secret: str | os.PathLike | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    tasks: list[str] | None = None,
+    user: str | None = None,
+    memory: int | None = Limits.memory,
+    total_timeout: float | None = None,
+) -> Grade:
     a = assignment(name)
     submission = Path(tree).resolve()
     if not submission.is_dir():
@@ -350,12 +369,13 @@ def grade(
         )
     start, records = time.perf_counter(), {}
     limits = Limits(timeout, memory, user, deadline)
-    with _room.interrupts(), tempfile.TemporaryDirectory(prefix="tinyformer-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tinyformer-grade-") as tmp:
         room = Path(tmp)  # 0700: this grade's, and its user's
         kernels = any(t.kernel is not None for t in a.tasks)
         missing = _tree.build_tree(a, room / "tree", files, kernels)
         _tree.deps_folder(room / "deps", kernels)
         if user is not None:
+            _tree.readable(room / "tree")
             entry = pwd.getpwnam(user)
             os.chown(room, entry.pw_uid, entry.pw_gid)
         with reaping() as spare:
