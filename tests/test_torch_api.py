@@ -799,3 +799,19 @@ def test_narrow_and_index_select_errors_name_the_method():
         x.index_select(1, tinyformer.tensor([4]))
     with pytest.raises(IndexError, match=r"index_select: dim 2 is out of range"):
         x.index_select(2, tinyformer.tensor([0]))
+
+
+@needs_torch
+def test_function_forms_and_dtype_limits():
+    def code(lib):
+        x = lib.tensor([[3.0, 0.0, 1.0], [0.0, 2.0, 5.0]])
+        big = lib.finfo(x.dtype).max
+        masked = x.masked_fill(x == 0, -lib.finfo(lib.float32).max)
+        return [lib.nonzero(x), lib.nonzero(x, as_tuple=True), lib.argwhere(x > 1),
+                list(lib.unbind(x, 1)), lib.narrow(x, 1, 1, 2),
+                lib.index_select(x, 1, lib.tensor([2, 0])),
+                list(lib.sort(x, dim=1, descending=True)), lib.flip(x, [0]), lib.numel(x),
+                float(big), float(lib.finfo().eps), float(lib.finfo(lib.float64).tiny),
+                int(lib.iinfo(lib.int64).max), int(lib.iinfo(lib.uint8).min), masked]  # fmt: skip
+
+    both(code)

@@ -115,6 +115,18 @@ from tinyformer.ops import (
 from tinyformer.random import Generator, get_rng_state, manual_seed, set_rng_state
 from tinyformer.serialization import load, save
 from tinyformer.tensor import Tensor
+from tinyformer.torch_functions import (
+    argwhere,
+    finfo,
+    flip,
+    iinfo,
+    index_select,
+    narrow,
+    nonzero,
+    numel,
+    sort,
+    unbind,
+)
 
 # dtypes under PyTorch's names; each is the NumPy dtype's name, which every creation function,
 # `x.to()`, `x.type()` and `x.astype()` take. tf.bool, tf.float and tf.int are left out of
@@ -151,7 +163,8 @@ __version__ = "0.1.0"
 __all__ = [
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "Generator", "IntTensor",
     "LongTensor", "empty", "inference_mode", "int8", "int16", "is_inference_mode_enabled",
-    "linspace", "load", "randperm", "save", "short", "uint8",
+    "linspace", "load", "randperm", "save", "short", "uint8", "argwhere", "finfo", "flip",
+    "iinfo", "index_select", "narrow", "nonzero", "numel", "sort", "unbind",
     "Device", "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "amax", "amin",
     "arange", "argmax", "argmin", "argsort", "cat", "chunk", "clamp", "clip", "clone",
     "concatenate", "cos", "cuda", "cumsum", "detect_anomaly", "device", "div", "double", "einsum",
