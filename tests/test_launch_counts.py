@@ -22,7 +22,7 @@ from launches import count, gpt_step, vit_step  # noqa: E402
 
 # Launches per step at n_layer=1 (and the whole step at the baby depth is printed by the
 # benchmark). Lower these when a change removes launches.
-CEILINGS = {"gpt": 187, "vit": 148}
+CEILINGS = {"gpt": 148, "vit": 113}
 
 
 def test_the_counter_sees_launches_and_not_views():
@@ -31,6 +31,7 @@ def test_the_counter_sees_launches_and_not_views():
         b = a.reshape(6, 4)  # a view
         _ = a.T  # a view
         _ = a[1:3]  # basic slicing: a view
+        _ = xp.empty((3, 2), np.float32), xp.empty_like(a)  # memory from the pool, no kernel
     assert c.total == 0
     with counting() as c:
         y = xp.exp(a) + 1.0  # two elementwise launches

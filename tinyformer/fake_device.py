@@ -137,6 +137,8 @@ def _wrap(obj: Any) -> Any:
 
 _MATMUL = frozenset({"matmul", "dot", "einsum", "tensordot", "vdot", "inner"})
 _TRANSFERS = frozenset({"item", "tolist"})
+# Allocations: CuPy takes the memory from its pool and launches nothing (zeros and full do fill).
+_ALLOCATIONS = frozenset({"empty", "empty_like"})
 
 
 def _new_arrays(result: Any, inputs: list[np.ndarray], scalars: bool = True) -> bool:
@@ -156,6 +158,8 @@ def _count(where: str, args: tuple, kwargs: dict, result: Any, owner: Any) -> No
     name = where.rsplit(".", 1)[-1]
     if name in _TRANSFERS:
         launches.record("transfer")
+        return
+    if name in _ALLOCATIONS:
         return
     found = (owner, *args, *kwargs.values())
     inputs = [a._a for a in found if isinstance(a, FakeArray)]
