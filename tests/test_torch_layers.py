@@ -442,3 +442,9 @@ def test_packed_sequence_fields_and_padding_helpers():
     np.testing.assert_array_equal(padded.data, padded_t.numpy())
     with pytest.raises(RuntimeError, match="sorted in decreasing order"):
         nn.utils.rnn.pack_padded_sequence(ours, lengths, batch_first=True)
+
+
+def test_an_unknown_recurrent_argument_names_pytorchs_base_class():
+    # Python names the __init__ that refused it: PyTorch's RNNBase, not a private class
+    with pytest.raises(TypeError, match=r"RNNBase.__init__\(\) got an unexpected keyword"):
+        nn.LSTM(3, 4, proj_size=2)

@@ -40,7 +40,7 @@ from tinyformer.nn.layers import (
 from tinyformer.nn.losses import BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, MSELoss, NLLLoss
 from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.multihead_attention import MultiheadAttention
-from tinyformer.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from tinyformer.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from tinyformer.nn.transformer import MLP, Attention, Block
 from tinyformer.nn.transformer_layers import (
     Transformer,
@@ -56,8 +56,8 @@ __all__ = [
     "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "Hardswish", "Identity", "KLDivLoss", "LSTM",
     "LSTMCell", "LayerNorm", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool2d", "MaxUnpool2d",
     "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm",
-    "RNN", "RNNCell", "ReLU", "Rearrange", "Reduce", "Sequential", "SiLU", "Sigmoid", "Softmax",
-    "StateDictError", "Tanh", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
-    "TransformerEncoder", "TransformerEncoderLayer", "Unfold", "Upsample", "functional", "init",
-    "utils",
+    "RNN", "RNNBase", "RNNCell", "ReLU", "Rearrange", "Reduce", "Sequential", "SiLU", "Sigmoid",
+    "Softmax", "StateDictError", "Tanh", "Transformer", "TransformerDecoder",
+    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unfold",
+    "Upsample", "functional", "init", "utils",
 ]  # fmt: skip

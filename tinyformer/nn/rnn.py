@@ -42,7 +42,8 @@ from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
 __all__ = [
-    "GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNCell", "gru_step", "lstm_step", "rnn_step",
+    "GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNBase", "RNNCell", "gru_step", "lstm_step",
+    "rnn_step",
 ]  # fmt: skip
 
 
@@ -189,7 +190,7 @@ class LSTMCell(_Cell):
         return lstm_step(gi, h, c, self.weight_hh, self.bias_hh)
 
 
-class _RNN(Module):
+class RNNBase(Module):
     """A stack of `num_layers` recurrent layers, each one or two directions; parameters named
     as PyTorch's: weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k}, and the same with
     `_reverse` for the backward direction."""
@@ -330,7 +331,7 @@ class _RNN(Module):
         )
 
 
-class RNN(_RNN):
+class RNN(RNNBase):
     """An Elman RNN over a sequence, as `torch.nn.RNN`: each layer h_t = tanh (or relu) of
     W_ih x_t + b_ih + W_hh h_{t-1} + b_hh. forward(x, h0=None, lengths=None) -> output, h_n;
     shapes and lengths as for GRU."""
@@ -367,7 +368,7 @@ class RNN(_RNN):
         return super().extra_repr() + f", nonlinearity={self.nonlinearity!r}"
 
 
-class GRU(_RNN):
+class GRU(RNNBase):
     """A GRU over a sequence, as `torch.nn.GRU`.
 
     forward(x, h0=None, lengths=None): x (B, T, I) if batch_first else (T, B, I), or a
@@ -391,7 +392,7 @@ class GRU(_RNN):
         return out, h_n
 
 
-class LSTM(_RNN):
+class LSTM(RNNBase):
     """An LSTM over a sequence, as `torch.nn.LSTM` (no projection: proj_size is not taken).
     forward(x, hx=None, lengths=None) with hx = (h0, c0) -> output, (h_n, c_n); shapes and
     lengths as for GRU."""
