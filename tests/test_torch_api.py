@@ -815,3 +815,121 @@ def test_function_forms_and_dtype_limits():
                 int(lib.iinfo(lib.int64).max), int(lib.iinfo(lib.uint8).min), masked]  # fmt: skip
 
     both(code)
+
+
+# -- the lecture-video GPT, as written -------------------------------------------------------
+
+
+def _lecture_gpt(torch_like, vocab_size=11, n_embd=16, n_head=2, n_layer=2, block_size=8):
+    """The bigram-to-GPT lecture's model, its code as in the video (dropout 0 for the check)."""
+    torch, nn, F = torch_like, torch_like.nn, torch_like.nn.functional
+    dropout = 0.0
+
+    class Head(nn.Module):
+        def __init__(self, head_size):
+            super().__init__()
+            self.key = nn.Linear(n_embd, head_size, bias=False)
+            self.query = nn.Linear(n_embd, head_size, bias=False)
+            self.value = nn.Linear(n_embd, head_size, bias=False)
+            self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            k = self.key(x)
+            q = self.query(x)
+            wei = q @ k.transpose(-2, -1) * k.shape[-1] ** -0.5
+            wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+            wei = F.softmax(wei, dim=-1)
+            wei = self.dropout(wei)
+            return wei @ self.value(x)
+
+    class MultiHeadAttention(nn.Module):
+        def __init__(self, num_heads, head_size):
+            super().__init__()
+            self.heads = nn.ModuleList([Head(head_size) for _ in range(num_heads)])
+            self.proj = nn.Linear(head_size * num_heads, n_embd)
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, x):
+            out = torch.cat([h(x) for h in self.heads], dim=-1)
+            return self.dropout(self.proj(out))
+
+    class Block(nn.Module):
+        def __init__(self, n_embd, n_head):
+            super().__init__()
+            self.sa = MultiHeadAttention(n_head, n_embd // n_head)
+            self.ffwd = nn.Sequential(
+                nn.Linear(n_embd, 4 * n_embd), nn.ReLU(), nn.Linear(4 * n_embd, n_embd),
+                nn.Dropout(dropout),
+            )  # fmt: skip
+            self.ln1 = nn.LayerNorm(n_embd)
+            self.ln2 = nn.LayerNorm(n_embd)
+
+        def forward(self, x):
+            x = x + self.sa(self.ln1(x))
+            return x + self.ffwd(self.ln2(x))
+
+    class GPTLanguageModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.token_embedding_table = nn.Embedding(vocab_size, n_embd)
+            self.position_embedding_table = nn.Embedding(block_size, n_embd)
+            self.blocks = nn.Sequential(*[Block(n_embd, n_head=n_head) for _ in range(n_layer)])
+            self.ln_f = nn.LayerNorm(n_embd)
+            self.lm_head = nn.Linear(n_embd, vocab_size)
+            self.apply(self._init_weights)
+
+        def _init_weights(self, module):
+            if isinstance(module, nn.Linear):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if module.bias is not None:
+                    torch.nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+        def forward(self, idx, targets=None):
+            B, T = idx.shape
+            tok_emb = self.token_embedding_table(idx)
+            pos_emb = self.position_embedding_table(torch.arange(T, device=idx.device))
+            x = self.ln_f(self.blocks(tok_emb + pos_emb))
+            logits = self.lm_head(x)
+            if targets is None:
+                return logits, None
+            B, T, C = logits.shape
+            return logits, F.cross_entropy(logits.view(B * T, C), targets.view(B * T))
+
+        def generate(self, idx, max_new_tokens):
+            for _ in range(max_new_tokens):
+                logits, loss = self(idx[:, -block_size:])
+                probs = F.softmax(logits[:, -1, :], dim=-1)
+                idx_next = torch.multinomial(probs, num_samples=1)
+                idx = torch.cat((idx, idx_next), dim=1)
+            return idx
+
+    return GPTLanguageModel()
+
+
+@needs_torch
+def test_the_lecture_gpt_loads_pytorchs_weights_and_gives_its_loss_and_gradients():
+    torch.manual_seed(1337)
+    theirs = _lecture_gpt(torch)
+    ours = _lecture_gpt(tinyformer)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    data = torch.randint(11, (40,))
+    ix = torch.randint(len(data) - 8, (4,))
+    results = []
+    for lib, model in ((torch, theirs), (tinyformer, ours)):
+        d = lib.tensor(data.numpy())
+        x = lib.stack([d[i : i + 8] for i in lib.tensor(ix.numpy())])  # 0-d tensors as bounds
+        y = lib.stack([d[i + 1 : i + 9] for i in lib.tensor(ix.numpy())])
+        logits, loss = model(x, y)
+        loss.backward()
+        grads = {n: np.asarray(p.grad) for n, p in model.named_parameters()}
+        sampled = model.generate(lib.zeros((1, 1), dtype=lib.long), max_new_tokens=5)[0].tolist()
+        results.append((np.asarray(logits.detach()), f"{loss:.4f}", grads, len(sampled)))
+    (l1, s1, g1, n1), (l2, s2, g2, n2) = results
+    np.testing.assert_allclose(l2, l1, rtol=1e-5, atol=1e-7)
+    assert s1 == s2 and n1 == n2 == 6 and list(g1) == list(g2)
+    for name in g1:
+        np.testing.assert_allclose(g2[name], g1[name], rtol=1e-5, atol=1e-7, err_msg=name)
