@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -343,19 +344,31 @@ def test_autograder_zip_grades_end_to_end(tmp_path):
         )
     config = json.loads((root / "source" / "autograder.json").read_text())
     assert config == {"assignment": "A2", "files": list(A2.files)}
+    for script in ("setup.sh", "run_autograder"):
+        subprocess.run(["bash", "-n", str(root / "source" / script)], check=True)
     env = {
         **os.environ, "AUTOGRADER_ROOT": str(root), "GRADE_ARGS": "--task A2.1",
         "TINYFORMER": str(Path(sys.executable).parent / "tinyformer"),
     }  # fmt: skip
-    for softmax, expected in ((_solution(), A2.tasks[0].total), (_hostile(module=FORGE), 0)):
-        (root / "submission").mkdir(exist_ok=True)
-        (root / "submission" / "softmax.py").write_text(softmax, encoding="utf-8")
+    link = "LINK"  # softmax.py under a link to the installed package: refused, with a result
+    for softmax, expected in (
+        (_solution(), A2.tasks[0].total), (_hostile(module=FORGE), 0), (link, 0),
+    ):  # fmt: skip
+        shutil.rmtree(root / "submission", ignore_errors=True)
+        (root / "submission").mkdir()
+        if softmax == link:
+            (root / "submission" / "tinyformer").symlink_to(Path(tinyformer.__file__).parent)
+        else:
+            (root / "submission" / "softmax.py").write_text(softmax, encoding="utf-8")
         run = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
                              capture_output=True, text=True, timeout=120)  # fmt: skip
         assert run.returncode == 0, run.stderr
         report = json.loads((root / "results" / "results.json").read_text())
         assert sum(t["score"] for t in report["tests"]) == expected
-        assert "score" not in report
+        if softmax == link:
+            assert report["score"] == 0 and "is a symbolic link" in report["output"]
+        else:
+            assert "score" not in report
 
 
 def test_a_zero_numeric_gradient_is_reported_as_such():
