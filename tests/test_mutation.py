@@ -22,6 +22,7 @@ the spec draws the inputs that expose it (broadcast batch dims, negative axes, p
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import Counter
 
 import numpy as np
@@ -33,6 +34,7 @@ from tests import mutation_log, test_adamw
 from tinyformer import registry
 from tinyformer.ops._util import unbroadcast
 from tinyformer.ops.attention import ScaledDotProductAttention
+from tinyformer.ops.einsum import Einsum
 from tinyformer.ops.embedding import embedding_backward
 from tinyformer.ops.permute import Permute
 from tinyformer.testing import RandomDraw, all_specs
@@ -164,6 +166,10 @@ def test_planted_bug_is_caught(spec, function, kind, monkeypatch):
     assert not survivors, f"planted {kind} bugs in gradients {survivors} were not caught"
 
 
+einsum_module = sys.modules[Einsum.__module__]  # tinyformer.ops.einsum is also the function
+_EINSUM_BACKWARD = Einsum.backward
+
+
 def _attention_backward(*, unbroadcast_k: bool = True, unbroadcast_v: bool = True):
     """ScaledDotProductAttention.backward, maybe without summing gk or gv over broadcast dims."""
 
@@ -177,6 +183,14 @@ def _attention_backward(*, unbroadcast_k: bool = True, unbroadcast_v: bool = Tru
         return unbroadcast(gq, q.shape), gk, gv, None
 
     return backward
+
+
+def _einsum_backward_not_unbroadcast(ctx, gy):
+    """Einsum.backward, with each gradient left at the letters' full lengths: an operand whose
+    summed letter broadcast (length 1) gets a gradient of the wrong shape."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(einsum_module, "unbroadcast", lambda g, shape: g)
+        return _EINSUM_BACKWARD(ctx, gy)
 
 
 def _permute_backward_of_raw_axes(ctx, gy):
@@ -213,6 +227,10 @@ NAMED = [  # name, the spec whose generic check must catch it, that check, how t
         "scaled_dot_product_attention", check_backward,
         _backward(ScaledDotProductAttention, _attention_backward(unbroadcast_v=False)),
         id="attention-gv-not-unbroadcast",
+    ),
+    pytest.param(
+        "einsum", check_backward, _backward(Einsum, _einsum_backward_not_unbroadcast),
+        id="einsum-summed-letter-not-unbroadcast",
     ),
     pytest.param(
         "permute", check_backward, _backward(Permute, _permute_backward_of_raw_axes),

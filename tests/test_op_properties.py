@@ -169,6 +169,26 @@ def test_maximum_gives_half_to_each_at_ties():
     np.testing.assert_allclose(b.grad, [0.5, 0.0])
 
 
+@pytest.mark.parametrize(
+    "equation, shapes",
+    [
+        ("ij,jk->ik", [(2, 1), (3, 4)]),  # j summed, length 1 in the first operand
+        ("ij,jk->ik", [(2, 3), (1, 4)]),
+        ("i,i->", [(1,), (3,)]),
+        ("ij,j->i", [(2, 3), (1,)]),
+        ("ij,jk,kl->il", [(2, 3), (1, 4), (4, 2)]),
+    ],
+)
+def test_einsum_gradient_of_a_summed_letter_that_broadcasts(equation, shapes):
+    # each element of the length-1 axis met every element of the other operand's j: its
+    # gradient is summed back over j, to the operand's own shape
+    rng = np.random.default_rng(0)
+    xs = [t64(rng.standard_normal(shape)) for shape in shapes]
+    tf.einsum(equation, *xs).sum().backward()
+    assert [x.grad.shape for x in xs] == shapes
+    assert tf.gradcheck(lambda *a: tf.einsum(equation, *a), xs)
+
+
 def test_repeated_indices_accumulate_in_embedding_and_getitem():
     w = t64(np.arange(8.0).reshape(4, 2))
     F.embedding(np.array([[1, 1], [3, 1]]), w).sum().backward()

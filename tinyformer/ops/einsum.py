@@ -174,14 +174,20 @@ def _sample(draw) -> Sample:
     lengths = {c: draw.integers(1, 3) for c in "bhqdkijlBa"}
     lengths |= {"j": draw.integers(2, 3)}  # a real contraction in every product
     batch = tuple(draw.integers(1, 2) for _ in range(draw.integers(0, 2)))
+    # In half the products, one operand's j at length 1: a summed letter that broadcasts, whose
+    # gradient must be summed back over j (a backward that forgot it failed only on the rare
+    # draws where `i`, summed in a few equations, came out at length 1).
+    flat_j = draw.integers(0, 2 * operands - 1)  # >= operands: none
     xs = []
-    for term in terms:
+    for t, term in enumerate(terms):
         shape = []
         for c in term:
             if c == "X":  # `...`: batch axes, some of length 1 in one operand only
                 shape.extend(n if draw.integers(0, 1) else 1 for n in batch)
             elif c == "Y":
                 shape.extend(batch[draw.integers(0, len(batch)) :])  # fewer leading axes
+            elif c == "j" and t == flat_j:
+                shape.append(1)
             else:  # a length-1 axis now and then, to broadcast against the other operand's
                 shape.append(1 if c == "i" and draw.integers(0, 3) == 0 else lengths[c])
         xs.append(floats(draw, tuple(shape)))
