@@ -69,7 +69,10 @@ GRADE_USER="${{GRADE_USER:-student}}"
 USER_ARGS=()
 if [ "$(id -u)" = 0 ] && id "$GRADE_USER" >/dev/null 2>&1; then
     USER_ARGS=(--user "$GRADE_USER")
-    chmod -R a+rX "$ROOT/submission"  # (chmod -R follows no link inside it)
+    # the submission is read as that user: let it in (source/ stays root's; chmod -R follows
+    # no link inside the submission)
+    chmod o+x "$ROOT"
+    chmod -R a+rX "$ROOT/submission"
 fi
 mkdir -p "$ROOT/results"
 rm -f "$ROOT/results/results.json"
