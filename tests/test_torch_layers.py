@@ -356,6 +356,7 @@ def test_transformer_decoder_layer_and_stack(kw):
     compare(stack, stack_t, tgt, memory, call=call)
 
 
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor")  # PyTorch's fast-path notice
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_transformer(batch_first):
     kw = dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16,
@@ -448,3 +449,4 @@ def test_an_unknown_recurrent_argument_names_pytorchs_base_class():
     # Python names the __init__ that refused it: PyTorch's RNNBase, not a private class
     with pytest.raises(TypeError, match=r"RNNBase.__init__\(\) got an unexpected keyword"):
         nn.LSTM(3, 4, proj_size=2)
+    nn.GRU(3, 4).flatten_parameters()  # PyTorch code calls it; nothing to do here

@@ -246,6 +246,10 @@ class RNNBase(Module):
     def _step(self, gi: Tensor, state: tuple, w_hh: Tensor, b_hh: Tensor | None) -> tuple:
         raise NotImplementedError
 
+    def flatten_parameters(self) -> None:
+        """Nothing to do: PyTorch's packs the weights into one buffer for cuDNN; code written
+        for it calls this before each forward."""
+
     def _keep(self, lengths: Any, b: int, t: int, like: Tensor) -> Any:
         """(B, T) boolean on like's device: True at real steps, or None (no lengths)."""
         if lengths is None:
