@@ -120,7 +120,7 @@ def _samples(a: Assignment, task: Task, spec: Any, salt: bytes | None) -> list[d
                 continue
             found.append(_one(spec, sample, seed, wide))
             kept += 1
-        else:
+        if kept < wanted:
             raise ValueError(f"{task.id}: fewer than {wanted} of {MAX_TRIES} samples kept")
     return found
 
