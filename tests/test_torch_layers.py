@@ -248,8 +248,18 @@ def _masks(n, heads, lq, lk, kind):
     return np.triu(np.ones((n * heads, lq, lk), bool), 1 + rng.integers(0, 2)), None  # 3-D
 
 
+MHA_KW = [
+    {},
+    {"batch_first": True},
+    {"kdim": 3, "vdim": 5},
+    {"bias": False},
+    {"add_bias_kv": True, "add_zero_attn": True},
+    {"add_zero_attn": True, "batch_first": True},
+]
+
+
 @pytest.mark.parametrize("masks", ["none", "bool", "float", "3d"])
-@pytest.mark.parametrize("kw", [{}, {"batch_first": True}, {"kdim": 3, "vdim": 5}, {"bias": False}])
+@pytest.mark.parametrize("kw", MHA_KW)
 def test_multihead_attention(kw, masks):
     theirs = torch.nn.MultiheadAttention(8, 2, **kw).double()
     ours = _load(nn.MultiheadAttention(8, 2, **kw), theirs)

@@ -34,7 +34,7 @@ from tinyformer import backend
 from tinyformer.nn import init
 from tinyformer.nn.layers import Linear
 from tinyformer.nn.module import Module, Parameter
-from tinyformer.ops import reshape, squeeze, transpose, unsqueeze
+from tinyformer.ops import cat, expand, reshape, squeeze, transpose, unsqueeze
 from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
@@ -88,10 +88,6 @@ class MultiheadAttention(Module):
                 f"MultiheadAttention: embed_dim must be divisible by num_heads, got "
                 f"{embed_dim} and {num_heads}"
             )
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError(
-                "MultiheadAttention: add_bias_kv and add_zero_attn are not supported"
-            )
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim
@@ -116,6 +112,12 @@ class MultiheadAttention(Module):
         self.out_proj = Linear(e, e, bias, dtype)
         if bias:
             init.zeros_(self.out_proj.bias)
+        if add_bias_kv:  # one more key and value, learned, that every query can attend to
+            self.bias_k = init.xavier_normal_(Parameter(np.zeros((1, 1, e), dtype)))
+            self.bias_v = init.xavier_normal_(Parameter(np.zeros((1, 1, e), dtype)))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn  # one more key and value of zeros
 
     def _projections(self) -> list[tuple[Tensor, Tensor | None]]:
         """(weight, bias) of the query, key and value projections."""
@@ -127,6 +129,19 @@ class MultiheadAttention(Module):
             weights = [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
         biases = [None] * 3 if b is None else [b[:e], b[e : 2 * e], b[2 * e :]]
         return list(zip(weights, biases, strict=True))
+
+    def _extra_keys(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """k, v (N, S, E) with bias_k and bias_v, then zeros, appended as PyTorch's
+        add_bias_kv and add_zero_attn do."""
+        n, _, e = k.shape
+        if self.bias_k is not None:
+            k = cat([k, expand(self.bias_k, n, 1, e)], axis=1)
+            v = cat([v, expand(self.bias_v, n, 1, e)], axis=1)
+        if self.add_zero_attn:
+            xp = backend.get_array_module(k.data)
+            zeros = Tensor(xp.zeros((n, 1, e), k.dtype))
+            k, v = cat([k, zeros], axis=1), cat([v, zeros], axis=1)
+        return k, v
 
     def _heads(self, x: Tensor) -> Tensor:
         n, t, _ = x.shape
@@ -199,10 +214,14 @@ class MultiheadAttention(Module):
                     f"batch {n} and features {dim}"
                 )
         (wq, bq), (wk, bk), (wv, bv) = self._projections()
-        q = self._heads(F.linear(query, wq, bq))  # (N, nh, L, hd)
-        k = self._heads(F.linear(key, wk, bk))  # (N, nh, S, hd)
-        v = self._heads(F.linear(value, wv, bv))  # (N, nh, S, hd)
+        q = F.linear(query, wq, bq)  # (N, L, E)
+        k, v = self._extra_keys(F.linear(key, wk, bk), F.linear(value, wv, bv))  # (N, S', E)
         mask = self._mask(attn_mask, key_padding_mask, n, l, s, q)
+        if mask is not None and k.shape[1] > s:  # the extra keys are never masked
+            xp = backend.get_array_module(mask)
+            extra = [(0, 0)] * (mask.ndim - 1) + [(0, k.shape[1] - s)]
+            mask = xp.pad(mask, extra)
+        q, k, v = self._heads(q), self._heads(k), self._heads(v)  # (N, nh, L or S', hd)
         dropout_p = self.dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, mask, dropout_p, return_weights=need_weights)
         y, weights = out if need_weights else (out, None)
