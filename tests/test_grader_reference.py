@@ -351,3 +351,14 @@ def test_a_release_self_check_says_so(tmp_path, monkeypatch):
     assert meta["secret"] is False
     with pytest.raises(ValueError, match="--secret"):
         grade_module.load_data(A2, None, tmp_path / "any")
+
+
+def test_the_last_seed_allowed_may_complete_the_samples(monkeypatch):
+    import dataclasses
+
+    task = dataclasses.replace(A2.tasks[0], samples=2, wide_samples=1)
+    monkeypatch.setattr(grading_data, "MAX_TRIES", 2)
+    meta = grading_data.compute(dataclasses.replace(A2, tasks=(task,)))
+    assert [s["seed"] for s in meta["tasks"]["A2.1"]["softmax"]] == [0, 1, 1_000_000]
+    with pytest.raises(ValueError, match="fewer than 3"):
+        grading_data.compute(dataclasses.replace(A2, tasks=(dataclasses.replace(task, samples=3),)))
