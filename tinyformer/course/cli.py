@@ -56,7 +56,9 @@ def add_course_commands(sub: argparse._SubParsersAction) -> None:
         description="Grade NAME's tasks in the submission at DIR: only the student's files of "
         "NAME are taken from DIR, over a pristine copy of the release; each task runs in a "
         "child process of its own, and the checks run here. Print a table. Exit status 0 "
-        "whatever the score, 2 on bad input.",
+        "whatever the score, 2 on bad input or a refused submission (a link, a FIFO or an "
+        "oversized student file: with --json, a results.json of no points says why), 130 when "
+        "interrupted (nothing written). As root, --user is required.",
     )
     grade.add_argument("name", metavar="NAME", help="the assignment, e.g. A2")
     grade.add_argument("dir", nargs="?", default=".", metavar="DIR", help="tree (default: .)")
