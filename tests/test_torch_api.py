@@ -793,6 +793,8 @@ def test_narrow_index_select_and_sort_with_gradients():
 
 def test_narrow_and_index_select_errors_name_the_method():
     x = tinyformer.zeros(3, 4)
+    # a NumPy index is data (its .data attribute is a buffer, not the array)
+    assert x.index_select(1, np.array([2, 0])).shape == (3, 2)
     with pytest.raises(IndexError, match=r"narrow: start 2 and length 3 do not fit in dim 0"):
         x.narrow(0, 2, 3)
     with pytest.raises(IndexError, match=r"index_select: an index in \[4\] is out of range"):

@@ -452,7 +452,7 @@ def _slices_mask(x: Tensor, axis: int, index: Any, op: str) -> Any:
     if isinstance(index, Tensor):  # indices live with the data, as in PyTorch
         backend.check_same_device(op, x.data, index.data)
         index = index.data
-    else:
+    elif not backend.is_device_array(index):  # host data from the user: onto x's device
         index = backend.to_device(np.asarray(index), x.device)
     if index.dtype.kind not in "iu" or index.ndim > 1:
         raise IndexError(

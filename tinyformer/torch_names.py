@@ -342,7 +342,12 @@ class TorchSpellings:
         """The slices `index` (a 1-D integer tensor) of `dim`, in that order (differentiable:
         a repeated index sums its gradients)."""
         n = self._axis_length("index_select", dim)
-        array = index.data if hasattr(index, "data") else np.asarray(index)
+        if isinstance(index, TorchSpellings):  # a Tensor: its array, on its device
+            array = index.data
+        elif backend.is_device_array(index):
+            array = index
+        else:
+            array = np.asarray(index)
         if array.ndim > 1 or array.dtype.kind not in "iu":
             raise IndexError(
                 f"index_select: index must be a 1-D integer tensor, got {array.dtype} of shape "

@@ -108,7 +108,7 @@ def _index(x: Tensor, index: Any) -> Any:
     if isinstance(index, Tensor):  # indices live with the data, as in PyTorch
         backend.check_same_device("scatter", x.data, index.data)
         index = index.data
-    else:  # host data from the user: onto x's device
+    elif not backend.is_device_array(index):  # host data from the user: onto x's device
         index = backend.to_device(np.asarray(index), x.device)
     if index.dtype.kind not in "iu" or index.ndim != x.ndim:
         raise OpError(
