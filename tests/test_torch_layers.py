@@ -31,7 +31,7 @@ def _flat(out) -> list:
     return [out]
 
 
-def compare(ours, theirs, *inputs, call=None, seed=0, grads=True, constants=(), **kwargs):
+def compare(ours, theirs, *inputs, call=None, seed=0, constants=(), **kwargs):
     """Same inputs (float arrays get gradients, but those at the `constants` positions) through
     both modules; compare everything."""
     call = call or (lambda m, *xs, **kw: m(*xs, **kw))
@@ -43,8 +43,6 @@ def compare(ours, theirs, *inputs, call=None, seed=0, grads=True, constants=(), 
     assert len(outs) == len(outs_t)
     for a, b in zip(outs, outs_t, strict=True):
         np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=1e-9, atol=1e-11)
-    if not grads:
-        return
     rng = np.random.default_rng(seed)
     gys = [rng.standard_normal(o.shape) for o in outs]
     total = sum((o * tf.Tensor(g)).sum() for o, g in zip(outs, gys, strict=True))
@@ -275,8 +273,7 @@ def test_multihead_attention(kw, masks):
     def call(m, q, k, v):
         lib = torch.from_numpy if m is theirs else (lambda a: a)
         am, pm = (None if a is None else lib(a) for a in (attn_mask, padding))
-        y, weights = m(q, k, v, key_padding_mask=pm, attn_mask=am)
-        return y, weights.detach()  # ours carry no gradient: compared as values only
+        return m(q, k, v, key_padding_mask=pm, attn_mask=am)
 
     compare(ours, theirs, q, k, v, call=call)
 
@@ -289,7 +286,7 @@ def test_multihead_attention_self_unbatched_and_per_head_weights():
     def call(m, x):
         return m(x, x, x, average_attn_weights=False)
 
-    compare(ours, theirs, x, call=call, grads=False)  # weights carry no gradient here
+    compare(ours, theirs, x, call=call)  # the weights' gradients too
     compare(ours, theirs, x, call=lambda m, x: m(x, x, x, need_weights=False))
     assert list(ours.state_dict()) == list(theirs.state_dict())
 

@@ -1,6 +1,8 @@
 """PyTorch's `nn.MultiheadAttention`: its arguments, its parameter names and shapes (so its
-state dicts load), its sequence-first layout by default and its masks. The attention itself is
-`F.scaled_dot_product_attention`, the op every model here uses.
+state dicts load), its sequence-first layout by default and its masks. With need_weights=False
+(as the Transformer layers call it) the attention is `F.scaled_dot_product_attention`, the op
+every model here uses; with need_weights (PyTorch's default) it is spelled out as PyTorch's
+(scores, softmax, dropout, weights @ v), so that the weights it returns carry gradients.
 
 (The attention inside this repository's own models is `nn.Attention`, with nanoGPT's names
 `c_attn`, `c_proj` and batch-first (B, T, C) inputs.)
@@ -25,6 +27,7 @@ Masks, as PyTorch's (note: the opposite of `scaled_dot_product_attention`'s bool
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -34,7 +37,7 @@ from tinyformer import backend
 from tinyformer.nn import init
 from tinyformer.nn.layers import Linear
 from tinyformer.nn.module import Module, Parameter
-from tinyformer.ops import cat, expand, reshape, squeeze, transpose, unsqueeze
+from tinyformer.ops import cat, expand, matmul, reshape, squeeze, transpose, unsqueeze
 from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
@@ -60,8 +63,8 @@ class MultiheadAttention(Module):
 
     forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
     average_attn_weights=True, is_causal=False) -> (output, weights or None); the weights
-    (N, L, S), or (N, nh, L, S) with average_attn_weights=False, are for looking at: they carry
-    no gradient and are taken before dropout.
+    (N, L, S), or (N, nh, L, S) with average_attn_weights=False, are taken after dropout and
+    carry gradients, as PyTorch's.
     """
 
     def __init__(
@@ -143,6 +146,18 @@ class MultiheadAttention(Module):
             k, v = cat([k, zeros], axis=1), cat([v, zeros], axis=1)
         return k, v
 
+    @staticmethod
+    def _attend_with_weights(q: Tensor, k: Tensor, v: Tensor, mask: Any, dropout_p: float):
+        """Attention spelled out, as PyTorch's need_weights path: the weights (N, nh, L, S)
+        are returned after dropout and carry gradients."""
+        scores = matmul(q, transpose(k, -2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+        if mask is not None:
+            scores = scores + Tensor(mask)
+        weights = F.softmax(scores, -1)
+        if dropout_p > 0.0:
+            weights = F.dropout(weights, dropout_p, True)
+        return matmul(weights, v), weights
+
     def _heads(self, x: Tensor) -> Tensor:
         n, t, _ = x.shape
         return transpose(reshape(x, n, t, self.num_heads, self.head_dim), 1, 2)  # (N, nh, T, hd)
@@ -223,8 +238,10 @@ class MultiheadAttention(Module):
             mask = xp.pad(mask, extra)
         q, k, v = self._heads(q), self._heads(k), self._heads(v)  # (N, nh, L or S', hd)
         dropout_p = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, mask, dropout_p, return_weights=need_weights)
-        y, weights = out if need_weights else (out, None)
+        if need_weights:
+            y, weights = self._attend_with_weights(q, k, v, mask, dropout_p)
+        else:
+            y, weights = F.scaled_dot_product_attention(q, k, v, mask, dropout_p), None
         y = reshape(transpose(y, 1, 2), n, l, self.embed_dim)  # (N, nh, L, hd) -> (N, L, E)
         y = self.out_proj(y)
         if not batched:
