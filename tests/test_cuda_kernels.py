@@ -27,6 +27,7 @@ SOURCES = [p.stem for p in _nvrtc.sources()]
 DEDICATED = {
     "adamw.step": "tests/test_adamw_many.py",
     "adamw.step_many": "tests/test_adamw_many.py",
+    "clip_grad_norm.many": "tests/test_clip_many.py",
 }
 
 
