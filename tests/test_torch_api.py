@@ -935,3 +935,12 @@ def test_the_lecture_gpt_loads_pytorchs_weights_and_gives_its_loss_and_gradients
     assert s1 == s2 and n1 == n2 == 6 and list(g1) == list(g2)
     for name in g1:
         np.testing.assert_allclose(g2[name], g1[name], rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+def test_backends_switches_are_accepted_and_say_what_they_are():
+    backends = tinyformer.backends
+    backends.cudnn.benchmark = True  # as training scripts write before their loop
+    backends.cudnn.deterministic = True
+    assert backends.cudnn.benchmark and not backends.mps.is_available()
+    assert not backends.cudnn.is_available() and "not used by tinyformer" in repr(backends.mps)
+    backends.cudnn.benchmark = backends.cudnn.deterministic = False

@@ -11,7 +11,7 @@ Reading order: engine.py -> tensor.py -> autograd.py -> ops/ (one file per op) -
 -> registry.py.
 """
 
-from tinyformer import cuda, nn, optim, registry, utils  # tf.nn, tf.utils.data: as torch's
+from tinyformer import backends, cuda, nn, optim, registry, utils  # as torch's
 from tinyformer.autograd import (
     Function,
     OpError,
@@ -164,7 +164,7 @@ __all__ = [
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "Generator", "IntTensor",
     "LongTensor", "empty", "inference_mode", "int8", "int16", "is_inference_mode_enabled",
     "linspace", "load", "randperm", "save", "short", "uint8", "argwhere", "finfo", "flip",
-    "iinfo", "index_select", "narrow", "nonzero", "numel", "sort", "unbind",
+    "iinfo", "index_select", "narrow", "nonzero", "numel", "sort", "unbind", "backends",
     "Device", "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "amax", "amin",
     "arange", "argmax", "argmin", "argsort", "cat", "chunk", "clamp", "clip", "clone",
     "concatenate", "cos", "cuda", "cumsum", "detect_anomaly", "device", "div", "double", "einsum",
