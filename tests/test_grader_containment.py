@@ -182,6 +182,7 @@ except OSError:
 """
     first = _grade(tmp_path / "a", {"softmax.py": _solution() + drop}, a2_data)
     assert _points(first) == A2.tasks[0].total
+    assert f"(Landlock ABI {LANDLOCK}: own folder only" in first.containment  # said in the report
     assert not (leak / "softmax.py").exists()
     pick_up = f"""
 space = {{}}

@@ -25,12 +25,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from tinyformer.course import _tree, _wire
+from tinyformer.course import _landlock, _tree, _wire
 from tinyformer.course._sandbox import as_user
 
 __all__ = [
-    "AS_ROOT", "GradeInterrupted", "grading_user", "instructor_folders", "interrupts",
-    "refuse_readable", "total_timeout",
+    "AS_ROOT", "GradeInterrupted", "containment", "grading_user", "instructor_folders",
+    "interrupts", "refuse_readable", "total_timeout",
 ]  # fmt: skip
 
 AS_ROOT = "TINYFORMER_GRADE_AS_ROOT"
@@ -131,3 +131,17 @@ def interrupts() -> Iterator[None]:
 def total_timeout(timeout: float, runs: int, total: float | None) -> float:
     """The whole grade's limit: `total`, else every child's own limit plus `SLACK`."""
     return total if total is not None else timeout * runs + SLACK
+
+
+def containment(user: str | None) -> str:
+    """One line for the report: who ran the student's code, and within which walls."""
+    who = f"as {user}" if user is not None else "as this grader's own user"
+    abi = _landlock.abi()
+    if abi:
+        walls = f"Landlock ABI {abi}: own folder only, no other grade"
+        walls += ", no signals out" if abi >= 6 else " (signals not scoped)"
+    else:
+        walls = "no Landlock: it could read what that user reads"
+    if user is None and os.geteuid() != 0 and not abi:
+        walls += "; a self-check, not a grade"
+    return f"the student's code ran {who} ({walls})"

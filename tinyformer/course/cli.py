@@ -193,6 +193,8 @@ def _grade(args: argparse.Namespace) -> int:
         print(f"tinyformer grade: {err}; nothing written", file=sys.stderr)
         return 130
     print(f"grading {result.assignment} in {result.tree} (instructor values: {result.data_source})")
+    if getattr(result, "containment", ""):
+        print(result.containment)
     print(result.table())
     if args.json:
         save_json(args.json, result.gradescope(args.hidden_visibility))

@@ -84,6 +84,7 @@ class Grade:
     data_source: str
     results: list[CheckResult]
     seconds: float
+    containment: str = ""  # who ran the student's code, and within which walls
 
     @property
     def score(self) -> int:
@@ -390,7 +391,8 @@ def _grade(
     if missing:
         note = "not in the submission (the release's stub was graded): " + ", ".join(missing)
         results = [_note(r, note) for r in results]
-    return Grade(a.name, submission, source, results, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return Grade(a.name, submission, source, results, seconds, _room.containment(user))
 
 
 def task_phases(task: Task) -> dict[str, list[str]]:
