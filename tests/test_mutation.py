@@ -143,6 +143,7 @@ def test_every_gradient_comes_in_a_fair_share_of_the_samples(spec, function, mon
     which draws 25 cases with hypothesis, less evenly than these seeded draws: einsum's third
     operand, in one equation of fourteen, was missed in about two runs in five."""
     given = _gradients_given(spec, function, monkeypatch)
+    assert given, _never_ran(spec, function)
     rare = {slot: n for slot, n in sorted(given.items()) if n < 20}
     assert not rare, f"{spec.name}: gradients given in fewer than 20 of 100 samples: {rare}"
 
@@ -151,8 +152,13 @@ def test_every_gradient_comes_in_a_fair_share_of_the_samples(spec, function, mon
 @pytest.mark.parametrize("kind", ["scale", "one_element"])
 @pytest.mark.parametrize("spec, function", CASES)
 def test_planted_bug_is_caught(spec, function, kind, monkeypatch):
-    survivors = []
-    for index in sorted(_gradient_slots(spec, function, monkeypatch)):
+    # The slots are found by running the check: a check that runs no backward finds none,
+    # plants nothing and would pass. Every Function of every spec returns a gradient that a
+    # planted bug changes on the drawn cases, so planting nothing is a failure.
+    slots = sorted(_gradient_slots(spec, function, monkeypatch))
+    assert slots, _never_ran(spec, function)
+    survivors, planted = [], []
+    for index in slots:
         changed = [False]
         monkeypatch.setattr(function, "backward", _plant(function, index, kind, changed))
 
@@ -160,10 +166,22 @@ def test_planted_bug_is_caught(spec, function, kind, monkeypatch):
         monkeypatch.undo()
         if not changed[0]:
             continue  # this input never gets a gradient: nothing was planted
+        planted.append(index)
         mutation_log.RESULTS[f"{spec.name}:{function.__name__}:grad{index}:{kind}"] = caught
         if not caught:
             survivors.append(index)
+    assert planted, (
+        f"{spec.name}: no {kind} bug was planted in {function.__name__}: the check ran its "
+        f"backward, but never on a gradient the bug changes (slots {slots})"
+    )
     assert not survivors, f"planted {kind} bugs in gradients {survivors} were not caught"
+
+
+def _never_ran(spec, function) -> str:
+    return (
+        f"{spec.name}: check_backward never ran {function.__name__}.backward on 100 drawn "
+        f"cases: nothing can be planted in it (is the check doing nothing?)"
+    )
 
 
 einsum_module = sys.modules[Einsum.__module__]  # tinyformer.ops.einsum is also the function
