@@ -128,7 +128,7 @@ METHOD_ARGS = {
     "add": (np.ones(3),), "sub": (1.0,), "mul": (np.ones(3),), "div": (2.0,), "divide": (2.0,),
     "scatter": (1, np.array([[0], [2]]), 0.5), "scatter_": (1, np.array([[0], [2]]), 0.5),
     "index_fill": (1, np.array([0, 2]), 0.5), "index_fill_": (1, np.array([0, 2]), 0.5),
-    "narrow": (1, 1, 2), "index_select": (1, np.array([2, 0])),
+    "narrow": (1, 1, 2), "index_select": (1, np.array([2, 0])), "remainder": (0.7,),
 }  # fmt: skip
 RECEIVERS = {"outer": (3,), "item": (1,)}  # shapes other than (2, 3)
 NO_TENSOR = {  # return no Tensor

@@ -944,3 +944,25 @@ def test_backends_switches_are_accepted_and_say_what_they_are():
     assert backends.cudnn.benchmark and not backends.mps.is_available()
     assert not backends.cudnn.is_available() and "not used by tinyformer" in repr(backends.mps)
     backends.cudnn.benchmark = backends.cudnn.deterministic = False
+
+
+@needs_torch
+def test_remainder_as_python_and_pytorch_take_it():
+    def values(lib):
+        i = lib.arange(-5, 6)
+        x = lib.tensor([5.5, -5.5, 2.0, -0.25])
+        return [i % 3, i % -3, i.remainder(4), 7 % lib.tensor([2, -3, 5]), x % 2, x % -1.5,
+                lib.remainder(x, lib.tensor([1.5, 2.0, 0.75, 3.0])),
+                lib.arange(8) % 2 == 0]  # fmt: skip
+
+    both(values)
+
+    def code(lib, x, w):
+        return (x * 3) % (w.abs() + 0.5) + x.remainder(0.7)
+
+    both_with_grads(code, (3, 4), (4,))
+
+
+def test_integer_remainder_by_zero_is_an_error():
+    with pytest.raises(ZeroDivisionError, match=r"remainder: integer division by zero"):
+        tinyformer.arange(3) % 0

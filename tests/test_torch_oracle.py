@@ -99,6 +99,7 @@ TORCH = {
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b,
+    "remainder": lambda a, b: torch.remainder(a, b),
     "pow": lambda a, b: torch.pow(a, b),
     "pow_number": lambda x, exponent: x**exponent,
     "neg": lambda x: -x,

@@ -149,6 +149,12 @@ class Tensor(ArrayFacts, InPlaceOps, TorchSpellings):
     def __rfloordiv__(self, other: Any) -> Tensor:
         return _ops.div(other, self, rounding_mode="floor")
 
+    def __mod__(self, other: Any) -> Tensor:
+        return _ops.remainder(self, other)
+
+    def __rmod__(self, other: Any) -> Tensor:
+        return _ops.remainder(other, self)
+
     def __pow__(self, other: Any) -> Tensor:
         return _ops.pow(self, other)
 
@@ -388,6 +394,10 @@ class Tensor(ArrayFacts, InPlaceOps, TorchSpellings):
         return _ops.div(self, other, rounding_mode=rounding_mode)
 
     divide = div
+
+    def remainder(self, other: Any) -> Tensor:
+        """`x % other`, the sign of other's (Python's and PyTorch's)."""
+        return _ops.remainder(self, other)
 
     @torch_names
     def scatter(

@@ -63,6 +63,7 @@ from tinyformer.ops.permute import permute, transpose
 from tinyformer.ops.pow import pow
 from tinyformer.ops.prod import prod
 from tinyformer.ops.relu import relu
+from tinyformer.ops.remainder import remainder
 from tinyformer.ops.reshape import flatten, reshape
 from tinyformer.ops.rms_norm import rms_norm
 from tinyformer.ops.roll import roll
@@ -93,7 +94,8 @@ __all__ = [
     "log1p", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
     "max_unpool2d", "maximum", "mean", "meshgrid", "min", "minimum", "mse_loss", "mul", "neg",
     "nll_loss", "norm", "normalize", "one_hot", "outer", "pad", "permute", "pow", "prod", "relu",
-    "reshape", "rms_norm", "roll", "rsqrt", "scaled_dot_product_attention", "scatter", "sigmoid", "silu",
-    "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
-    "transpose", "tril", "triu", "unfold", "unsqueeze", "var", "where",
+    "remainder", "reshape", "rms_norm", "roll", "rsqrt", "scaled_dot_product_attention",
+    "scatter", "sigmoid", "silu", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std",
+    "sub", "sum", "tanh", "topk", "transpose", "tril", "triu", "unfold", "unsqueeze", "var",
+    "where",
 ]  # fmt: skip
