@@ -24,13 +24,14 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tinyformer.course import _landlock, _tree, _wire
 from tinyformer.course._sandbox import as_user
 
 __all__ = [
     "AS_ROOT", "GradeInterrupted", "containment", "grading_user", "instructor_folders",
-    "interrupts", "refuse_readable", "total_timeout",
+    "interrupts", "protected", "refuse_readable", "total_timeout",
 ]  # fmt: skip
 
 AS_ROOT = "TINYFORMER_GRADE_AS_ROOT"
@@ -75,6 +76,24 @@ def instructor_folders() -> list[Path]:
     kernels = _tree.kernels_source()
     if kernels is not None and not kernels.is_relative_to(found[0]):
         found.append(kernels)
+    return found
+
+
+def protected(data: Any, secret: Any, instructor: bool) -> dict[str, Path]:
+    """What the grading user must not read: the data file, the grading secret, and, where the
+    running tinyformer is the instructor's (`instructor`), its package and kernels."""
+    from tinyformer.course import secret as grading_secret
+
+    found: dict[str, Path] = {}
+    if data is not None:
+        found["the grading data"] = Path(data).resolve()
+    if secret is not None or instructor:
+        path = Path(secret) if secret is not None else grading_secret.default_path()
+        if path.exists():
+            found["the grading secret"] = path.resolve()
+    if instructor:
+        for folder in instructor_folders():
+            found[f"the instructor's {folder.name} folder"] = folder
     return found
 
 

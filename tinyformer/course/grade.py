@@ -361,7 +361,7 @@ def _grade(
     deadline = began + _room.total_timeout(timeout, runs, total_timeout)
     source, meta = load_data(a, data, secret)
     if user is not None:
-        _room.refuse_readable(user, _protected(a, data, secret))
+        _room.refuse_readable(user, _room.protected(data, secret, has_solutions(a)))
     files = _tree.read_submission(submission, a.files, user)
     if not files and not is_tree(submission):
         raise ValueError(
@@ -400,24 +400,6 @@ def task_phases(task: Task) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for kind in task.points:
         found.setdefault("hidden" if kind == "hidden" else "visible", []).append(kind)
-    return found
-
-
-def _protected(a: Assignment, data: Any, secret: Any) -> dict[str, Path]:
-    """What the grading user must not read: the data file, the grading secret, and, where the
-    running tinyformer is the instructor's, its package and kernels."""
-    from tinyformer.course import secret as grading_secret
-
-    found: dict[str, Path] = {}
-    if data is not None:
-        found["the grading data"] = Path(data).resolve()
-    if secret is not None or has_solutions(a):
-        path = Path(secret) if secret is not None else grading_secret.default_path()
-        if path.exists():
-            found["the grading secret"] = path.resolve()
-    if has_solutions(a):
-        for folder in _room.instructor_folders():
-            found[f"the instructor's {folder.name} folder"] = folder
     return found
 
 
