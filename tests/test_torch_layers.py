@@ -5,6 +5,7 @@ parameter's gradient must agree (a random upstream gradient on each output)."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -457,3 +458,113 @@ def test_an_unknown_recurrent_argument_names_pytorchs_base_class():
     with pytest.raises(TypeError, match=r"RNNBase.__init__\(\) got an unexpected keyword"):
         nn.LSTM(3, 4, proj_size=2)
     nn.GRU(3, 4).flatten_parameters()  # PyTorch code calls it; nothing to do here
+
+
+# -- the layers in code written as tutorials write it --------------------------------------------
+
+
+def _tutorial_models(torch, nn, F):
+    """Models in the style of PyTorch's examples and tutorials, the same source for both
+    libraries: only the three names passed in differ."""
+
+    class PositionalEncoding(nn.Module):
+        def __init__(self, d_model, max_len=64):
+            super().__init__()
+            pe = torch.zeros(max_len, d_model)
+            position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+            div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(1e4) / d_model))
+            pe[:, 0::2] = torch.sin(position * div_term)
+            pe[:, 1::2] = torch.cos(position * div_term)
+            self.register_buffer("pe", pe.unsqueeze(0).transpose(0, 1))
+
+        def forward(self, x):
+            return x + self.pe[: x.size(0), :]
+
+    class TransformerLM(nn.Transformer):  # an encoder-only LM: the decoder is replaced
+        def __init__(self, ntoken, ninp, nhead, nhid, nlayers):
+            super().__init__(d_model=ninp, nhead=nhead, dim_feedforward=nhid,
+                             num_encoder_layers=nlayers, dropout=0.0)  # fmt: skip
+            self.pos_encoder = PositionalEncoding(ninp)
+            self.input_emb = nn.Embedding(ntoken, ninp)
+            self.decoder = nn.Linear(ninp, ntoken)
+
+        def forward(self, src):
+            mask = (torch.triu(torch.ones(len(src), len(src))) == 1).transpose(0, 1)
+            mask = mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, 0.0)
+            x = self.pos_encoder(self.input_emb(src) * math.sqrt(self.d_model))
+            return F.log_softmax(self.decoder(self.encoder(x, mask=mask)), dim=-1)
+
+    class Encoder(nn.Module):  # a bidirectional GRU over padded sentences of their lengths
+        def __init__(self, vocab, emb, hidden):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, emb)
+            self.rnn = nn.GRU(emb, hidden, 2, batch_first=True, bidirectional=True, dropout=0.0)
+
+        def forward(self, x, lengths):
+            packed = nn.utils.rnn.pack_padded_sequence(self.embed(x), lengths, batch_first=True)
+            output, final = self.rnn(packed)
+            output, _ = nn.utils.rnn.pad_packed_sequence(output, batch_first=True)
+            final = torch.cat([final[0 : final.size(0) : 2], final[1 : final.size(0) : 2]], dim=2)
+            return output, final
+
+    class SmallCNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.Hardswish(),
+                nn.Conv2d(8, 8, 3, stride=2), nn.BatchNorm2d(8), nn.ReLU(),
+                nn.AdaptiveAvgPool2d((1, 1)),
+            )  # fmt: skip
+            self.head = nn.Sequential(nn.Flatten(), nn.Linear(8, 5), nn.BatchNorm1d(5))
+
+        def forward(self, x):
+            return self.head(self.features(x))
+
+    return TransformerLM, Encoder, SmallCNN
+
+
+def _pair(index, *args):
+    theirs = _tutorial_models(torch, torch.nn, torch.nn.functional)[index](*args).double()
+    ours = _tutorial_models(tf, nn, nn.functional)[index](*args)
+    return _load(ours, theirs), theirs
+
+
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor")  # PyTorch's fast-path notice
+def test_tutorial_transformer_language_model():
+    ours, theirs = _pair(0, 20, 8, 2, 16, 2)
+    tokens = np.random.default_rng(0).integers(0, 20, (6, 3))
+    compare(ours, theirs, tokens)
+
+
+def test_tutorial_packed_gru_encoder():
+    ours, theirs = _pair(1, 20, 4, 5)
+    tokens = np.random.default_rng(0).integers(0, 20, (3, 6))
+    compare(ours, theirs, tokens, call=lambda m, x: m(x, [6, 4, 2]))
+
+
+def test_tutorial_cnn_trains_as_pytorch_with_batch_norm_and_kl_distillation():
+    """Three SGD steps in training mode on a KL-divergence distillation loss: the parameters
+    and the running statistics afterwards, then an eval forward, all as PyTorch's."""
+    ours, theirs = _pair(2)
+    rng = np.random.default_rng(0)
+    images, teacher = rng.standard_normal((4, 3, 9, 9)), rng.standard_normal((4, 5))
+    opt = tf.optim.SGD(ours.parameters(), lr=0.1, momentum=0.9)
+    opt_t = torch.optim.SGD(theirs.parameters(), lr=0.1, momentum=0.9)
+    runs = [(ours, tf, nn, opt), (theirs, torch, torch.nn, opt_t)]
+    for _ in range(3):
+        for model, lib, lib_nn, optim in runs:
+            x, t = (lib.tensor(a) for a in (images, teacher))
+            log_p = lib_nn.functional.log_softmax(model(x) / 2.0, dim=-1)
+            loss = lib_nn.KLDivLoss(reduction="batchmean")(
+                log_p, lib_nn.functional.softmax(t / 2.0, dim=-1)
+            )
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+    state, state_t = ours.state_dict(), theirs.state_dict()
+    for key, value in state_t.items():
+        np.testing.assert_allclose(np.asarray(state[key].data), value.numpy(), rtol=1e-9,
+                                   atol=1e-12, err_msg=key)  # fmt: skip
+    ours.eval()
+    theirs.eval()
+    compare(ours, theirs, images)
