@@ -8,7 +8,9 @@
   code of the assignments already due, carried into the next release.
 - `tinyformer.course.workspace`: `check()`, whether `import tinyformer` loads the folder being
   edited (the first cell of every course notebook).
-- `tinyformer.course.grade`: `tinyformer grade NAME [DIR]`, Gradescope's results.json.
+- `tinyformer.course.grade`: `tinyformer grade NAME [DIR]`, Gradescope's results.json; the
+  expected values come from the instructor's reference (`data`), on samples drawn from a
+  secret salt (`secret`).
 - `a1_autograd`, `a5_kernels`, `a5_cuda` (+ `a5_softmax.cu`): the code of assignments that
   are not library ops (a scalar autograd engine; softmax kernels in Numba and in CUDA, which
   register themselves when imported). `aN_checks`: each assignment's property and hidden
