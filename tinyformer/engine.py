@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tinyformer import backend, grad_mode, versions
+from tinyformer.fake_device import FakeArray, memory
 from tinyformer.grad_mode import check_finite
 
 if TYPE_CHECKING:  # for the type hints only: the engine never needs the class
@@ -178,14 +179,42 @@ def _output_grads(node: Context, gy: Any) -> tuple:
     )
 
 
-def _accumulate_leaf(leaf: Tensor, g: Any, captured: dict[int, Any] | None) -> None:
+def _owner(g: Any) -> Any:
+    """The array that owns g's memory: g itself, or the array g is a view of."""
+    a = memory(g) if type(g) is FakeArray else g
+    base = getattr(a, "base", None)
+    return a if base is None else base
+
+
+def _can_take(g: Any, taken: set[int]) -> bool:
+    """Whether a leaf's first gradient may be `g` itself rather than a copy of it (a copy is a
+    launch on a GPU, one per parameter and step): g must be writable and cover all the memory of
+    the array that owns it, and no root gradient (the caller's) or other leaf's gradient of
+    this backward may share that memory. `taken` holds the owners' ids seen so far; an owner
+    freed meanwhile can only make a later check copy needlessly, never share."""
+    owner = _owner(g)
+    a = memory(g) if type(g) is FakeArray else g
+    if id(owner) in taken or type(owner) is not type(a) or owner.nbytes != a.nbytes:
+        return False
+    if not (a.flags.c_contiguous and getattr(a.flags, "writeable", True)):  # CuPy: no flag
+        return False
+    taken.add(id(owner))
+    return True
+
+
+def _accumulate_leaf(
+    leaf: Tensor, g: Any, captured: dict[int, Any] | None, taken: set[int] | None = None
+) -> None:
     if captured is not None:  # grad(): collect instead of touching .grad
         key = id(leaf)
         if key in captured:
             captured[key] = g if captured[key] is None else captured[key] + g
         return
-    # Copy on first arrival: `g` may be shared with another input or be a read-only broadcast view.
-    leaf.grad = g.copy() if leaf.grad is None else leaf.grad + g
+    if leaf.grad is not None:
+        leaf.grad = leaf.grad + g
+    else:  # a copy unless g's memory is g's alone (`_can_take`): g may be shared with another
+        # input, be the caller's root gradient, or be a read-only broadcast view.
+        leaf.grad = g if taken is not None and _can_take(g, taken) else g.copy()
     for hook in leaf._hooks or ():
         hook(leaf)
 
@@ -215,6 +244,7 @@ def _backward_steps(
     whole; `tinyformer.viz.BackwardStepper` shows each step."""
     grads: dict[int, Any] = {}
     nodes = []
+    taken = {id(_owner(g)) for g in root_grads}  # the caller's arrays: never a leaf's .grad
     for root, g in zip(roots, root_grads):
         if root.grad_fn is None:
             _accumulate_leaf(root, g, captured)
@@ -246,7 +276,7 @@ def _backward_steps(
                 else:
                     _add_to_node(grads, parent, output, g)
             else:
-                _accumulate_leaf(parent, g, captured)
+                _accumulate_leaf(parent, g, captured, taken)
         yield node, gys, input_grads  # before the free, so that a viewer can read what it saved
         if not retain_graph:
             node._free()
