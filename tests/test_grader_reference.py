@@ -53,7 +53,7 @@ def _grade(tmp_path: Path, rel: str, text: str, task: str, **kw):
     sub.mkdir(parents=True, exist_ok=True)
     (sub / Path(rel).name).write_text(text, encoding="utf-8")
     kw.setdefault("timeout", 60)
-    result = grade("A2", sub, tasks=[task], **kw)
+    result = grade(task.split(".")[0], sub, tasks=[task], **kw)
     return {r.check: r for r in result.results}
 
 
@@ -137,6 +137,22 @@ def test_a_softmax_without_the_max_subtraction_loses_forward_points(tmp_path, sa
                     secret=salt_file)  # fmt: skip
     assert checks["forward"].score == 0 and checks["gradcheck"].score == 0
     assert "widened" in checks["forward"].output and "NaN" in checks["forward"].output
+
+
+def test_attention_without_the_max_subtraction_loses_forward_points(tmp_path, salt_file):
+    rel = "tinyformer/ops/attention.py"
+    naive = """
+xp = backend.get_array_module(s)
+e = xp.exp(s)
+total = e.sum(axis=-1, keepdims=True)
+empty = total == 0
+total = xp.where(empty, 1, total)
+lse = xp.where(empty, s.dtype.type(np.inf), xp.log(total))
+return e / total, lse[..., 0]
+"""
+    text = _variant(rel, {"A3.1 softmax and log-sum-exp": naive})
+    checks = _grade(tmp_path, rel, text, "A3.1", secret=salt_file)
+    assert checks["forward"].score == 0 and "widened" in checks["forward"].output
 
 
 def _lookup_table(meta: dict) -> str:

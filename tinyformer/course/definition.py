@@ -186,18 +186,21 @@ def _large_offset(sample: Sample, draw: Draw) -> Sample:
 
 
 def _padding_mask(sample: Sample, draw: Draw) -> Sample:
-    """A key-padding mask (keys from some index on are masked; every key in some draws), a
-    query that sees no key, and scores past exp's range: no causal mask (A3.2's code)."""
-    q, k, _ = sample.args
+    """A key-padding mask (keys from some index on are masked), a query that sees no key, and
+    scores past exp's range (the largest attended score is +800 or +1500): no causal mask
+    (A3.2's code)."""
+    q, k, v = sample.args
     tq, tk = q.shape[-2], k.shape[-2]
-    mask = np.broadcast_to(np.arange(tk) < draw.integers(0, tk), (tq, tk)).copy()
+    mask = np.broadcast_to(np.arange(tk) < draw.integers(1, tk), (tq, tk)).copy()
     if tq > 1 and draw.integers(0, 1):
         mask[draw.integers(0, tq - 1)] = False  # that row gives 0, and no NaN
-    # scores of up to 500 or 1000 in size: exp overflows without the row's maximum subtracted
-    top = float(np.abs(q @ np.swapaxes(k, -1, -2)).max(initial=0.0))
-    scale = draw.choice([500.0, 1000.0]) / max(top, 1e-3)
+    scores = q @ np.swapaxes(k, -1, -2)
+    seen = scores[np.broadcast_to(mask, scores.shape)]
+    top = float(seen[np.argmax(np.abs(seen))]) if seen.size else 1.0
+    q = -q if top < 0 else q  # the largest score positive: exp(score) overflows
+    scale = draw.choice([800.0, 1500.0]) / max(abs(top), 1e-3)
     kwargs = {**sample.kwargs, "attn_mask": mask, "is_causal": False, "scale": scale}
-    return Sample(list(sample.args), kwargs)
+    return Sample([q, k, v], kwargs)
 
 
 def _ties(sample: Sample, draw: Draw) -> Sample:
