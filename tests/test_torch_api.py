@@ -966,3 +966,16 @@ def test_remainder_as_python_and_pytorch_take_it():
 def test_integer_remainder_by_zero_is_an_error():
     with pytest.raises(ZeroDivisionError, match=r"remainder: integer division by zero"):
         tinyformer.arange(3) % 0
+
+
+def test_logical_operators_keep_a_device_tensor_on_its_device():
+    from tinyformer import backend
+
+    x = tinyformer.arange(6).to("fake")
+    mask = (x > 1) & ~(x > 4) | (x == 0) ^ (x < 0)
+    assert mask.device == backend.device("fake")
+    assert backend.to_host(mask.data).tolist() == [True, False, True, True, True, False]
+    both_on_device = mask & (x < 3).data  # a device array operand: read its dtype, not NumPy's
+    assert backend.to_host(both_on_device.data).tolist() == [True, False, True, False, False, False]
+    with pytest.raises(RuntimeError, match=r"Tensor.__and__: .* got float32"):
+        x.float() & mask

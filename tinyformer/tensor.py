@@ -488,9 +488,9 @@ def _bitwise(name: str, symbol: str, x: Any, y: Any = None) -> Tensor:
     """`x symbol y` (or `~x`) on boolean or integer operands, as a tensor without gradient."""
     operands = (x,) if symbol == "~" else (x, y)
     for value in operands:
-        kind = np.asarray(value).dtype.kind if not isinstance(value, Tensor) else value.dtype.kind
-        if kind not in "biu":
-            dtype = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        # a Tensor's or an array's dtype (np.asarray would refuse a device array); a number's
+        dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+        if dtype.kind not in "biu":
             example = "~(x > 0)" if symbol == "~" else f"(x > 0) {symbol} (y < 1)"
             raise RuntimeError(
                 f"Tensor.{name}: {symbol} is logical on boolean tensors and bitwise on integer "
