@@ -157,7 +157,7 @@ class Transformer(nn.Module):
         x = emb(ids) * math.sqrt(self.config.d_model)  # (B, t, C)
         positions = backend.get_array_module(ids).arange(t)  # (t,), where the ids live
         pos = self.pos_emb(positions) if self.config.positions == "learned" else (
-            Tensor(self.pos_table[:t]))  # fmt: skip
+            self.pos_table[:t])  # fmt: skip
         return self.drop(x + pos)  # (B, t, C) + (t, C)
 
     def encode(self, src: Any) -> tuple[Tensor, Any]:

@@ -160,7 +160,7 @@ class FourierFeatureMLP(ReLUMLP):
         self.register_buffer("B", b.astype(np.float32))  # (m, D)
 
     def features(self, x: Tensor) -> Tensor:
-        v = F.linear(x, Tensor(self.B)) * (2 * math.pi)  # (N, m) = 2 pi B v
+        v = F.linear(x, self.B) * (2 * math.pi)  # (N, m) = 2 pi B v
         return tf.cat([tf.cos(v), tf.sin(v)], axis=1)  # (N, 2m)
 
 
