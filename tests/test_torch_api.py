@@ -500,7 +500,8 @@ def test_data_loader_batches_in_order_with_drop_last_and_samplers():
         out += [[b for b in data.DataLoader(ds, batch_size=3, drop_last=True)]]
         out += [len(data.DataLoader(ds, batch_size=3)), len(data.DataLoader(ds, 3, drop_last=True))]
         out += [[b for b in data.DataLoader(pairs, batch_size=4, shuffle=False)]]
-        out += [list(data.DataLoader(pairs, batch_size=None))]
+        unbatched = list(data.DataLoader(pairs, batch_size=None))
+        out += [unbatched, type(unbatched[0]).__name__]
         seq = data.SequentialSampler(pairs)
         out += [list(seq), list(data.BatchSampler(seq, 4, drop_last=False))]
         out += [list(data.BatchSampler(range(7), 3, True)), len(data.BatchSampler(seq, 4, False))]

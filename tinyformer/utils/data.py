@@ -260,12 +260,8 @@ def _convert(sample: Any) -> Any:
         return {key: _convert(value) for key, value in sample.items()}
     if isinstance(sample, tuple) and hasattr(sample, "_fields"):
         return type(sample)(*(_convert(v) for v in sample))
-    if isinstance(sample, (list, tuple)):
-        return (
-            [_convert(v) for v in sample]
-            if isinstance(sample, list)
-            else tuple(_convert(v) for v in sample)
-        )
+    if isinstance(sample, (list, tuple)):  # a tuple becomes a list, as in PyTorch
+        return [_convert(v) for v in sample]
     return sample
 
 
