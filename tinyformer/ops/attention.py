@@ -32,8 +32,8 @@ from tinyformer.ops.matmul import matmul
 from tinyformer.ops.permute import transpose
 from tinyformer.ops.softmax import softmax
 from tinyformer.ops.where import where
+from tinyformer.opspec import OpSpec, Sample, broadcastable, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 
 __all__ = ["scaled_dot_product_attention"]
 
@@ -104,6 +104,12 @@ def attention_weights(q, k, mask, causal, scale) -> np.ndarray:
 class ScaledDotProductAttention(Function):
     @staticmethod
     def forward(ctx, q, k, v, mask, *, causal, scale):
+        if backend.is_device_array(q):
+            # Heads split from one projection are strided views; the device kernel reads
+            # contiguous (batch, T, d) blocks. Copied once here and saved, so that the backward
+            # does not copy them again (each copy is a launch on a GPU).
+            xp = backend.get_array_module(q)
+            q, k, v = xp.ascontiguousarray(q), xp.ascontiguousarray(k), xp.ascontiguousarray(v)
         y, lse = registry.call("attention.forward", q, k, v, mask, causal, scale)
         ctx.causal, ctx.scale = causal, scale
         ctx.save_for_backward(q, k, v, mask, y, lse)
