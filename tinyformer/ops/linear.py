@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["linear"]
 
@@ -37,8 +37,24 @@ def linear_backward(gy2, x2, w, need_x, need_w, need_b):
     gw = gy2.T @ x2 if need_w else None
     # gb = 1^T gy as a matrix-vector product: BLAS runs it on every core it has, and faster
     # than NumPy's single-threaded sum over axis 0 even on one (docs/kernels.md).
-    gb = xp.ones_like(gy2, shape=gy2.shape[:1]) @ gy2 if need_b else None
+    gb = _ones(xp, gy2.shape[0], gy2.dtype, gy2) @ gy2 if need_b else None
     return gx, gw, gb
+
+
+# The ones vectors of gb = 1^T gy, kept between calls: making one is a fill, a launch on a
+# GPU in every Linear's backward. Read-only operands; a step uses a few (rows, dtype) pairs.
+_ONES: dict[tuple, object] = {}
+MOST_ONES = 16
+
+
+def _ones(xp, n: int, dtype, like):
+    key = (xp, type(like), backend.device_of(like), n, dtype)
+    ones = _ONES.get(key)
+    if ones is None:
+        if len(_ONES) >= MOST_ONES:
+            _ONES.pop(next(iter(_ONES)))
+        ones = _ONES[key] = xp.ones_like(like, shape=(n,))
+    return ones
 
 
 class Linear(Function):
