@@ -17,8 +17,8 @@ import numpy as np
 from tinyformer import backend, device_checks, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import data_of
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["embedding"]
 
@@ -55,6 +55,17 @@ class Embedding(Function):
         return None, gw
 
 
+def _out_of_range(indices: Any, n: int) -> Any:
+    """indices < 0 or >= n, in one comparison where it can be (each operation is a launch on a
+    GPU): read as unsigned (a view: no bits change), a negative index of b bits is at least
+    2^(b-1), past any n up to that."""
+    if indices.dtype.kind == "u":
+        return indices >= n
+    if n <= np.iinfo(indices.dtype).max + 1:
+        return indices.view(indices.dtype.str.replace("i", "u")) >= n
+    return (indices < 0) | (indices >= n)
+
+
 def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
     """Rows of `weight` (V, D) picked by the integer tensor `input`."""
     indices = data_of(input)
@@ -74,7 +85,7 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None) -> Ten
             + (" (found on the device, raised at the next read)" if on_device else "")
         )
 
-    bad = (indices < 0) | (indices >= n)
+    bad = _out_of_range(indices, n)
     on_device = backend.is_device_array(bad)
     device_checks.check(bad, out_of_range)  # on a device: at the next read, not a sync now
     if not isinstance(input, Tensor) and not backend.is_device_array(indices):
