@@ -126,7 +126,7 @@ def test_the_labeler_counts_distinct_words_and_ranks_pairs():
 
 
 def test_accuracy_counts_ties_as_half():
-    from tinyformer.train.rlhf_data import accuracy
+    from tinyformer.train.rlhf.data import accuracy
 
     assert accuracy(np.zeros(4)) == 0.5  # an untrained head: a coin, not "always wrong"
     assert accuracy(np.array([1.0, -1.0, 2.0, 0.0])) == 0.625
@@ -199,7 +199,7 @@ def _rlhf_config(**changes):
 
 
 def test_ppo_rewards_end_with_the_score_and_gae_takes_lambda_not_gamma():
-    from tinyformer.train.ppo import _rollout
+    from tinyformer.train.rlhf.ppo import _rollout
 
     model, ref, rm, seqs = _ppo_models(score=2.0)
     # lambda 0 and no KL penalty: each return is the one-step target r_t + V(next state), so
@@ -215,7 +215,7 @@ def test_ppo_rewards_end_with_the_score_and_gae_takes_lambda_not_gamma():
 
 
 def test_ppo_kl_penalty_lowers_the_reward_of_tokens_the_policy_likes_more_than_the_reference():
-    from tinyformer.train.ppo import _rollout
+    from tinyformer.train.rlhf.ppo import _rollout
 
     model, ref, rm, seqs = _ppo_models(score=2.0)
     roll = _rollout(_rlhf_config(kl_coef=0.5, lam=1.0), model, ref, rm, seqs)
@@ -231,7 +231,7 @@ def test_ppo_kl_penalty_lowers_the_reward_of_tokens_the_policy_likes_more_than_t
 
 
 def test_ppo_values_are_read_at_the_state_each_token_is_drawn_in():
-    from tinyformer.train.ppo import _rollout
+    from tinyformer.train.rlhf.ppo import _rollout
 
     model, ref, rm, seqs = _ppo_models()
     cfg = _rlhf_config(kl_coef=0.1, lam=0.95)
@@ -248,7 +248,7 @@ def test_ppo_values_are_read_at_the_state_each_token_is_drawn_in():
 
 def test_ppo_update_regresses_the_value_head_on_the_returns():
     from tinyformer.optim import AdamW
-    from tinyformer.train.ppo import _update
+    from tinyformer.train.rlhf.ppo import _update
 
     model, _, _, seqs = _ppo_models()
     cfg = _rlhf_config(ppo_epochs=1, minibatch=len(seqs), rollout=len(seqs), vf_coef=1.0)
@@ -277,9 +277,9 @@ def test_ppo_update_regresses_the_value_head_on_the_returns():
 def test_dpo_starts_at_log_2_the_policy_being_its_reference(tmp_path):
     from tinyformer.data import CharTokenizer
     from tinyformer.models.gpt import GPT
-    from tinyformer.train.dpo import dpo
-    from tinyformer.train.rlhf_data import Pairs
-    from tinyformer.train.rlhf_run import Stage
+    from tinyformer.train.rlhf.data import Pairs
+    from tinyformer.train.rlhf.dpo import dpo
+    from tinyformer.train.rlhf.run import Stage
 
     tf.manual_seed(2)
     sft_model = GPT(TINY).eval()
@@ -302,7 +302,7 @@ def test_sft_learns_every_completion_token_and_no_prompt_token(tmp_path):
     from tinyformer.data import CharTokenizer
     from tinyformer.models.gpt import GPT
     from tinyformer.train.rlhf import sft
-    from tinyformer.train.rlhf_run import Stage
+    from tinyformer.train.rlhf.run import Stage
 
     text = " ".join(np.random.default_rng(0).choice(["list", "code", "xx"], 300))
     tokenizer = CharTokenizer(text)

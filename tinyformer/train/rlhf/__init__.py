@@ -7,14 +7,14 @@
 2. Preference pairs: K completions per prompt sampled from the SFT policy, every pair the
    labeler can tell apart (tinyformer.data.labeler). A reward model (the SFT trunk with a
    scalar head) fitted with the Bradley-Terry loss; accuracy on held-out prompts. -> OUT/reward/
-3. PPO against the reward model with a per-token KL penalty to the SFT policy (train/ppo.py)
-   -> OUT/ppo/, and/or DPO on the same pairs (train/dpo.py) -> OUT/dpo/.
+3. PPO against the reward model with a per-token KL penalty to the SFT policy (ppo.py)
+   -> OUT/ppo/, and/or DPO on the same pairs (dpo.py) -> OUT/dpo/.
 
-The closing table (train/rlhf_report.py) measures every policy on held-out prompts with the
+The closing table (report.py) measures every policy on held-out prompts with the
 labeler's true score and its KL divergence from the SFT policy.
 
 Ctrl-C saves and stops in any step; `--resume` keeps the finished steps and continues the
-interrupted one from its checkpoint, to the result of an uninterrupted run (train/rlhf_run.py).
+interrupted one from its checkpoint, to the result of an uninterrupted run (run.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,22 +34,10 @@ from tinyformer.data.labeler import demonstrations, labeler_score
 from tinyformer.models.gpt import GPT, GPTConfig
 from tinyformer.models.rlhf import HeadConfig, RewardModel
 from tinyformer.nn.rlhf import bradley_terry_loss
-from tinyformer.train.args import (
-    COUNT,
-    EXAMPLES,
-    FRACTION,
-    NONNEGATIVE,
-    POSITIVE,
-    PROPER_FRACTION,
-    Range,
-    check_ranges,
-    flag,
-)
-from tinyformer.train.dpo import dpo
 from tinyformer.train.gpt import TrainGPTConfig, load_model, train_gpt
 from tinyformer.train.loop import Phase, Run, start_run
-from tinyformer.train.ppo import ppo
-from tinyformer.train.rlhf_data import (
+from tinyformer.train.rlhf.config import TrainRLHFConfig
+from tinyformer.train.rlhf.data import (
     Pairs,
     accuracy,
     encode,
@@ -59,8 +46,10 @@ from tinyformer.train.rlhf_data import (
     prompt_ids,
     sample_completions,
 )
-from tinyformer.train.rlhf_report import report
-from tinyformer.train.rlhf_run import (
+from tinyformer.train.rlhf.dpo import dpo
+from tinyformer.train.rlhf.ppo import ppo
+from tinyformer.train.rlhf.report import report
+from tinyformer.train.rlhf.run import (
     Stage,
     check_init_folder,
     check_sizes,
@@ -76,53 +65,6 @@ __all__ = [
 
 # the steps with iterations, each (but the first, in --init) in its folder of --out-dir
 STEPS = ("base", "sft", "reward", "ppo", "dpo")
-
-
-@dataclass
-class TrainRLHFConfig:
-    data: str = flag("pydoc", "corpus of the demonstrations and prompts (and of pretraining)")
-    init: str = flag("out/rlhf-base", "GPT run folder to start from; pretrained there if absent")
-    base_iters: int = flag(600, "pretraining steps when --init holds no run", valid=COUNT)
-    method: str = flag("both", "what learns from the preferences", ["ppo", "dpo", "both"])
-    prompt_len: int = flag(16, "prompt characters", valid=COUNT)
-    completion_len: int = flag(24, "completion characters", valid=COUNT)
-    demos: int = flag(512, "SFT demonstrations", valid=EXAMPLES)
-    sft_iters: int = flag(150, "SFT steps", valid=COUNT)
-    prompts: int = flag(256, "prompts sampled for preference pairs", valid=EXAMPLES)
-    samples_per_prompt: int = flag(4, "completions per prompt, all pairs ranked", valid=Range(2))
-    rm_iters: int = flag(150, "reward-model steps", valid=COUNT)
-    ppo_iters: int = flag(40, "PPO iterations (rollout + update)", valid=COUNT)
-    rollout: int = flag(64, "completions sampled per PPO iteration", valid=COUNT)
-    ppo_epochs: int = flag(4, "passes over each rollout", valid=COUNT)
-    minibatch: int = flag(32, "completions per PPO gradient step", valid=COUNT)
-    kl_coef: float = flag(0.1, "per-token KL penalty to the SFT policy (0: none)",
-                          valid=NONNEGATIVE)  # fmt: skip
-    clip_eps: float = flag(0.2, "PPO ratio clip", valid=PROPER_FRACTION)
-    vf_coef: float = flag(0.5, "weight of the value loss", valid=NONNEGATIVE)
-    lam: float = flag(0.95, "GAE lambda", valid=FRACTION)
-    ppo_lr: float = flag(3e-4, "PPO learning rate", valid=POSITIVE)
-    dpo_iters: int = flag(100, "DPO steps", valid=COUNT)
-    dpo_beta: float = flag(0.1, "DPO's beta (strength of the implicit KL)", valid=POSITIVE)
-    dpo_lr: float = flag(3e-4, "DPO learning rate", valid=POSITIVE)
-    lr: float = flag(1e-3, "learning rate of SFT and the reward model", valid=POSITIVE)
-    batch_size: int = flag(32, "sequences (SFT) or pairs (reward model, DPO) per step",
-                           valid=COUNT)  # fmt: skip
-    eval_prompts: int = flag(128, "held-out prompts every policy is measured on", valid=COUNT)
-    seed: int = flag(0, "seed for data, initialisation and sampling", valid=NONNEGATIVE)
-    out_dir: str = flag("out/rlhf", "folder for the runs, the table and the plots")
-    resume: bool = flag(False, "continue the interrupted run in --out-dir, skipping finished steps")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
-    progress: bool = flag(True, "show progress bars")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
-
-    def __post_init__(self) -> None:
-        check_ranges(self)
-        if self.seed >= 2**64 - 8:  # the steps seed tinyformer's generator with seed + 1 ... 8
-            raise ValueError(f"--seed must be below 2**64 - 8, got {self.seed}")
-
-    @property
-    def seq_len(self) -> int:
-        return self.prompt_len + self.completion_len
 
 
 def base_model(cfg: TrainRLHFConfig, on_step: Any = None) -> tuple[GPT, Tokenizer] | None:

@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tinyformer.models.gpt import GPTConfig
 from tinyformer.train.loop import saved_settings
@@ -27,10 +27,8 @@ from tinyformer.train.memory import (
     sequence_floor,
     transformer_floor,
 )
+from tinyformer.train.rlhf.config import TrainRLHFConfig
 from tinyformer.train.state import load_run
-
-if TYPE_CHECKING:  # for annotations only: train/rlhf.py imports this module
-    from tinyformer.train.rlhf import TrainRLHFConfig
 
 __all__ = ["Stage", "check_init_folder", "check_sizes", "run_settings", "stage", "stopped_at"]
 

@@ -13,7 +13,7 @@ The run is the shared training loop's, so Ctrl-C and `--resume` work as for ever
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -24,11 +24,9 @@ from tinyformer.models.gpt import GPT
 from tinyformer.models.rlhf import sequence_logprob
 from tinyformer.nn.rlhf import dpo_loss
 from tinyformer.train.loop import Phase, Run, start_run
-from tinyformer.train.rlhf_data import Pairs, accuracy, measure, optimizer_for
-from tinyformer.train.rlhf_run import Stage
-
-if TYPE_CHECKING:  # for annotations only: train/rlhf.py imports this module
-    from tinyformer.train.rlhf import TrainRLHFConfig
+from tinyformer.train.rlhf.config import TrainRLHFConfig
+from tinyformer.train.rlhf.data import Pairs, accuracy, measure, optimizer_for
+from tinyformer.train.rlhf.run import Stage
 
 __all__ = ["dpo"]
 

@@ -4,7 +4,7 @@ optimizer of the supervised steps, and how a policy is measured."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -15,9 +15,7 @@ from tinyformer.data.labeler import labeler_score, prompt_starts
 from tinyformer.models.gpt import GPT
 from tinyformer.models.rlhf import completion_logprobs
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-
-if TYPE_CHECKING:  # for annotations only: train/rlhf.py imports this module
-    from tinyformer.train.rlhf import TrainRLHFConfig
+from tinyformer.train.rlhf.config import TrainRLHFConfig
 
 __all__ = [
     "Pairs", "accuracy", "encode", "measure", "optimizer_for", "prompt_ids",

@@ -27,7 +27,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -42,13 +42,11 @@ from tinyformer.nn.rlhf import gae, ppo_clip_loss, value_loss
 from tinyformer.optim import AdamW, clip_grad_norm_
 from tinyformer.optim.lr_scheduler import LambdaLR
 from tinyformer.train.loop import NonFiniteLoss, RunStopped, StopFlag
-from tinyformer.train.rlhf_data import measure, prompt_ids, sample_completions
-from tinyformer.train.rlhf_report import plot_ppo
-from tinyformer.train.rlhf_run import Stage
+from tinyformer.train.rlhf.config import TrainRLHFConfig
+from tinyformer.train.rlhf.data import measure, prompt_ids, sample_completions
+from tinyformer.train.rlhf.report import plot_ppo
+from tinyformer.train.rlhf.run import Stage
 from tinyformer.train.state import checkpoint_errors, extra_state, restore_run, save_run
-
-if TYPE_CHECKING:  # for annotations only: train/rlhf.py imports this module
-    from tinyformer.train.rlhf import TrainRLHFConfig
 
 __all__ = ["ppo"]
 
