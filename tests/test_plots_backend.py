@@ -32,8 +32,10 @@ from tinyformer.data.dates import DateTask
 from tinyformer.models.mae import MAE, MAEConfig
 from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.models.vit import ViT, ViTConfig
-from tinyformer.train import bert_report, mae_report, rlhf_report, siren_plots, vision_plots
+from tinyformer.train import mae_report, siren_plots, vision_plots
+from tinyformer.train.bert import report as bert_report
 from tinyformer.train.report import plot_losses
+from tinyformer.train.rlhf.report import plot_ppo
 from tinyformer.train.seq2seq_plots import plot_alignment
 
 out = Path(sys.argv[1])
@@ -67,8 +69,7 @@ siren_plots._plot_psnr({"siren": siren_log, "relu": siren_log}, out / "psnr.png"
 image = rng.random((8, 8))
 siren_plots._plot_fits(image, image, {"siren": image}, {"siren": image},
                        {"siren": {"psnr": 30.0}}, out / "fits.png")
-rlhf_report.plot_ppo({"reward": [0.1, 0.5], "kl": [0.0, 1.0], "score": [0.2, 0.3]},
-                     out / "ppo.png", 0.1)
+plot_ppo({"reward": [0.1, 0.5], "kl": [0.0, 1.0], "score": [0.2, 0.3]}, out / "ppo.png", 0.1)
 save_chart(out / "chart.png", [{"op": "a", "f": 1.0, "b": 2.0}], "op", ["f", "b"], "chart")
 print(json.dumps({"backend": matplotlib.get_backend(),
                   "pyplot": "matplotlib.pyplot" in sys.modules}))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,9 +14,7 @@ from tinyformer.data.mlm import mask_tokens, pad_batch
 from tinyformer.data.nsp import consecutive_pairs, nsp_examples, pack_pairs
 from tinyformer.data.sentences import split_runs, split_sentences, tamper_batch
 from tinyformer.data.wordpiece import WordPieceTokenizer
-
-if TYPE_CHECKING:  # the configuration's module imports this one
-    from tinyformer.train.bert import TrainBertConfig
+from tinyformer.train.bert.config import TrainBertConfig
 
 __all__ = ["Corpus", "classify_batch", "mlm_batch", "nsp_batch", "pair_batch", "prepare"]
 

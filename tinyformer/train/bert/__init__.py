@@ -22,7 +22,6 @@ table and out/bert/compare.png put the two fine-tuning runs side by side:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +37,8 @@ from tinyformer.models.bert import (
     BertForSequenceClassification,
 )
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.args import BELOW_ONE, COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
-from tinyformer.train.bert_data import (
+from tinyformer.train.bert.config import TrainBertConfig
+from tinyformer.train.bert.data import (
     Corpus,
     classify_batch,
     mlm_batch,
@@ -53,53 +52,6 @@ from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 
 __all__ = ["Phase", "TrainBertConfig", "finetune", "pretrain", "train_bert"]
-
-
-@dataclass
-class TrainBertConfig:
-    data: str = flag("pydoc", "corpus: pydoc (embedded), tinyshakespeare, or a text file path")
-    vocab_size: int = flag(4000, "WordPiece vocabulary size (built from the corpus)")
-    seq_len: int = flag(64, "tokens per sequence, [CLS] and [SEP] included", valid=Range(3))
-    n_layer: int = flag(2, "encoder blocks")
-    n_head: int = flag(4, "attention heads")
-    d_model: int = flag(128, "width")
-    d_ff: int = flag(512, "MLP hidden width")
-    norm: str = flag("post", "LayerNorm placement: post (BERT) or pre", ["post", "pre"])
-    dropout: float = flag(0.1, "dropout in the encoder", valid=BELOW_ONE)
-    pretrain_iters: int = flag(2000, "masked-LM steps", valid=COUNT)
-    finetune_iters: int = flag(300, "fine-tuning steps (each of the two runs)", valid=COUNT)
-    batch_size: int = flag(32, "sequences per batch", valid=COUNT)
-    lr: float = flag(1e-3, "peak learning rate of pretraining", valid=POSITIVE)
-    finetune_lr: float = flag(3e-4, "peak learning rate of fine-tuning (both runs)", valid=POSITIVE)
-    warmup: int = flag(
-        100, "linear warm-up steps (fine-tuning: a tenth of its steps)", valid=NONNEGATIVE
-    )
-    weight_decay: float = flag(0.01, "AdamW weight decay on weight matrices", valid=NONNEGATIVE)
-    held_out: int = flag(
-        400, "sentences kept out of pretraining and fine-tuning, for testing", valid=COUNT
-    )
-    eval_interval: int = flag(
-        250, "evaluate and checkpoint every this many pretraining steps", valid=COUNT
-    )
-    nsp: bool = flag(
-        False, "pretrain on sentence pairs with next-sentence prediction as well as masked LM"
-    )
-    seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
-    out_dir: str = flag("out/bert", "folder for the three runs, compare.png and results.json")
-    resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
-    progress: bool = flag(True, "show progress bars")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
-
-    def __post_init__(self) -> None:
-        check_ranges(self)
-
-    def model_config(self, vocab_size: int) -> BertConfig:
-        return BertConfig(
-            vocab_size=vocab_size, max_position=self.seq_len, n_layer=self.n_layer,
-            n_head=self.n_head, d_model=self.d_model, d_ff=self.d_ff, dropout=self.dropout,
-            norm=self.norm,
-        )  # fmt: skip
 
 
 def _optimizer(model: Any, cfg: TrainBertConfig, lr: float, iters: int, warmup: int) -> tuple:
@@ -338,7 +290,7 @@ def _train_bert(cfg: TrainBertConfig) -> dict[str, Any]:
     }
     print("3/3 the same fine-tuning from random weights")
     logs["scratch"] = finetune(cfg, corpus, None, "finetune-scratch")
-    from tinyformer.train.bert_report import report
+    from tinyformer.train.bert.report import report
 
     report(cfg, logs)
     return logs
