@@ -127,6 +127,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _env(framework: str, ranks: int) -> dict[str, str]:
+    """Each rank's share of the cores. tinyformer's ranks get what `tinyformer launch` gives
+    them: Numba's threads, and the start-up settings of `tinyformer train` (RUNTIME_ENV), with
+    no BLAS thread variable, which the runtime would take as the user's choice and so leave
+    BLAS's own pool running beside Numba's. PyTorch's threads are its OpenMP's."""
+    from tinyformer.distributed.launch import threads_per_rank
+    from tinyformer.runtime import RUNTIME_ENV
+
+    threads = str(threads_per_rank(ranks))
+    env = {**os.environ, "DDP_BENCH_INIT": f"tcp://127.0.0.1:{_free_port()}"}
+    if framework == "tinyformer":
+        return {**RUNTIME_ENV, **env, "NUMBA_NUM_THREADS": threads}
+    return {**env, "OMP_NUM_THREADS": threads}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default="pydoc", help="corpus name or path (default: pydoc)")
@@ -136,14 +151,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.data, args.iters)
-    from tinyformer.distributed.launch import find_mpiexec, threads_per_rank
+    from tinyformer.distributed.launch import find_mpiexec
 
     rows = []
     for framework in ("tinyformer", "torch"):
         for ranks in (1, 2):
-            threads = str(threads_per_rank(ranks))
-            env = {**os.environ, "NUMBA_NUM_THREADS": threads, "OMP_NUM_THREADS": threads,
-                   "DDP_BENCH_INIT": f"tcp://127.0.0.1:{_free_port()}"}  # fmt: skip
+            env = _env(framework, ranks)
             cmd = [
                 find_mpiexec(), "-n", str(ranks), sys.executable, __file__, "--child", framework,
                 "--data", args.data, "--iters", str(args.iters),

@@ -201,3 +201,22 @@ def test_gpipe_schedule_orders_every_piece_and_has_its_bubble():
                 if s < stages - 1:  # and the next stage's gradient
                     assert when[(("backward", m), s)] > when[(("backward", m), s + 1)]
         assert bubble_fraction(table) == pytest.approx((stages - 1) / (micro + stages - 1))
+
+
+def test_each_launched_rank_runs_blas_on_one_thread_beside_numbas_pool(monkeypatch):
+    """`tinyformer launch` once set OMP_NUM_THREADS for each rank: the runtime took it for the
+    user's choice and left OpenBLAS's pool of that many threads running beside Numba's, and one
+    rank under mpiexec took about twice `train gpt`'s step."""
+    from tinyformer.distributed.launch import launch_command
+    from tinyformer.runtime import BLAS_THREAD_VARS, THREADS_VAR
+
+    for name in (*BLAS_THREAD_VARS, THREADS_VAR):
+        monkeypatch.delenv(name, raising=False)
+    for ranks in (1, 2):
+        _, env = launch_command(ranks, ["train", "gpt"])
+        assert not set(BLAS_THREAD_VARS) & set(env), ranks
+        code = "from tinyformer import runtime; print(runtime.apply_settings()['blas'])"
+        blas = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout
+        assert "left as you set them" not in blas, blas

@@ -123,8 +123,9 @@ def launch_command(
         raise DistributedError(f"-n must be at least 1, got {ranks}")
     if not args:
         raise DistributedError("give the command to run after --, e.g. -- train gpt")
-    threads = str(threads_per_rank(ranks))
-    env = {**os.environ, "NUMBA_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}
+    # Numba's threads only: a BLAS thread variable here would read as the user's choice, and
+    # the runtime would leave BLAS's own pool running beside Numba's (tinyformer.runtime).
+    env = {**os.environ, "NUMBA_NUM_THREADS": str(threads_per_rank(ranks))}
     wrapper = [str(RANK_SCRIPT), status_dir] if status_dir is not None else []
     cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, *wrapper, "-m", "tinyformer.cli"]
     return [*cmd, *args], env
