@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tinyformer.train.xlm import TrainXLMConfig, pretrain
-from tinyformer.train.xlm_data import prepare, pretrain_batch
+from tinyformer.train.xlm.data import prepare, pretrain_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 

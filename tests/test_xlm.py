@@ -25,7 +25,7 @@ from tinyformer.data.tlm import (
 from tinyformer.models.xlm import XLM, XLMConfig, XLMForMaskedLM, XLMForSequenceClassification
 from tinyformer.train.state import load_run
 from tinyformer.train.xlm import TrainXLMConfig, translation_retrieval
-from tinyformer.train.xlm_data import pair_batch, prepare, pretrain_batch
+from tinyformer.train.xlm.data import pair_batch, prepare, pretrain_batch
 
 TINY = XLMConfig(vocab_size=12, n_langs=2, max_position=6, n_layer=1, n_head=2, d_model=4,
                  d_ff=8, dropout=0.0)  # fmt: skip

@@ -46,7 +46,7 @@ from tinyformer.train.xlm import (
     pretrain,
     translation_retrieval,
 )
-from tinyformer.train.xlm_data import prepare, pretrain_batch
+from tinyformer.train.xlm.data import prepare, pretrain_batch
 
 SMALL = bool(os.environ.get("TINYFORMER_SMALL"))
 # The runs go into a temporary directory, removed when this kernel stops.

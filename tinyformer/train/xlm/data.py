@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -19,9 +19,7 @@ from tinyformer.data.tlm import (
     switch_blanks,
 )
 from tinyformer.data.tokenizers import BPETokenizer
-
-if TYPE_CHECKING:  # the configuration's module imports this one
-    from tinyformer.train.xlm import TrainXLMConfig
+from tinyformer.train.xlm.config import TrainXLMConfig
 
 __all__ = [
     "NumeralData", "monolingual_rows", "pair_batch", "prepare", "pretrain_batch",
