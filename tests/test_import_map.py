@@ -16,8 +16,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tinyformer"
 CORE = [
     "backend.py", "fake_device.py", "versions.py", "grad_mode.py", "indexing.py", "engine.py",
     "tensor.py", "array_facts.py", "inplace.py", "torch_names.py", "creation.py", "autograd.py",
-    "testing/specs.py",
+    "opspec.py",
 ]  # fmt: skip
+TESTING = sorted(p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "testing").glob("*.py"))
+# importing a module named by a string hides the edge from every import map (asking whether an
+# optional library is installed, `importlib.util.find_spec`, imports nothing and is fine)
+BY_NAME = ("importlib.import_module", "__import__", "exec_module", "import_module")
 
 
 def _runtime_imports(tree: ast.Module) -> list[tuple[ast.stmt, bool]]:
@@ -68,3 +72,34 @@ def test_the_one_seam_is_tensor_py_last_line():
     ops = [s for s, _ in _runtime_imports(tree) if any(".ops" in n or n == "tinyformer.ops"
                                                         for n in _names(s))]  # fmt: skip
     assert len(ops) == 1 and ops[0].lineno == len(lines), "tensor.py imports the ops elsewhere"
+
+
+@pytest.mark.parametrize("name", CORE + TESTING)
+def test_no_core_or_testing_file_imports_by_name(name):
+    source = (PACKAGE / name).read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    calls = [ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    hidden = [c for c in calls if c.endswith(BY_NAME)]
+    getattr_hook = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+                    and n.name == "__getattr__"]  # fmt: skip
+    assert not hidden and not getattr_hook, (
+        f"tinyformer/{name} imports by name: {hidden + getattr_hook}"
+    )
+
+
+def test_no_op_imports_the_testing_package():
+    # the spec type sits below the ops (`tinyformer.opspec`); the testing package sits above them
+    for path in sorted((PACKAGE / "ops").glob("*.py")):
+        names = [n for s, _ in _runtime_imports(ast.parse(path.read_text(encoding="utf-8")))
+                 for n in _names(s)]  # fmt: skip
+        assert not [n for n in names if n.startswith("tinyformer.testing")], path.name
+
+
+def test_the_catalog_reads_every_op_file_that_declares_specs():
+    from tinyformer.testing import all_specs
+
+    declared = sorted(
+        p.stem for p in (PACKAGE / "ops").glob("*.py") if "\nSPECS" in p.read_text(encoding="utf-8")
+    )
+    read = sorted({s.fn.__module__.rsplit(".", 1)[-1] for s in all_specs()})
+    assert read == declared, "an op file's wrapper is not imported in tinyformer/ops/__init__.py"

@@ -12,8 +12,8 @@ from tinyformer.autograd import OpError
 from tinyformer.ops._util import data_of
 from tinyformer.ops.permute import permute
 from tinyformer.ops.reshape import reshape
+from tinyformer.opspec import Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import Sample, floats
 
 
 def _check_target(

@@ -18,8 +18,8 @@ import numpy as np
 
 from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["adaptive_avg_pool2d"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from tinyformer.autograd import Function
 from tinyformer.ops._util import binary_operands, unbroadcast
+from tinyformer.opspec import OpSpec, binary_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, binary_sample
 
 __all__ = ["add"]
 

@@ -19,8 +19,8 @@ from typing import Any
 from tinyformer.ops._util import normalize_axes
 from tinyformer.ops.max import Max
 from tinyformer.ops.neg import neg
+from tinyformer.opspec import OpSpec, distinct, reduction_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, distinct, reduction_sample
 from tinyformer.torch_names import torch_names
 
 __all__ = ["amax", "amin"]

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from tinyformer.autograd import Function, OpError
+from tinyformer.opspec import OpSpec, unary_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, unary_sample
 
 __all__ = ["astype"]
 

@@ -17,8 +17,8 @@ from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._im2col import check_image, pad2d, pair, scatter_windows, windows
 from tinyformer.ops.shared import out_size, pool_divisors
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["avg_pool2d"]
 

@@ -24,8 +24,8 @@ from typing import Any
 from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import array_of
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["batch_norm"]
 

@@ -26,8 +26,8 @@ from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import data_of, same_shape_target
 from tinyformer.ops.sigmoid import stable_sigmoid
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["binary_cross_entropy_with_logits"]
 

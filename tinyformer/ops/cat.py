@@ -16,8 +16,8 @@ from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import normalize_axes
 from tinyformer.ops.squeeze import unsqueeze
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
 __all__ = ["cat", "concatenate", "stack"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["clamp", "clip"]
 

@@ -11,8 +11,8 @@ keeps the gradient path (a running copy inside a model, say).
 from __future__ import annotations
 
 from tinyformer.autograd import Function
+from tinyformer.opspec import OpSpec, unary_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, unary_sample
 
 __all__ = ["clone"]
 

@@ -27,8 +27,8 @@ from tinyformer import registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops.conv2d import check_groups
 from tinyformer.ops.shared import out_size
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["conv1d"]
 

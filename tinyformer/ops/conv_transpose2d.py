@@ -26,8 +26,8 @@ from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._im2col import check_image, pair, scatter_windows, windows
 from tinyformer.ops.conv2d import check_groups
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["conv_transpose2d"]
 

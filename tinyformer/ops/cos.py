@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from tinyformer import backend
 from tinyformer.autograd import Function
+from tinyformer.opspec import OpSpec, unary_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, unary_sample
 
 __all__ = ["cos"]
 

@@ -37,8 +37,8 @@ from tinyformer.ops._classes import (
 )
 from tinyformer.ops.log_softmax import log_softmax
 from tinyformer.ops.nll_loss import NLLLoss
+from tinyformer.opspec import OpSpec, Sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample
 
 __all__ = ["cross_entropy"]
 

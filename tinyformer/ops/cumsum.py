@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
 __all__ = ["cumsum"]

@@ -25,8 +25,8 @@ from tinyformer import backend
 from tinyformer.array_facts import DEFAULT_DTYPE
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import binary_operands, data_of, unbroadcast
+from tinyformer.opspec import OpSpec, binary_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, binary_sample
 
 __all__ = ["div"]
 

@@ -21,8 +21,8 @@ import numpy as np
 from tinyformer import backend, random, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops.shared import GOLDEN, splitmix64_unit
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["dropout"]
 

@@ -32,8 +32,8 @@ import numpy as np
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import as_operand, unbroadcast
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["einsum"]
 

@@ -12,8 +12,8 @@ from typing import Any
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import unbroadcast
+from tinyformer.opspec import OpSpec, Sample, broadcastable, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 from tinyformer.torch_names import shape_arg
 
 __all__ = ["expand"]

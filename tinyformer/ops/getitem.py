@@ -34,8 +34,8 @@ from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.indexing import has_integer_array, normalize_index
 from tinyformer.ops._util import unbroadcast
+from tinyformer.opspec import OpSpec, Sample, broadcastable, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 
 __all__ = ["getitem"]
 

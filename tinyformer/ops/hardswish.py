@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from tinyformer import backend, registry
 from tinyformer.autograd import Function
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["hardswish"]
 

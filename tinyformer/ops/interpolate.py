@@ -24,8 +24,8 @@ import numpy as np
 from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._im2col import check_image
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["interpolate"]
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import normalized_shape_tuple
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["layer_norm"]
 

@@ -14,8 +14,8 @@ import numpy as np
 from tinyformer import backend, registry
 from tinyformer.autograd import Function
 from tinyformer.ops.softmax import axis_sample, check_axis
+from tinyformer.opspec import OpSpec
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec
 from tinyformer.torch_names import torch_names
 
 __all__ = ["log_softmax"]

@@ -13,8 +13,8 @@ import numpy as np
 
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
+from tinyformer.opspec import OpSpec, Sample, broadcastable, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 
 __all__ = ["masked_fill"]
 

@@ -16,8 +16,8 @@ import numpy as np
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import binary_operands, unbroadcast
+from tinyformer.opspec import OpSpec, Sample, broadcastable, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, broadcastable, floats
 
 __all__ = ["matmul"]
 

@@ -19,8 +19,8 @@ from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import expand_reduced, normalize_axes
 from tinyformer.ops.neg import neg
+from tinyformer.opspec import OpSpec, distinct, reduction_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, distinct, reduction_sample
 from tinyformer.torch_names import max_names, torch_names
 
 __all__ = ["argmax", "argmin", "max", "min"]

@@ -20,8 +20,8 @@ from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError, is_grad_enabled
 from tinyformer.ops._im2col import check_image, pad2d, pair, windows
 from tinyformer.ops.shared import out_size
+from tinyformer.opspec import OpSpec, Sample, distinct
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, distinct
 
 __all__ = ["max_pool2d"]
 

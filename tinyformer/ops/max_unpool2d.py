@@ -23,8 +23,8 @@ import numpy as np
 from tinyformer import backend, registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._im2col import check_image, pair
+from tinyformer.opspec import OpSpec, Sample, distinct
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, distinct
 
 __all__ = ["max_unpool2d"]
 

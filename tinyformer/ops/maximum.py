@@ -18,8 +18,8 @@ from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.ops._util import binary_operands, unbroadcast
 from tinyformer.ops.neg import neg
+from tinyformer.opspec import OpSpec, Sample, broadcast_pair
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, broadcast_pair
 
 __all__ = ["maximum", "minimum"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from tinyformer.autograd import Function
 from tinyformer.ops._util import expand_reduced, normalize_axes
+from tinyformer.opspec import OpSpec, reduction_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, reduction_sample
 from tinyformer.torch_names import torch_names
 
 __all__ = ["mean"]

@@ -18,8 +18,8 @@ from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops.cat import cat
 from tinyformer.ops.reshape import reshape
+from tinyformer.opspec import Draw, OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import Draw, OpSpec, Sample, floats
 
 __all__ = ["meshgrid"]
 

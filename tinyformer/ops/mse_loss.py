@@ -12,8 +12,8 @@ from typing import Any
 
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import same_shape_target
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["mse_loss"]
 

@@ -8,8 +8,8 @@ Saved     nothing.
 from __future__ import annotations
 
 from tinyformer.autograd import Function
+from tinyformer.opspec import OpSpec, unary_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, unary_sample
 
 __all__ = ["neg"]
 

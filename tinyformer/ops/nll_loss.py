@@ -27,8 +27,8 @@ from tinyformer.ops._classes import (
     reduce_rows,
     target_weights,
 )
+from tinyformer.opspec import OpSpec
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec
 
 __all__ = ["nll_loss"]
 

@@ -23,8 +23,8 @@ import numpy as np
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import expand_reduced, normalize_axes
+from tinyformer.opspec import Draw, OpSpec, Sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import Draw, OpSpec, Sample
 from tinyformer.torch_names import torch_names
 
 __all__ = ["norm"]

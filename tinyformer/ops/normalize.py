@@ -13,8 +13,8 @@ import math
 from tinyformer.ops.clip import clip
 from tinyformer.ops.div import div
 from tinyformer.ops.norm import Norm, norm
+from tinyformer.opspec import Draw, OpSpec, Sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import Draw, OpSpec, Sample
 from tinyformer.torch_names import torch_names
 
 __all__ = ["normalize"]

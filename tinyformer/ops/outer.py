@@ -12,8 +12,8 @@ from typing import Any
 
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import binary_operands
+from tinyformer.opspec import Draw, OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import Draw, OpSpec, Sample, floats
 
 __all__ = ["outer"]
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["pad"]
 

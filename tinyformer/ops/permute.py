@@ -14,8 +14,8 @@ import numpy as np
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import normalize_axes
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import shape_arg
 
 __all__ = ["permute", "transpose"]

@@ -21,8 +21,8 @@ import numpy as np
 from tinyformer import backend
 from tinyformer.autograd import Function
 from tinyformer.ops._util import binary_operands, data_of, unbroadcast
+from tinyformer.opspec import OpSpec, Sample, broadcast_pair, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, broadcast_pair, floats
 
 __all__ = ["remainder"]
 

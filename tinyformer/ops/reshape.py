@@ -11,8 +11,8 @@ import math
 from typing import Any
 
 from tinyformer.autograd import Function, OpError
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import shape_arg
 
 __all__ = ["flatten", "reshape"]

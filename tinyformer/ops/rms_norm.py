@@ -23,8 +23,8 @@ from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import normalized_shape_tuple
 from tinyformer.ops.layer_norm import _sample as layer_norm_sample
+from tinyformer.opspec import OpSpec, Sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample
 
 __all__ = ["rms_norm"]
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
+from tinyformer.opspec import Draw, OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import Draw, OpSpec, Sample, floats
 
 __all__ = ["roll"]
 

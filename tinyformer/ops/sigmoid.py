@@ -12,8 +12,8 @@ import numpy as np
 
 from tinyformer import backend
 from tinyformer.autograd import Function
+from tinyformer.opspec import OpSpec, unary_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, unary_sample
 
 __all__ = ["sigmoid"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from tinyformer.autograd import Function
 from tinyformer.ops.sigmoid import stable_sigmoid
+from tinyformer.opspec import OpSpec, unary_sample
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, unary_sample
 
 __all__ = ["silu"]
 

@@ -23,8 +23,8 @@ from tinyformer import backend
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops.cat import cat
 from tinyformer.ops.reshape import reshape
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
 __all__ = ["chunk", "split"]

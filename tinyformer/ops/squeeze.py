@@ -11,8 +11,8 @@ from typing import Any
 from tinyformer.autograd import OpError
 from tinyformer.ops._util import normalize_axes
 from tinyformer.ops.reshape import Reshape
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
 __all__ = ["squeeze", "unsqueeze"]

@@ -16,8 +16,8 @@ import numpy as np
 
 from tinyformer import backend
 from tinyformer.autograd import Function, OpError
+from tinyformer.opspec import OpSpec, Sample, distinct
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, distinct
 from tinyformer.torch_names import torch_names
 
 __all__ = ["topk"]

@@ -18,8 +18,8 @@ from tinyformer import registry
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._im2col import pad2d, pair, scatter_windows, windows
 from tinyformer.ops.shared import out_size
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 
 __all__ = ["unfold"]
 

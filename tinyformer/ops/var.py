@@ -14,8 +14,8 @@ from typing import Any
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import expand_reduced, normalize_axes
 from tinyformer.ops.sqrt import sqrt
+from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
-from tinyformer.testing import OpSpec, Sample, floats
 from tinyformer.torch_names import torch_names
 
 __all__ = ["std", "var"]

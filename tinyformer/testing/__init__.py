@@ -1,28 +1,25 @@
 """Testing ops: the specs every op file declares, and the checks that hold an op to its spec.
 
-    from tinyformer.testing import OpSpec, unary_sample      # in an op file: declare the spec
+    from tinyformer.opspec import OpSpec, unary_sample       # in an op file: declare the spec
     from tinyformer.testing import check_op                  # anywhere: run the whole battery
     check_op(my_spec, examples=20)
 
-- `tinyformer.testing.specs`: `OpSpec`, `Sample`, the `Draw` protocol, `RandomDraw`, and helpers
-  for `sample` functions. NumPy only: every op file imports it.
+- `tinyformer.opspec` (re-exported here): `OpSpec`, `Sample`, the `Draw` protocol,
+  `RandomDraw`, and helpers for `sample` functions. NumPy only, below the ops: every op file
+  imports it, and none imports this package.
 - `tinyformer.testing.catalog`: `all_specs()`, every op's spec (it imports the ops).
 - `tinyformer.testing.checks`: the checks of the generic op suite (gradcheck on random memory
   layouts, float32 vs float64, no graph under no_grad, kernels vs references) and `check_op`.
 - `tinyformer.testing.hypothesis_draw`: a `Draw` backed by hypothesis (imports hypothesis).
 - `tinyformer.testing.plugin`: the pytest plugin, `pytest --tinyformer-ops my_ops.py`.
 
-`import tinyformer.testing` imports neither pytest nor hypothesis, and loads the checks only when
-one of their names is first used (op files import this package while tinyformer is still being
-imported, before the engine the checks need is complete).
+`import tinyformer.testing` imports neither pytest nor hypothesis. It sits above the ops and the
+whole engine (the checks run them), so it imports its catalog and checks at the top.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-from tinyformer.testing.specs import (
+from tinyformer.opspec import (
     Draw,
     OpSpec,
     RandomDraw,
@@ -35,8 +32,8 @@ from tinyformer.testing.specs import (
     reduction_sample,
     unary_sample,
 )
-
-_FROM_CHECKS = ("Check", "OpCheckError", "check_op", "spec_checks")
+from tinyformer.testing.catalog import all_specs
+from tinyformer.testing.checks import Check, OpCheckError, check_op, spec_checks
 
 __all__ = [
     "Check",
@@ -56,15 +53,3 @@ __all__ = [
     "spec_checks",
     "unary_sample",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "all_specs":  # it imports the ops, which import this package
-        return importlib.import_module("tinyformer.testing.catalog").all_specs
-    if name in _FROM_CHECKS:
-        return getattr(importlib.import_module("tinyformer.testing.checks"), name)
-    raise AttributeError(f"module 'tinyformer.testing' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})

@@ -29,7 +29,7 @@ import numpy as np
 
 import tinyformer as tf
 from tinyformer import backend, registry
-from tinyformer.testing.specs import Draw, OpSpec, RandomDraw, Sample
+from tinyformer.opspec import Draw, OpSpec, RandomDraw, Sample
 
 __all__ = [
     "LAYOUTS",

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tinyformer.testing.specs import Draw
+from tinyformer.opspec import Draw
 
 __all__ = ["HypothesisDraw", "run_with_hypothesis"]
 

@@ -155,7 +155,7 @@ class OpsPlugin:
                 check.run, with_settings=with_settings, database_key=nodeid.encode()
             )
         else:
-            from tinyformer.testing.specs import RandomDraw
+            from tinyformer.opspec import RandomDraw
 
             for i in range(self.examples or DEFAULT_EXAMPLES):
                 check.run(RandomDraw(self.seed + i))
@@ -166,7 +166,7 @@ class OpsModule(pytest.Module):
 
     def collect(self) -> list[Any]:
         from tinyformer import registry
-        from tinyformer.testing.specs import OpSpec
+        from tinyformer.opspec import OpSpec
 
         # tinyformer's own kernels load on first use, replacing whatever was registered under
         # their names; loading them first lets a kernel in this file replace theirs instead.
