@@ -13,7 +13,7 @@ import tinyformer as tf
 from tinyformer import cli
 from tinyformer.data.dates import FORMATS, DateTask, render_date
 from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer, sinusoidal_positions
-from tinyformer.train.seq2seq_plots import cross_attention
+from tinyformer.train.seq2seq.plots import cross_attention
 
 SMALL = Seq2SeqConfig(src_vocab_size=11, tgt_vocab_size=9, max_len=12, n_encoder_layers=2,
                       n_decoder_layers=2, n_head=2, d_model=8, d_ff=16, dropout=0.0)  # fmt: skip

@@ -33,7 +33,7 @@ import numpy as np
 
 from tinyformer.data.dates import DateTask
 from tinyformer.train.seq2seq import TrainSeq2SeqConfig, exact_match, train_seq2seq
-from tinyformer.train.seq2seq_plots import cross_attention
+from tinyformer.train.seq2seq.plots import cross_attention
 
 SMALL = bool(os.environ.get("TINYFORMER_SMALL"))
 # The run goes into a temporary directory, removed when this kernel stops.

@@ -24,7 +24,7 @@ from tinyformer.train.loop import Run, start_run
 from tinyformer.train.memory import check_batch_fits, sequence_floor
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.seq2seq import date_run, exact_match
-from tinyformer.train.seq2seq_plots import heldout_sources, plot_alignment_grid
+from tinyformer.train.seq2seq.plots import heldout_sources, plot_alignment_grid
 from tinyformer.train.state import checkpoint_errors, config_from_checkpoint, load_run
 
 __all__ = [
