@@ -20,7 +20,7 @@ from tinyformer.train.siren import (
     load_image,
     psnr,
 )
-from tinyformer.train.siren_plots import coordinate_gradient, sobel_gradient
+from tinyformer.train.siren.plots import coordinate_gradient, sobel_gradient
 
 
 def test_sine_layer_weights_lie_in_the_papers_ranges():

@@ -245,7 +245,7 @@ def my_gradient_magnitude(model, size: int) -> np.ndarray:
     ### END SOLUTION
 
 
-from tinyformer.train.siren_plots import coordinate_gradient  # noqa: E402
+from tinyformer.train.siren.plots import coordinate_gradient  # noqa: E402
 from tinyformer.train.state import load_run  # noqa: E402
 
 state, meta = load_run(os.path.join(workdir.name, "siren"))
