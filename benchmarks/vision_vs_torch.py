@@ -149,7 +149,7 @@ def run_torch(model: str, batches, x_val, y_val, pace):
 
 
 def steps(model: str) -> int:
-    from tinyformer.train.vision import DEFAULT_ITERS  # the commands' step counts
+    from tinyformer.train.vision.config import DEFAULT_ITERS  # the commands' step counts
 
     return DEFAULT_ITERS[model]
 
