@@ -32,11 +32,13 @@ from tinyformer.data.dates import DateTask
 from tinyformer.models.mae import MAE, MAEConfig
 from tinyformer.models.seq2seq import Seq2SeqConfig, Transformer
 from tinyformer.models.vit import ViT, ViTConfig
-from tinyformer.train import mae_report, siren_plots, vision_plots
 from tinyformer.train.bert import report as bert_report
+from tinyformer.train.mae import report as mae_report
 from tinyformer.train.report import plot_losses
 from tinyformer.train.rlhf.report import plot_ppo
-from tinyformer.train.seq2seq_plots import plot_alignment
+from tinyformer.train.seq2seq.plots import plot_alignment
+from tinyformer.train.siren import plots as siren_plots
+from tinyformer.train.vision import plots as vision_plots
 
 out = Path(sys.argv[1])
 rng = np.random.default_rng(0)

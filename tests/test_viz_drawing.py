@@ -203,8 +203,8 @@ def test_each_box_says_the_bytes_the_memory_table_counts():
 def test_attention_heat_maps_have_a_colour_bar(tmp_path):
     from tinyformer.data.scenes import VOCAB, make_scenes
     from tinyformer.models.vilbert import ViLBERT, ViLBERTConfig
-    from tinyformer.train.seq2seq_plots import plot_alignment_grid
-    from tinyformer.train.vilbert_report import plot_coattention
+    from tinyformer.train.seq2seq.plots import plot_alignment_grid
+    from tinyformer.train.vilbert.report import plot_coattention
 
     tf.manual_seed(0)
     model = ViLBERT(ViLBERTConfig(vocab_size=len(VOCAB), n_text_layer=1, n_co_layer=1, n_head=2,
