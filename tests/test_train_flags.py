@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import typing
 
 import numpy as np
@@ -37,8 +36,7 @@ from tinyformer.train.vision import TrainVisionConfig, load_vision, model_config
 
 # every `tinyformer train NAME`: (NAME, its config class)
 COMMANDS = [("gpt", TrainGPTConfig), ("vit", TrainVisionConfig)] + [
-    (name, getattr(importlib.import_module(module), config))
-    for name, (module, config, *_) in TRAINERS.items()
+    (name, command.config) for name, command in TRAINERS.items()
 ]
 CONFIGS = tuple(config for _, config in COMMANDS)
 

@@ -99,8 +99,6 @@ def check_command(ranks: int, args: list[str]) -> None:
 
 def _train_config(parsed: argparse.Namespace) -> Any:
     """The settings `tinyformer train NAME` builds from `parsed` (checked as it checks them)."""
-    import importlib
-
     from tinyformer.train.args import dataclass_from_args
     from tinyformer.train.cli import TRAINERS
     from tinyformer.train.gpt import TrainGPTConfig
@@ -109,8 +107,7 @@ def _train_config(parsed: argparse.Namespace) -> Any:
     if parsed.model == "gpt":
         return dataclass_from_args(TrainGPTConfig, parsed)
     if parsed.model in TRAINERS:
-        module, config, *_ = TRAINERS[parsed.model]
-        return dataclass_from_args(getattr(importlib.import_module(module), config), parsed)
+        return dataclass_from_args(TRAINERS[parsed.model].config, parsed)
     return dataclass_from_args(TrainVisionConfig, parsed).resolved()
 
 

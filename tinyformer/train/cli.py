@@ -7,9 +7,10 @@ what bad input, a bad file or the machine causes into one line on stderr and an 
 from __future__ import annotations
 
 import argparse
-import importlib
 import signal
 import sys
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,64 +23,80 @@ from tinyformer.train.args import (
     dataclass_from_args,
     ranged,
 )
+from tinyformer.train.bahdanau import TrainBahdanauConfig, train_bahdanau
+from tinyformer.train.bert import TrainBertConfig, train_bert
 from tinyformer.train.gpt import TrainGPTConfig, train_gpt
+from tinyformer.train.mae import TrainMAEConfig, train_mae
+from tinyformer.train.rlhf import TrainRLHFConfig, train_rlhf
+from tinyformer.train.seq2seq import TrainSeq2SeqConfig, train_seq2seq
+from tinyformer.train.siren import TrainSirenConfig, train_siren
+from tinyformer.train.vilbert import TrainViLBERTConfig, train_vilbert
 from tinyformer.train.vision import MODELS, TrainVisionConfig, eval_vision, train_vision
+from tinyformer.train.xlm import TrainXLMConfig, train_xlm
 
-__all__ = ["TRAINERS", "add_training_commands", "run_training_command"]
+__all__ = ["TRAINERS", "Command", "add_training_commands", "run_training_command"]
 
 
-# `tinyformer train NAME` for the models trained by one function of one config dataclass:
-# NAME -> (module, config class, train function, help, description). (GPT comes first and the
-# image models share one config: they are added on their own below.)
+class Command(NamedTuple):
+    """`tinyformer train NAME` for a model trained by one function of one config dataclass."""
+
+    config: type  # the dataclass whose fields are the command's flags
+    train: Callable[[Any], Any]  # config -> what the run returns
+    help: str  # one line in `tinyformer train --help`
+    description: str  # the command's own --help
+
+
+# NAME -> Command. (GPT comes first and the image models share one config: they are added on
+# their own below.)
 TRAINERS = {
-    "bert": (
-        "tinyformer.train.bert", "TrainBertConfig", "train_bert",
+    "bert": Command(
+        TrainBertConfig, train_bert,
         "pretrain a tiny BERT, fine-tune it, compare with training from scratch",
         "Masked-LM pretraining on the corpus, then two fine-tuning runs on a sentence task "
         "(pretrained vs random weights); about 4 minutes on 2 cores.",
     ),
-    "xlm": (
-        "tinyformer.train.xlm", "TrainXLMConfig", "train_xlm",
+    "xlm": Command(
+        TrainXLMConfig, train_xlm,
         "cross-lingual pretraining (MLM + TLM vs MLM only), zero-shot transfer to a 2nd language",
         "Numbers in two made-up languages with a shared BPE vocabulary: pretrain with masked LM "
         "plus translation LM, and with masked LM only; fine-tune a classifier in language A "
         "and test it in B, against random weights.",
     ),
-    "seq2seq": (
-        "tinyformer.train.seq2seq", "TrainSeq2SeqConfig", "train_seq2seq",
+    "seq2seq": Command(
+        TrainSeq2SeqConfig, train_seq2seq,
         "train an encoder-decoder Transformer on date translation",
         "Dates in ten human formats -> ISO 8601, with held-out dates; reports greedy and "
         "beam-search exact match and plots cross-attention.",
     ),
-    "bahdanau": (
-        "tinyformer.train.bahdanau", "TrainBahdanauConfig", "train_bahdanau",
+    "bahdanau": Command(
+        TrainBahdanauConfig, train_bahdanau,
         "train an RNN encoder-decoder with additive (Bahdanau) attention on date translation",
         "The dates task of `train seq2seq` with a bidirectional GRU encoder and a GRU decoder "
         "that attends to it; reports greedy exact match, ms/step, and plots the alignment.",
     ),
-    "mae": (
-        "tinyformer.train.mae", "TrainMAEConfig", "train_mae",
+    "mae": Command(
+        TrainMAEConfig, train_mae,
         "pretrain a ViT as a masked autoencoder, fine-tune it, compare with scratch",
         "Hide 75% of each image's patches and reconstruct them (digits by default, or "
         "--data mnist), plot reconstructions, then train the pretrained encoder and a "
         "random one as classifiers with the same budget (--probe: linear probe).",
     ),
-    "siren": (
-        "tinyformer.train.siren", "TrainSirenConfig", "train_siren",
+    "siren": Command(
+        TrainSirenConfig, train_siren,
         "fit an image with SIREN, a ReLU MLP and Fourier features; compare PSNR and gradients",
         "Coordinate MLPs (x, y) -> gray value, full-batch, the same depth, width and steps; "
         "reports PSNR and ms/step and plots the fits and their autograd gradients.",
     ),
-    "rlhf": (
-        "tinyformer.train.rlhf", "TrainRLHFConfig", "train_rlhf",
+    "rlhf": Command(
+        TrainRLHFConfig, train_rlhf,
         "RLHF on a baby GPT: SFT, a reward model, PPO (and/or DPO) against a readable labeler",
         "Start from a pretrained char-level GPT (--init; a small one is pretrained there if "
         "absent), fine-tune it on demonstrations, fit a reward model to the labeler's pairwise "
         "preferences, then PPO with a KL penalty to the SFT policy and/or DPO on the same "
         "pairs; a table of the labeler's true score and the KL of every policy.",
     ),
-    "vilbert": (
-        "tinyformer.train.vilbert", "TrainViLBERTConfig", "train_vilbert",
+    "vilbert": Command(
+        TrainViLBERTConfig, train_vilbert,
         "pretrain a two-stream ViLBERT on captioned digit scenes, fine-tune it vs scratch",
         "Co-attention between image regions and words, pretrained with masked words, masked "
         "regions and image-text alignment on generated scenes of two digits, then fine-tuned "
@@ -101,9 +118,9 @@ def add_training_commands(sub: argparse._SubParsersAction) -> None:
         "context 64) on CPython's bundled docs, about 3 minutes on 2 cores.",
     )
     add_dataclass_flags(gpt, TrainGPTConfig)
-    for name, (module, config, _, help_text, description) in TRAINERS.items():
-        command = train.add_parser(name, help=help_text, description=description)
-        add_dataclass_flags(command, getattr(importlib.import_module(module), config))
+    for name, command in TRAINERS.items():
+        flags = train.add_parser(name, help=command.help, description=command.description)
+        add_dataclass_flags(flags, command.config)
     # the names as papers write them, and what each learns by default
     image_help = {
         "vit": "train a ViT classifier (digits by default)",
@@ -265,9 +282,8 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.model == "gpt":
         train_gpt(dataclass_from_args(TrainGPTConfig, args))
     elif args.model in TRAINERS:
-        module, config, train, _, _ = TRAINERS[args.model]
-        module = importlib.import_module(module)
-        getattr(module, train)(dataclass_from_args(getattr(module, config), args))
+        command = TRAINERS[args.model]
+        command.train(dataclass_from_args(command.config, args))
     else:
         train_vision(dataclass_from_args(TrainVisionConfig, args))
     return 0
