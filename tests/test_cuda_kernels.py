@@ -77,7 +77,11 @@ def test_every_cuda_kernel_has_its_source_reference_and_checks():
     # the GPU tests' cases live beside the benchmarks that share them
     on_gpu = "".join(
         (root / path).read_text()
-        for path in ("tests/test_cuda_gpu.py", "tinyformer/testing/kernel_cases.py")
+        for path in (
+            "tests/test_cuda_gpu.py",
+            "tinyformer/testing/kernel_cases.py",
+            "tests/test_cuda_gemm.py",  # the linear layers' GEMM, forced (eager runs cuBLAS)
+        )
     )
     primitives = _cuda_primitives()
     assert "softmax.forward" in primitives  # the kernel files were found at all
