@@ -11,7 +11,10 @@ Reading order: engine.py -> tensor.py -> autograd.py -> ops/ (one file per op) -
 -> registry.py.
 """
 
-from tinyformer import backends, cuda, nn, optim, registry, utils  # as torch's
+# backends, cuda, nn, optim, registry, utils: as torch's. fake_device registers the "fake"
+# device with the device layer when imported: here, once for every program, so that
+# `x.to("fake")` works and no spine module imports that wing.
+from tinyformer import backends, cuda, fake_device, nn, optim, registry, utils  # noqa: F401
 from tinyformer.autograd import (
     Function,
     OpError,

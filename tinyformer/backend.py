@@ -8,6 +8,9 @@ An op's reference takes its array module from its inputs and reads as its NumPy 
 Devices are named as PyTorch names them: "cpu", "cuda" (the current GPU), "cuda:1". "fake" is a
 NumPy-backed stand-in for a GPU (tinyformer.fake_device) that lets CI catch host/device mixes
 without one. CuPy is imported on the first question about CUDA, never when this module is.
+This module never imports the fake device: it knows it as a `DeviceArrays` entry, which
+`tinyformer.fake_device` registers when imported (and `import tinyformer` imports it), so that
+the spine (engine, versions, registry, kernels) asks here and never needs that wing.
 
     device("cuda:0")           # Device(type='cuda', index=0), or DeviceUnavailable saying why
     to_device(a, "fake")       # a copy on the fake device; `a` itself if it is already there
@@ -20,19 +23,18 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from tinyformer import fake_device
-from tinyformer.fake_device import FakeArray
-
 __all__ = [
     "CUDA_INSTALL_HINT",
     "Device",
     "DeviceSpec",
+    "DeviceArrays",
     "DeviceUnavailable",
     "array_module",
     "check_same_device",
@@ -41,8 +43,11 @@ __all__ = [
     "device_of",
     "get_array_module",
     "host_copy",
+    "host_memory",
     "is_device_array",
+    "is_emulated",
     "is_device_spec",
+    "register_device_arrays",
     "to_device",
     "to_host",
 ]
@@ -192,9 +197,52 @@ def _is_cupy(array: Any) -> bool:
     return cupy is not None and isinstance(array, getattr(cupy, "ndarray", ()))
 
 
+class DeviceArrays(NamedTuple):
+    """A device emulated on the host by another module (the fake device): what this module needs
+    to compute on its arrays and move arrays there. Its module registers it when imported."""
+
+    type: str  # the device's name, as in "fake:0"
+    array_type: type  # its arrays' class
+    xp: ModuleType  # the array module that computes on them
+    upload: Callable[[Any], Any]  # host data -> a copy on the device
+    memory: Callable[[Any], np.ndarray]  # a device array -> the host array holding its memory
+
+
+_EMULATED: dict[type, DeviceArrays] = {}  # by array class
+_EMULATED_BY_NAME: dict[str, DeviceArrays] = {}
+
+
+def register_device_arrays(arrays: DeviceArrays) -> None:
+    """Make `arrays.type` a device whose arrays this module knows (called by its module)."""
+    if arrays.type not in DEVICE_TYPES or arrays.type in ("cpu", "cuda"):
+        raise ValueError(f"register_device_arrays: {arrays.type!r} is not an emulated device")
+    _EMULATED[arrays.array_type] = arrays
+    _EMULATED_BY_NAME[arrays.type] = arrays
+
+
+def _emulated_device(name: str) -> DeviceArrays:
+    registered = _EMULATED_BY_NAME.get(name)
+    if registered is None:
+        raise DeviceUnavailable(f"the {name!r} device: import tinyformer.{name}_device first")
+    return registered
+
+
+def is_emulated(array: Any) -> bool:
+    """Whether `array` lives on a device emulated on the host (the fake device)."""
+    return type(array) in _EMULATED
+
+
+def host_memory(array: Any) -> Any:
+    """The host array holding an emulated device array's memory (not a copy: for the engine's
+    and the version counters' memory questions, and the CUDA emulator's pointers); any other
+    array as it is."""
+    registered = _EMULATED.get(type(array))
+    return array if registered is None else registered.memory(array)
+
+
 def is_device_array(array: Any) -> bool:
     """Whether `array` lives on a device (a CuPy or fake-device array)."""
-    return isinstance(array, FakeArray) or _is_cupy(array)
+    return type(array) in _EMULATED or _is_cupy(array)
 
 
 def get_array_module(*arrays: Any) -> ModuleType:
@@ -205,8 +253,9 @@ def get_array_module(*arrays: Any) -> ModuleType:
     """
     found = np
     for a in arrays:
-        if isinstance(a, FakeArray):
-            xp = fake_device.xp
+        registered = _EMULATED.get(type(a))
+        if registered is not None:
+            xp = registered.xp
         elif _is_cupy(a):
             xp = sys.modules["cupy"]
         else:
@@ -223,15 +272,16 @@ def array_module(spec: DeviceSpec = None) -> ModuleType:
     d = device(spec)
     if d.type == "cuda":
         return _require_cuda(d)
-    return fake_device.xp if d.type == "fake" else np
+    return np if d.type == "cpu" else _emulated_device(d.type).xp
 
 
 def device_of(array: Any) -> Device:
     """The device `array` lives on. NumPy scalars are on the CPU."""
     if isinstance(array, (np.ndarray, np.generic)):
         return Device("cpu")
-    if isinstance(array, FakeArray):
-        return Device("fake", array.device.id)
+    registered = _EMULATED.get(type(array))
+    if registered is not None:
+        return Device(registered.type, array.device.id)
     if _is_cupy(array):
         return Device("cuda", array.device.id)
     raise TypeError(f"device_of: expected a NumPy, CuPy or fake-device array, got {type(array)}")
@@ -272,8 +322,8 @@ def to_device(array: Any, spec: DeviceSpec) -> Any:
         return array
     if target.type == "cpu":
         return to_host(array)
-    if target.type == "fake":
-        return fake_device.to_fake(to_host(array))
+    if target.type != "cuda":
+        return _emulated_device(target.type).upload(to_host(array))
     cupy = _require_cuda(target)
     with cupy.cuda.Device(target.index):  # index None: the current GPU
         # copy() of a CuPy array on another GPU lands on the current one; host data is uploaded.

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tinyformer import backend, grad_mode, versions
-from tinyformer.fake_device import FakeArray, memory
 from tinyformer.grad_mode import check_finite
 
 if TYPE_CHECKING:  # for the type hints only: the engine never needs the class
@@ -181,7 +180,7 @@ def _output_grads(node: Context, gy: Any) -> tuple:
 
 def _owner(g: Any) -> Any:
     """The array that owns g's memory: g itself, or the array g is a view of."""
-    a = memory(g) if type(g) is FakeArray else g
+    a = backend.host_memory(g)
     base = getattr(a, "base", None)
     return a if base is None else base
 
@@ -193,7 +192,7 @@ def _can_take(g: Any, taken: set[int]) -> bool:
     this backward may share that memory. `taken` holds the owners' ids seen so far; an owner
     freed meanwhile can only make a later check copy needlessly, never share."""
     owner = _owner(g)
-    a = memory(g) if type(g) is FakeArray else g
+    a = backend.host_memory(g)
     if id(owner) in taken or type(owner) is not type(a) or owner.nbytes != a.nbytes:
         return False
     if not (a.flags.c_contiguous and getattr(a.flags, "writeable", True)):  # CuPy: no flag

@@ -26,6 +26,9 @@ the device; a host array assigned into a device array raises for any shape.
 Not mimicked: out-of-range indices raise (CuPy wraps them silently), duplicate indices in an
 assignment keep the last value (CuPy's is undefined), no asynchrony, streams, memory pools or
 multiple devices; dtype promotion, printing and rounding are NumPy's; `xp.random` is NumPy's.
+
+Importing this module registers the "fake" device with `tinyformer.backend` (`import tinyformer`
+does it), so the rest of tinyformer reaches these arrays through the device layer alone.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import launches
+from tinyformer import backend, launches
 
 __all__ = ["ABSENT_FROM_CUPY", "FakeArray", "memory", "to_fake", "xp"]
 
@@ -466,3 +469,6 @@ xp = _Namespace(
         ),
     },
 )
+
+# The device layer knows this device only through this entry: the spine never imports this file.
+backend.register_device_arrays(backend.DeviceArrays("fake", FakeArray, xp, to_fake, memory))

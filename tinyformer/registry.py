@@ -43,9 +43,8 @@ from typing import Any
 import numpy as np
 
 from tinyformer import runtime
-from tinyformer.backend import array_module
+from tinyformer.backend import array_module, is_emulated
 from tinyformer.backend import device as parse_device
-from tinyformer.fake_device import FakeArray
 
 __all__ = [
     "REFERENCE",
@@ -165,7 +164,7 @@ def _load_kernels() -> None:
 def _preference(array: Any) -> tuple[str, str]:
     """The backend to try first, and where that preference came from."""
     on_gpu = type(array).__module__.startswith("cupy")
-    if on_gpu or isinstance(array, FakeArray):
+    if on_gpu or is_emulated(array):
         # Numba kernels read host memory, and a silent copy to the host would hide the cost:
         # a device array runs its own device's kernel or the reference, whatever is preferred.
         if _preferred and _preferred[-1] == REFERENCE:

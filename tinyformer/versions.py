@@ -30,7 +30,7 @@ import weakref
 from collections import deque
 from typing import Any
 
-from tinyformer.fake_device import FakeArray
+from tinyformer import backend
 
 __all__ = ["bump", "check", "clock", "label_saved", "owns_memory", "version"]
 
@@ -67,8 +67,7 @@ _counters: dict[int, _Counter] = {}  # id(owner of the memory) -> its counter
 def _owner(array: Any) -> Any:
     """The array that owns `array`'s memory: `array` itself or the base its view chain ends in
     (bytes, mmap and other buffers under an array have no dtype and end the chain)."""
-    if isinstance(array, FakeArray):  # a new wrapper for every view: follow the host array
-        array = array._a
+    array = backend.host_memory(array)  # a new fake-device wrapper for every view: its host array
     base = getattr(array, "base", None)
     while base is not None and hasattr(base, "dtype"):
         array, base = base, getattr(base, "base", None)
@@ -77,7 +76,7 @@ def _owner(array: Any) -> Any:
 
 def owns_memory(array: Any) -> bool:
     """Whether `array` owns its memory (is no view of another array's)."""
-    return _owner(array) is (array._a if isinstance(array, FakeArray) else array)
+    return _owner(array) is backend.host_memory(array)
 
 
 def version(array: Any) -> int:

@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import launches
-from tinyformer.fake_device import FakeArray, memory
+from tinyformer import backend, launches
 
 HERE = Path(__file__).parent
 OPTIONS = ("-std=c++17",)
@@ -133,7 +132,7 @@ class Module:
         grid3, block3 = _dims(grid), _dims(block)
         if launches.active:
             launches.record("kernel")
-        if any(isinstance(a, FakeArray) for a in arrays):
+        if any(backend.is_emulated(a) for a in arrays):
             self._emulated(entry, grid3, block3, args)
         else:
             self._on_gpu(entry, grid3, block3, args)
@@ -156,8 +155,11 @@ class Module:
 
         if self._cpu is None:
             self._cpu = _emulator.compile_module(self.source, self.entries, self.op)
+        pointers = [a for a, p in zip(args, entry.params) if p.type == "pointer"]
+        if not all(backend.is_emulated(a) for a in pointers):  # as CuPy refuses host memory
+            raise TypeError(f"{self.op}.{entry.name}: every array must be on the fake device")
         values = [
-            memory(a) if p.type == "pointer" else SCALARS[p.type](a)
+            backend.host_memory(a) if p.type == "pointer" else SCALARS[p.type](a)
             for a, p in zip(args, entry.params)
         ]
         self._cpu.launch(entry.name, grid + block, values)
@@ -172,8 +174,8 @@ def load(op: str) -> Module:
 def address(a: Any) -> int:
     """The device address of a's first element, as an int: what a kernel's table of pointers
     holds. CuPy's `a.data.ptr`; on the fake device, the host memory its emulated kernels read."""
-    if isinstance(a, FakeArray):
-        return memory(a).ctypes.data
+    if backend.is_emulated(a):
+        return backend.host_memory(a).ctypes.data
     return a.data.ptr
 
 
