@@ -47,7 +47,7 @@ from tinyformer.models.vilbert import (
     encoder_state,
 )  # fmt: skip
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
-from tinyformer.train.loop import Phase, Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Phase, Run, start_run
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 from tinyformer.train.vilbert.config import TrainViLBERTConfig
@@ -128,12 +128,21 @@ def pretrain(cfg: TrainViLBERTConfig, data: Digits) -> tuple[ViLBERTForPreTraini
     """The pretraining run; returns the model and its log."""
     phase = Phase(cfg.pretrain_iters, cfg.eval_interval, str(Path(cfg.out_dir) / "pretrain"),
                   cfg.progress, resume=cfg.resume)  # fmt: skip
-    phase, state, saved = resume_from(phase, phase.out_dir)
+
+    def build(phase: Phase, state: dict | None, saved: dict | None) -> Run:
+        return _pretraining_run(cfg, data, phase, state, saved)
+
+    run, log = start_run(phase, build, seed=cfg.seed)
+    return run.model, log
+
+
+def _pretraining_run(
+    cfg: TrainViLBERTConfig, data: Digits, phase: Phase, state: dict | None, saved: dict | None
+) -> Run:
     if saved:
         mconf = config_from_checkpoint(saved["_path"], ViLBERTConfig, saved["model_config"], state)
     else:
         mconf = cfg.model_config()
-    tf.manual_seed(cfg.seed)
     model = ViLBERTForPreTraining(mconf).to(cfg.device)
     optimizer, scheduler = _optimizer(model, cfg, cfg.lr, phase.iters, cfg.warmup)
     # the same held-out scenes, masks and mismatches at every evaluation (their own generator)
@@ -151,7 +160,7 @@ def pretrain(cfg: TrainViLBERTConfig, data: Digits) -> tuple[ViLBERTForPreTraini
         return pretrain_batch(make_scenes(data.train, data.train_labels, cfg.batch_size, rng),
                               cfg, rng)  # fmt: skip
 
-    run = Run(
+    return Run(
         model, optimizer, scheduler, np.random.default_rng(cfg.seed), get_batch=get_batch,
         evaluate=evaluate, config=phase, command="vilbert",
         title="ViLBERT pretraining: masked words + masked regions + alignment",
@@ -161,8 +170,6 @@ def pretrain(cfg: TrainViLBERTConfig, data: Digits) -> tuple[ViLBERTForPreTraini
         loss=lambda inputs, targets: model(inputs, targets)[1],
         resume_hint=f"tinyformer train vilbert --resume --out-dir {cfg.out_dir}",
     )  # fmt: skip
-    resume_into(run, state, saved)
-    return model, train_loop(run)
 
 
 def finetune(
@@ -170,12 +177,25 @@ def finetune(
 ) -> dict[str, Any]:
     """Question answering from the encoder weights `init` (`encoder_state(model)`) or from
     random weights (None). Returns the log; its evals hold test loss and accuracy."""
-    tf.manual_seed(cfg.seed + 1)  # the same answer head for both runs
+    iters = cfg.finetune_iters
+    phase = Phase(iters, max(1, iters // 5), str(Path(cfg.out_dir) / name), cfg.progress)
+
+    def build(phase: Phase, state: dict | None, saved: dict | None) -> Run:
+        return _finetuning_run(cfg, data, mconf, init, name, phase)
+
+    # seed + 1: the same answer head for both runs
+    return start_run(phase, build, seed=cfg.seed + 1)[1]
+
+
+def _finetuning_run(
+    cfg: TrainViLBERTConfig, data: Digits, mconf: ViLBERTConfig, init: dict | None, name: str,
+    phase: Phase,
+) -> Run:  # fmt: skip
     model = ViLBERTForQuestionAnswering(mconf, num_answers=len(DIGIT_WORDS))
     if init is not None:
         model.load_state_dict({**model.state_dict(), **init})
     model.to(cfg.device)
-    iters = cfg.finetune_iters
+    iters = phase.iters
     optimizer, scheduler = _optimizer(model, cfg, cfg.finetune_lr, iters, max(1, iters // 10))
     rng = np.random.default_rng([cfg.seed, 2])  # the same examples for both runs
     train_inputs, train_answers = qa_batch(
@@ -196,14 +216,12 @@ def finetune(
         idx = rng.integers(0, len(train_answers), cfg.batch_size)
         return tuple(x[idx] for x in train_inputs), train_answers[idx]
 
-    phase = Phase(iters, max(1, iters // 5), str(Path(cfg.out_dir) / name), cfg.progress)
-    run = Run(
+    return Run(
         model, optimizer, scheduler, np.random.default_rng([cfg.seed, 3]), get_batch=get_batch,
         evaluate=evaluate, config=phase, command="vilbert", title=f"question answering ({name})",
         meta=lambda: {"model_config": dataclasses.asdict(mconf), "model_kind": "vilbert_qa"},
         resume_hint=f"tinyformer train vilbert --resume --out-dir {cfg.out_dir}",
     )  # fmt: skip
-    return train_loop(run)
 
 
 def train_vilbert(cfg: TrainViLBERTConfig) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from tinyformer.data.tlm import pack_monolingual
 from tinyformer.models.xlm import XLM, XLMConfig, XLMForMaskedLM, XLMForSequenceClassification
 from tinyformer.optim import AdamW, WarmupCosineLR, weight_decay_groups
 from tinyformer.tensor import Tensor
-from tinyformer.train.loop import Phase, Run, resume_from, resume_into, train_loop
+from tinyformer.train.loop import Phase, Run, start_run
 from tinyformer.train.rundir import claim_out_dir
 from tinyformer.train.state import config_from_checkpoint
 from tinyformer.train.xlm.config import TrainXLMConfig
@@ -95,12 +95,22 @@ def pretrain(cfg: TrainXLMConfig, data: NumeralData, tlm: bool) -> tuple[XLMForM
     started = tlm or (out / "ckpt.npz").exists()
     phase = Phase(cfg.pretrain_iters, cfg.eval_interval, str(out), cfg.progress,
                   resume=cfg.resume and started)  # fmt: skip
-    phase, state, saved = resume_from(phase, phase.out_dir)
+
+    def build(phase: Phase, state: dict | None, saved: dict | None) -> Run:
+        return _pretraining_run(cfg, data, tlm, phase, state, saved)
+
+    run, log = start_run(phase, build, seed=cfg.seed)  # both start from the same weights
+    return run.model, log
+
+
+def _pretraining_run(
+    cfg: TrainXLMConfig, data: NumeralData, tlm: bool, phase: Phase, state: dict | None,
+    saved: dict | None,
+) -> Run:  # fmt: skip
     if saved:
         mconf = config_from_checkpoint(saved["_path"], XLMConfig, saved["model_config"], state)
     else:
         mconf = cfg.model_config(data.vocab_size)
-    tf.manual_seed(cfg.seed)  # both pretrainings start from the same weights
     model = XLMForMaskedLM(mconf).to(cfg.device)
     optimizer, scheduler = _optimizer(model, cfg, cfg.lr, phase.iters, cfg.warmup)
 
@@ -119,7 +129,7 @@ def pretrain(cfg: TrainXLMConfig, data: NumeralData, tlm: bool) -> tuple[XLMForM
         model.train()
         return out
 
-    run = Run(
+    return Run(
         model, optimizer, scheduler, np.random.default_rng([cfg.seed, 2]),
         get_batch=lambda rng: pretrain_batch(data, cfg, tlm, rng), evaluate=evaluate,
         config=phase, command="xlm", title=("MLM + TLM" if tlm else "MLM-only") + " pretraining",
@@ -128,8 +138,6 @@ def pretrain(cfg: TrainXLMConfig, data: NumeralData, tlm: bool) -> tuple[XLMForM
                       "tokenizer": data.tokenizer.to_dict(), "xlm_config": dataclasses.asdict(cfg)},
         resume_hint=f"tinyformer train xlm --resume --out-dir {cfg.out_dir}",
     )  # fmt: skip
-    resume_into(run, state, saved)
-    return model, train_loop(run)
 
 
 def finetune(
@@ -139,7 +147,21 @@ def finetune(
     (the "xlm.*" entries of a pretrained model's state_dict) or from random weights (None);
     `run` (1, 2, ...) picks the classifier's initialisation and the order of the examples.
     Returns the log; its evals hold test accuracy in A (`acc_a`) and zero-shot in B (`acc_b`)."""
-    tf.manual_seed(cfg.seed + run)  # run k starts the same way from every encoder
+    iters = cfg.finetune_iters
+    every = max(1, min(cfg.eval_interval, iters // 5))  # at least five evaluations
+    phase = Phase(iters, every, str(Path(cfg.out_dir) / name), cfg.progress)
+
+    def build(phase: Phase, state: dict | None, saved: dict | None) -> Run:
+        return _finetuning_run(cfg, data, init, name, run, phase)
+
+    # run k starts the same way from every encoder
+    return start_run(phase, build, seed=cfg.seed + run)[1]
+
+
+def _finetuning_run(
+    cfg: TrainXLMConfig, data: NumeralData, init: dict[str, Any] | None, name: str, run: int,
+    phase: Phase,
+) -> Run:  # fmt: skip
     model = XLMForSequenceClassification(cfg.model_config(data.vocab_size), 3, cfg.pooling)
     if init is not None:
         own = model.state_dict()
@@ -148,7 +170,7 @@ def finetune(
         for table in (model.xlm.tok_emb, model.xlm.pos_emb, model.xlm.lang_emb):
             table.weight.requires_grad_(False)
     model.to(cfg.device)
-    iters = cfg.finetune_iters
+    iters = phase.iters
     optimizer, scheduler = _optimizer(model, cfg, cfg.finetune_lr, iters, max(1, iters // 10))
     pairs, labels = data.test
     tests = {lang: pair_batch(data, pairs, lang) for lang in (LANG_A, LANG_B)}
@@ -183,9 +205,7 @@ def finetune(
         picks = rng.integers(0, len(data.train[1]), cfg.batch_size)
         return pair_batch(data, data.train[0][picks], LANG_A), data.train[1][picks]
 
-    every = max(1, min(cfg.eval_interval, iters // 5))  # at least five evaluations
-    phase = Phase(iters, every, str(Path(cfg.out_dir) / name), cfg.progress)
-    run = Run(
+    return Run(
         model, optimizer, scheduler, np.random.default_rng([cfg.seed, 3, run]), get_batch=get_batch,
         evaluate=evaluate, config=phase, command="xlm", title=f"fine-tuning in A ({name})",
         loss=loss,
@@ -193,7 +213,6 @@ def finetune(
                       "tokenizer": data.tokenizer.to_dict()},
         resume_hint=f"tinyformer train xlm --resume --out-dir {cfg.out_dir}",
     )  # fmt: skip
-    return train_loop(run)
 
 
 def train_xlm(cfg: TrainXLMConfig) -> dict[str, Any]:
