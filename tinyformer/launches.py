@@ -50,7 +50,7 @@ DIRECTIONS = ("forward", "backward", "step")
 active: list[LaunchCount] = []
 
 
-@dataclass
+@dataclass(eq=False)  # nested blocks are told apart by identity, not by their counts
 class LaunchCount:
     """Launches seen inside one `counting()` block, by (label, kind)."""
 
