@@ -1,6 +1,9 @@
 """`tinyformer.cuda`, as `torch.cuda`: whether a GPU can be used, and how many there are, so
 that PyTorch code choosing its device (`"cuda" if torch.cuda.is_available() else "cpu"`) runs
-unchanged. CuPy is imported on the first call, never at import."""
+unchanged. CuPy is imported on the first call, never at import.
+
+`tinyformer.cuda.graphs` is `tinyformer.cuda_graphs` (capture a step, replay it: as
+`torch.cuda.graphs`), loaded on first use."""
 
 from __future__ import annotations
 
@@ -9,6 +12,14 @@ import sys
 from tinyformer import backend
 
 __all__ = ["device_count", "is_available", "manual_seed", "manual_seed_all"]
+
+
+def __getattr__(name: str):
+    if name == "graphs":  # a module attribute on first use: nothing imported at import
+        from tinyformer import cuda_graphs
+
+        return cuda_graphs
+    raise AttributeError(f"module 'tinyformer.cuda' has no attribute {name!r}")
 
 
 def is_available() -> bool:
