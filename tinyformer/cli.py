@@ -37,6 +37,7 @@ import time
 import numpy as np
 
 from tinyformer import __version__
+from tinyformer.flags import COUNT, NONNEGATIVE, add_device_flag, ranged
 from tinyformer.runtime import restart_with_runtime_env
 
 
@@ -114,7 +115,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinyformer", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"tinyformer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    from tinyformer.train.args import COUNT, NONNEGATIVE, add_device_flag, ranged  # (loaded anyway)
 
     demo = sub.add_parser("demo", help="autograd on an attention layer, then gradcheck every op")
     add_device_flag(demo)
