@@ -167,7 +167,10 @@ def check_kernel(kernel: str, dtype) -> None:
 
 
 # CUDA kernel files checked at large sizes elsewhere
-ELSEWHERE = {"adamw": "tests/test_adamw_many.py (shapes around a warp, a chunk, several chunks)"}
+ELSEWHERE = {
+    "adamw": "tests/test_adamw_many.py (shapes around a warp, a chunk, several chunks)",
+    "clip": "tests/test_clip_many.py (shapes around a warp and a block, several work items)",
+}
 
 
 def test_every_cuda_kernel_file_has_a_large_case():

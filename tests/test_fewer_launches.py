@@ -59,3 +59,35 @@ def test_attention_on_a_device_saves_contiguous_heads_and_copies_them_once():
         *(tf.Tensor(a.data.get()) for a in (q, k, v)), is_causal=True
     )
     np.testing.assert_allclose(y.data.get(), want.data, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("t", [5, 40])  # one tile; more than one of queries and of keys
+def test_attention_gradients_come_back_in_the_layout_of_the_merged_heads(t):
+    """gy arrives as (B, H, T, d) views of (B, T, H, d) memory (heads merged back into one
+    projection): the CUDA backward writes gq, gk, gv in that layout, so that they flow back to
+    the projection they were split from with no copy, and equal the reference's."""
+    from tinyformer import registry
+    from tinyformer.ops import reshape, split, transpose
+
+    rng = np.random.default_rng(1)
+    b, h, d = 2, 3, 4
+    x = rng.standard_normal((b, t, 3 * h * d)).astype(np.float32)
+    gy = rng.standard_normal((b, t, h * d)).astype(np.float32)
+
+    def run(device):
+        qkv = tf.Tensor(x, requires_grad=True).to(device)
+        qkv = qkv.detach().requires_grad_()
+        heads = [transpose(reshape(a, b, t, h, d), 1, 2) for a in split(qkv, h * d, axis=2)]
+        y = tf.nn.functional.scaled_dot_product_attention(*heads, is_causal=True)
+        merged = reshape(transpose(y, 1, 2), b, t, h * d)
+        with counting() as launches:
+            merged.backward(to_fake(gy) if device == "fake" else gy)
+        return qkv.grad, launches
+
+    with registry.prefer("cuda", force=True):
+        got, launches = run("fake")
+    want, _ = run("cpu")
+    np.testing.assert_allclose(got.get(), want, rtol=1e-5, atol=1e-6)
+    labels = launches.by_label()
+    assert labels.get("Reshape.backward", 0) == 0  # no copy of gq, gk or gv
+    assert labels["ScaledDotProductAttention.backward"] == 3  # gy's copy and two kernels

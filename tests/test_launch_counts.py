@@ -22,7 +22,7 @@ from launches import count, gpt_step, vit_step  # noqa: E402
 
 # Launches per step at n_layer=1 (and the whole step at the baby depth is printed by the
 # benchmark). Lower these when a change removes launches.
-CEILINGS = {"gpt": 94, "vit": 93}
+CEILINGS = {"gpt": 80, "vit": 82}
 
 
 def test_the_counter_sees_launches_and_not_views():

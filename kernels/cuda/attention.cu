@@ -38,6 +38,10 @@
 //     first key on). Per query tile, the lanes compute p and ds as above into shared memory; then
 //     each warp owns BC / 4 keys and accumulates gv += p^T gy and gk += ds^T q in registers.
 // Each gradient element is written once, by one thread, summed in a fixed order.
+// Gradient layout: gq, gk and gv are (BH, T, width) arrays, or, with grad_bthd, (B, T, H, width)
+// ones (`grad_row`): the layout of heads split from one (B, T, H * width) projection, so that
+// the gradient flowing back to that projection is already in place instead of copied (a launch
+// per gradient). The wrapper chooses it when gy arrives in that layout.
 //
 // Shared memory per block stays under the 48 KB that needs no opt-in: BR starts at 16 query rows
 // and halves until the tiles fit (`Tiles`; attention.py keeps a copy of the resulting sizes for
@@ -74,7 +78,16 @@ struct Tiles {
 
 struct Dims {
     int bh, tq, tk, d, dv;
+    int grad_bthd;  // gradients in (B, T, H, width) layout (0 in the forward)
 };
+
+// Offset of row i (of len) of pair bh in a gradient of row width w: row (bh, i) of a
+// (BH, len, w) array, or with n.grad_bthd row (b, i, h) of a (B, len, H, w) one.
+__device__ __forceinline__ long long grad_row(const Dims& n, int heads, int bh, long long i,
+                                              int len, int w) {
+    if (!n.grad_bthd) return ((long long)bh * len + i) * w;
+    return (((long long)(bh / heads) * len + i) * heads + bh % heads) * w;
+}
 
 template <class T>
 struct Mask {
@@ -300,7 +313,8 @@ __device__ void attention_backward_q(const T* gy, const T* q, const T* k, const 
 #pragma unroll
                 for (int c = 0; c < COLS; ++c) {
                     const int t = lane + 32 * c;
-                    if (i < n.tq && t < n.d) gq[(row0 + i) * n.d + t] = acc[r][c] * scale;
+                    if (i < n.tq && t < n.d)
+                        gq[grad_row(n, m.heads, bh, i, n.tq, n.d) + t] = acc[r][c] * scale;
                 }
             }
         }
@@ -387,8 +401,9 @@ __device__ void attention_backward_kv(const T* gy, const T* q, const T* k, const
 #pragma unroll
                 for (int c = 0; c < COLS; ++c) {
                     const int t = lane + 32 * c;
-                    if (t < n.d) gk[(key0 + j) * n.d + t] = gk_acc[kk][c] * scale;
-                    if (t < n.dv) gv[(key0 + j) * n.dv + t] = gv_acc[kk][c];
+                    if (t < n.d) gk[grad_row(n, m.heads, bh, j, n.tk, n.d) + t] =
+                        gk_acc[kk][c] * scale;
+                    if (t < n.dv) gv[grad_row(n, m.heads, bh, j, n.tk, n.dv) + t] = gv_acc[kk][c];
                 }
             }
         }
@@ -399,12 +414,13 @@ __device__ void attention_backward_kv(const T* gy, const T* q, const T* k, const
 // keep or bias (the other one is any array, unread), heads (the last batch dim, for splitting
 // bh), and the element strides b, h, i, j.
 #define TF_MASK(T) Mask<T>{keep, bias, mask_kind, causal, heads, mask_b, mask_h, mask_i, mask_j}
-#define TF_DIMS Dims{bh, tq, tk, d, dv}
+#define TF_DIMS Dims{bh, tq, tk, d, dv, 0}
+#define TF_GRAD_DIMS Dims{bh, tq, tk, d, dv, grad_bthd}
 #define TF_FORWARD(T, D) attention_forward<T, D>(q, k, v, TF_MASK(T), y, lse, TF_DIMS, scale)
 #define TF_BACKWARD_Q(T, D) \
-    attention_backward_q<T, D>(gy, q, k, v, y, lse, TF_MASK(T), rowdot, gq, TF_DIMS, scale)
+    attention_backward_q<T, D>(gy, q, k, v, y, lse, TF_MASK(T), rowdot, gq, TF_GRAD_DIMS, scale)
 #define TF_BACKWARD_KV(T, D) \
-    attention_backward_kv<T, D>(gy, q, k, v, lse, rowdot, TF_MASK(T), gk, gv, TF_DIMS, scale)
+    attention_backward_kv<T, D>(gy, q, k, v, lse, rowdot, TF_MASK(T), gk, gv, TF_GRAD_DIMS, scale)
 
 extern "C" __global__ void attention_forward_d32_f32(
     const float* q, const float* k, const float* v, const bool* keep, const float* bias, float* y,
@@ -436,28 +452,28 @@ extern "C" __global__ void attention_backward_q_d32_f32(
     const float* gy, const float* q, const float* k, const float* v, const float* y,
     const float* lse, const bool* keep, const float* bias, float* rowdot, float* gq, int bh,
     int tq, int tk, int d, int dv, int causal, int mask_kind, int heads, long long mask_b,
-    long long mask_h, long long mask_i, long long mask_j, float scale) {
+    long long mask_h, long long mask_i, long long mask_j, int grad_bthd, float scale) {
     TF_BACKWARD_Q(float, 32);
 }
 extern "C" __global__ void attention_backward_q_d64_f32(
     const float* gy, const float* q, const float* k, const float* v, const float* y,
     const float* lse, const bool* keep, const float* bias, float* rowdot, float* gq, int bh,
     int tq, int tk, int d, int dv, int causal, int mask_kind, int heads, long long mask_b,
-    long long mask_h, long long mask_i, long long mask_j, float scale) {
+    long long mask_h, long long mask_i, long long mask_j, int grad_bthd, float scale) {
     TF_BACKWARD_Q(float, 64);
 }
 extern "C" __global__ void attention_backward_q_d128_f32(
     const float* gy, const float* q, const float* k, const float* v, const float* y,
     const float* lse, const bool* keep, const float* bias, float* rowdot, float* gq, int bh,
     int tq, int tk, int d, int dv, int causal, int mask_kind, int heads, long long mask_b,
-    long long mask_h, long long mask_i, long long mask_j, float scale) {
+    long long mask_h, long long mask_i, long long mask_j, int grad_bthd, float scale) {
     TF_BACKWARD_Q(float, 128);
 }
 extern "C" __global__ void attention_backward_q_d128_f64(
     const double* gy, const double* q, const double* k, const double* v, const double* y,
     const double* lse, const bool* keep, const double* bias, double* rowdot, double* gq, int bh,
     int tq, int tk, int d, int dv, int causal, int mask_kind, int heads, long long mask_b,
-    long long mask_h, long long mask_i, long long mask_j, double scale) {
+    long long mask_h, long long mask_i, long long mask_j, int grad_bthd, double scale) {
     TF_BACKWARD_Q(double, 128);
 }
 
@@ -465,27 +481,27 @@ extern "C" __global__ void attention_backward_kv_d32_f32(
     const float* gy, const float* q, const float* k, const float* v, const float* lse,
     const float* rowdot, const bool* keep, const float* bias, float* gk, float* gv, int bh,
     int tq, int tk, int d, int dv, int causal, int mask_kind, int heads, long long mask_b,
-    long long mask_h, long long mask_i, long long mask_j, float scale) {
+    long long mask_h, long long mask_i, long long mask_j, int grad_bthd, float scale) {
     TF_BACKWARD_KV(float, 32);
 }
 extern "C" __global__ void attention_backward_kv_d64_f32(
     const float* gy, const float* q, const float* k, const float* v, const float* lse,
     const float* rowdot, const bool* keep, const float* bias, float* gk, float* gv, int bh,
     int tq, int tk, int d, int dv, int causal, int mask_kind, int heads, long long mask_b,
-    long long mask_h, long long mask_i, long long mask_j, float scale) {
+    long long mask_h, long long mask_i, long long mask_j, int grad_bthd, float scale) {
     TF_BACKWARD_KV(float, 64);
 }
 extern "C" __global__ void attention_backward_kv_d128_f32(
     const float* gy, const float* q, const float* k, const float* v, const float* lse,
     const float* rowdot, const bool* keep, const float* bias, float* gk, float* gv, int bh,
     int tq, int tk, int d, int dv, int causal, int mask_kind, int heads, long long mask_b,
-    long long mask_h, long long mask_i, long long mask_j, float scale) {
+    long long mask_h, long long mask_i, long long mask_j, int grad_bthd, float scale) {
     TF_BACKWARD_KV(float, 128);
 }
 extern "C" __global__ void attention_backward_kv_d128_f64(
     const double* gy, const double* q, const double* k, const double* v, const double* lse,
     const double* rowdot, const bool* keep, const double* bias, double* gk, double* gv, int bh,
     int tq, int tk, int d, int dv, int causal, int mask_kind, int heads, long long mask_b,
-    long long mask_h, long long mask_i, long long mask_j, double scale) {
+    long long mask_h, long long mask_i, long long mask_j, int grad_bthd, double scale) {
     TF_BACKWARD_KV(double, 128);
 }

@@ -124,15 +124,19 @@ def attention_backward(
     bound = head_bound(q, v)
     xp = get_array_module(q)
     batch = _batch(q, k, v)
+    bthd = _heads_interleaved(gy, q, k, v)
     gy3, q3, k3, v3, y3 = (_flat(a, batch) for a in (gy, q, k, v, y))
     (bh, tq, d), tk, dv = q3.shape, k3.shape[1], v3.shape[2]
     lse2 = _flat(lse[..., None], batch).reshape(bh, tq)
-    gq = xp.empty_like(q3)
-    gk, gv = xp.empty_like(k3), xp.empty_like(v3)
+    if bthd:  # (B, T, H, width) memory, handed back as (B, H, T, width) views
+        b, h = batch
+        gq, gk, gv = (xp.empty((b, t, h, w), q.dtype) for t, w in ((tq, d), (tk, d), (tk, dv)))
+    else:
+        gq, gk, gv = xp.empty_like(q3), xp.empty_like(k3), xp.empty_like(v3)
     if bh and (tq or tk):
         kind, keep, bias, heads, *strides = _mask_args(mask, batch, q3)
         dtype, suffix = q.dtype.name, SUFFIX[q.dtype.name]
-        shape = (bh, tq, tk, d, dv, int(causal), kind, heads, *strides, scale)
+        shape = (bh, tq, tk, d, dv, int(causal), kind, heads, *strides, int(bthd), scale)
         rowdot = xp.empty((bh, tq), q.dtype)  # D_i = gy_i . y_i, from backward_q to backward_kv
         if tq:
             grid = _grid(tq, BACKWARD_ROWS[dtype][bound], bh)
@@ -142,8 +146,20 @@ def attention_backward(
             grid = _grid(tk, KEYS[dtype][bound], bh)
             args = (gy3, q3, k3, v3, lse2, rowdot, keep, bias, gk, gv, *shape)
             _module().launch(f"attention_backward_kv_d{bound}_{suffix}", grid, THREADS, args)
+    if bthd:
+        return gq.transpose(0, 2, 1, 3), gk.transpose(0, 2, 1, 3), gv.transpose(0, 2, 1, 3)
     return (
         gq.reshape(*batch, tq, d),
         gk.reshape(*batch, tk, d),
         gv.reshape(*batch, tk, dv),
     )
+
+
+def _heads_interleaved(gy: Any, q: Any, k: Any, v: Any) -> bool:
+    """Whether gy is a (B, H, T, dv) view of (B, T, H, dv) memory (heads merged back into one
+    projection, as a transformer does) while q, k and v need no broadcasting: then the kernels
+    write gq, gk and gv in that layout too (attention.cu), so that the gradients reach the
+    projection they were split from without a copy each."""
+    if gy.ndim != 4 or gy.flags.c_contiguous or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+        return False
+    return gy.transpose(0, 2, 1, 3).flags.c_contiguous and gy.shape[:-2] == q.shape[:-2]
