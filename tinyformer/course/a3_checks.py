@@ -114,24 +114,26 @@ def _reference_projections(ref: ModuleType, x, context, c, nh, seed, context_dim
 
 def _per_head(tf: ModuleType, x: np.ndarray, context: np.ndarray | None = None, **kw):
     """The student's module on x (from `tf.course.a3_drivers`, run in the grader's child), and
-    what it should give: one call of the student's attention per head (A3.1's and A3.2's code,
-    graded on their own), on the heads of the instructor's projections from the same seed (in
-    a self-check, of the projections the child reports), merged and projected here."""
-    F = tf.nn.functional
+    what it should give: one call of the reference's attention per head on the heads of the
+    instructor's projections from the same seed, merged and projected here. In a self-check
+    (no reference), the student's attention on the projections the child reports: the
+    student's attention in the module's own child could answer anything that agrees with it."""
+    ref = getattr(tf, "reference", None)
+    F = (ref or tf).nn.functional
     c, nh, seed = kw.pop("embed_dim"), kw.pop("num_heads"), kw.pop("seed")
     module_kw = {"context": context, "context_dim": kw.pop("context_dim", None), **kw}
     y, q, k, v, w, b = tf.course.a3_drivers.attention_module(c, nh, seed, x, **module_kw)
     for name, a, shape in (("q", q, x.shape), ("weight", w, (c, c)), ("bias", b, (c,))):
         assert a.shape == shape, f"the module's {name} has shape {a.shape}, not {shape}"
-    if getattr(tf, "reference", None) is not None:
+    if ref is not None:
         cdim = module_kw["context_dim"]
-        q, k, v, w, b = _reference_projections(tf.reference, x, context, c, nh, seed, cdim)
-    hs = c // nh
-    with tf.no_grad():
+        q, k, v, w, b = _reference_projections(ref, x, context, c, nh, seed, cdim)
+    hs, own = c // nh, ref or tf
+    with own.no_grad():
         heads = [
             F.scaled_dot_product_attention(
                 *(
-                    tf.Tensor(np.ascontiguousarray(a[..., h * hs : (h + 1) * hs]))
+                    own.Tensor(np.ascontiguousarray(a[..., h * hs : (h + 1) * hs]))
                     for a in (q, k, v)
                 ),
                 **kw,

@@ -1,0 +1,87 @@
+"""A red team's replayed attacks on the grader: submissions written by someone who read every
+line of its source, each graded on the one task it targets. Each must score no more than its
+honest score (the same submission without the trick).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import tinyformer
+from tinyformer.course.grade import grade
+
+INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
+
+ATTENTION, TRANSFORMER = "tinyformer/ops/attention.py", "tinyformer/nn/transformer.py"
+
+
+@pytest.fixture(scope="module")
+def salt_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("secret") / "grading-secret"
+    path.write_text("fedcba9876543210" * 4 + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def _variant(rel: str, bodies: dict[str, str], module: str = "") -> str:
+    """The instructor's file with the solution regions named in `bodies` replaced (at the
+    region's own indentation), and `module` appended."""
+    text = (INSTRUCTOR / rel).read_text(encoding="utf-8")
+    for tag, body in bodies.items():
+        pattern = rf"( *)(### BEGIN SOLUTION {re.escape(tag)}\n).*?(\n *### END SOLUTION)"
+
+        def put(m: re.Match, body: str = body) -> str:
+            code = "\n".join(m.group(1) + line for line in body.strip("\n").splitlines())
+            return m.group(1) + m.group(2) + code + m.group(3)
+
+        text, n = re.subn(pattern, put, text, flags=re.S)
+        assert n == 1, tag
+    return text + "\n" + module
+
+
+def _grade_files(tmp_path: Path, files: dict[str, str], task: str, **kw):
+    sub = tmp_path / "sub"
+    sub.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        (sub / Path(rel).name).write_text(text, encoding="utf-8")
+    kw.setdefault("timeout", 60)
+    result = grade(task.split(".")[0], sub, tasks=[task], **kw)
+    return {r.check: r for r in result.results}
+
+
+WRONG_MERGE = "y = reshape(y, b, t, c)  # no transpose back: the heads' channels interleave"
+
+# The module's test computes its expected value with one call of the attention per head; in the
+# task's child that attention is the student's. Attention that answers zeros once the A3.3
+# driver is loaded (and is right everywhere else, so A3.1 keeps its points) makes any merge of
+# the heads "right": the module gives c_proj's bias, and so does the per-head expectation.
+ZEROS_IN_A33 = """
+import sys as _sys
+
+_real_sdpa = F.scaled_dot_product_attention
+
+
+def _sdpa(q, k, v, *args, **kwargs):
+    if "tinyformer.course.a3_drivers" in _sys.modules:
+        return Tensor(np.zeros((*q.shape[:-1], v.shape[-1])))
+    return _real_sdpa(q, k, v, *args, **kwargs)
+
+
+F.scaled_dot_product_attention = _sdpa
+"""
+
+
+def test_the_per_head_expectation_is_the_references_attention(tmp_path, salt_file):
+    honest = _variant(TRANSFORMER, {"A3.3 merge heads": WRONG_MERGE})
+    attack = _variant(TRANSFORMER, {"A3.3 merge heads": WRONG_MERGE}, ZEROS_IN_A33)
+    files = {ATTENTION: (INSTRUCTOR / ATTENTION).read_text(encoding="utf-8")}
+    got = {}
+    for name, text in (("honest", honest), ("attack", attack)):
+        checks = _grade_files(tmp_path / name, {**files, TRANSFORMER: text}, "A3.3",
+                              secret=salt_file)  # fmt: skip
+        got[name] = {kind: r.score for kind, r in checks.items()}
+    assert got["honest"] == {"properties": 0, "hidden": 0}, got
+    assert got["attack"] == got["honest"], got
