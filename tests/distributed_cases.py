@@ -106,6 +106,45 @@ def ddp() -> None:
     _assert_same(model.module, reference, "DDP vs one process")
 
 
+def ddp_overlap() -> None:
+    """Each bucket's all-reduce starts in backward, when its last gradient arrives: the first
+    bucket (the last parameters) long before backward ends, and every bucket before the end
+    of backward's callback. Last step's gradients are not overwritten by this step's."""
+    from tinyformer.distributed import ddp as ddp_module
+
+    model = dist.DistributedDataParallel(_model(0), bucket_cap_mb=0.001)
+    params = list(model.module.parameters())
+    arrived, starts = [0], []
+    for p in params:  # registered after DDP's hook: counts the gradients already accumulated
+        p.register_post_accumulate_grad_hook(lambda p: arrived.__setitem__(0, arrived[0] + 1))
+    start = ddp_module._Bucket.start
+
+    def recording_start(bucket) -> None:
+        starts.append((model._buckets.index(bucket), arrived[0], model._pending))
+        start(bucket)
+
+    ddp_module._Bucket.start = recording_start
+    try:
+        kept = None
+        for x, y in _batches(2, 4):
+            arrived[0], starts[:] = 0, []
+            model(_shard(x), _shard(y))[1].backward()
+            total = arrived[0]
+            # a layer's weight arrives before its bias, one bucket each here
+            assert starts[0][0] in (0, 1) and starts[0][1] < total // 4, (starts, total)
+            assert all(during for *_, during in starts), starts
+            assert sorted(b for b, *_ in starts) == list(range(len(model._buckets)))
+            if kept is None:
+                kept = [(p.grad, p.grad.copy()) for p in params]
+            else:
+                for grad, copy in kept:
+                    np.testing.assert_array_equal(grad, copy)
+            for p in params:
+                p.grad = None
+    finally:
+        ddp_module._Bucket.start = start
+
+
 def ddp_no_sync() -> None:
     """Two micro-batches per rank, the first under no_sync: the sum of the micro-batches'
     half-weighted gradients, averaged over ranks, equals the whole batch's gradient."""
@@ -325,6 +364,7 @@ CASES = {
     for f in (
         collectives,
         ddp,
+        ddp_overlap,
         ddp_no_sync,
         ddp_unused,
         ddp_no_sync_local,

@@ -40,6 +40,7 @@ def _run(*cases: str, timeout: float = 180, **env: str) -> subprocess.CompletedP
 EQUIVALENCE = [
     "collectives",
     "ddp",
+    "ddp_overlap",
     "ddp_no_sync",
     "ddp_unused",
     "ddp_no_sync_local",
@@ -220,3 +221,134 @@ def test_each_launched_rank_runs_blas_on_one_thread_beside_numbas_pool(monkeypat
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         ).stdout
         assert "left as you set them" not in blas, blas
+
+
+class _Done:
+    """An MPI request that is already complete."""
+
+    def Test(self) -> bool:  # noqa: N802 (mpi4py's name)
+        return True
+
+
+class _FakeWorld:
+    """What init_process_group and DDP need of COMM_WORLD, seen from rank 0 of 2: rank 0's
+    broadcasts are its own values."""
+
+    def Get_rank(self) -> int:  # noqa: N802
+        return 0
+
+    def Get_size(self) -> int:  # noqa: N802
+        return 2
+
+    def bcast(self, obj, root=0):
+        return obj
+
+    def Ibcast(self, buffer, root=0):  # noqa: N802
+        return _Done()
+
+
+class _FakeNcclComm:
+    """cupy.cuda.nccl.NcclCommunicator for rank 0 of 2: the other rank's array is `other(a)`
+    (the same as this rank's by default), summed or maxed in place as NCCL would."""
+
+    def __init__(self, ndev, uid, rank, other=None) -> None:
+        self.args, self.calls, self.arrays = (ndev, uid, rank), [], {}
+        self.other = other or (lambda a: a.copy())
+
+    def allReduce(self, send, recv, count, dtype, op, stream):  # noqa: N802
+        self.calls.append((send, recv, count, dtype, op, stream))
+        from tinyformer import backend
+
+        a = self.arrays[recv]
+        xp = backend.get_array_module(a)
+        a[...] = a + self.other(a) if op == 0 else xp.maximum(a, self.other(a))
+
+
+@pytest.fixture()
+def fake_nccl(monkeypatch):
+    """The nccl backend on the fake device, rank 0 of a fake world of 2: every call the NCCL
+    path makes reaches a fake communicator instead of CuPy (no GPU needed)."""
+    import types
+
+    from tinyformer.distributed import process_group as pg
+
+    nccl = types.SimpleNamespace(
+        NCCL_FLOAT32=7, NCCL_FLOAT64=8, NCCL_SUM=0, NCCL_MAX=2,
+        get_unique_id=lambda: "uid", NcclCommunicator=_FakeNcclComm,
+    )  # fmt: skip
+    mpi = types.SimpleNamespace(COMM_WORLD=_FakeWorld())
+    monkeypatch.setattr(pg, "_nccl", lambda: nccl)
+    monkeypatch.setattr(pg, "_mpi", lambda: mpi)
+    monkeypatch.setattr(pg, "_current_stream", lambda data: 42)
+    monkeypatch.setattr(pg, "_group", None)
+    pg.init_process_group("nccl", timeout=5)
+    comm = pg._group.nccl
+
+    def pointer(data):
+        comm.arrays[id(data)] = data
+        return id(data)
+
+    monkeypatch.setattr(pg, "_device_pointer", pointer)
+    yield comm
+    pg.destroy_process_group()
+
+
+def test_nccl_all_reduce_sums_averages_and_maxes_in_place_on_the_stream(fake_nccl):
+    import tinyformer as tf
+    from tinyformer import distributed as dist
+
+    assert fake_nccl.args == (2, "uid", 0) and dist.get_backend() == "nccl"
+    fake_nccl.other = lambda a: a * 0 + 10.0
+    for op, want, code in (
+        (dist.ReduceOp.SUM, [11.0, 12.0, 13.0], 0),
+        (dist.ReduceOp.AVG, [5.5, 6.0, 6.5], 0),
+        (dist.ReduceOp.MAX, [10.0, 10.0, 10.0], 2),
+    ):
+        x = tf.tensor([1.0, 2.0, 3.0], dtype="float32", device="fake")
+        assert dist.all_reduce(x, op, async_op=True).is_completed()
+        np.testing.assert_array_equal(x.cpu().numpy(), want)
+        send, recv, count, dtype, nccl_op, stream = fake_nccl.calls[-1]
+        assert (send == recv, count, dtype, nccl_op, stream) == (True, 3, 7, code, 42)
+    with pytest.raises(dist.DistributedError, match="contiguous float32/float64"):
+        dist.all_reduce(tf.tensor([1, 2], dtype="int64", device="fake"))
+
+
+def test_ddp_over_nccl_reduces_each_bucket_once_and_averages(fake_nccl):
+    """DDP's bucket path on device arrays: one in-place allReduce per bucket, of the bucket's
+    gradients and its used-flags; two equal ranks average to this rank's own gradients."""
+    import tinyformer as tf
+    from tinyformer import backend
+    from tinyformer import distributed as dist
+    from tinyformer.models.gpt import GPT, GPTConfig
+
+    cfg = GPTConfig(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=8)
+    x = np.random.default_rng(0).integers(0, 11, (4, 8))
+    grads = []
+    for wrap in (False, True):
+        tf.manual_seed(0)
+        gpt = GPT(cfg).to("fake")
+        model = dist.DistributedDataParallel(gpt, bucket_cap_mb=0.001) if wrap else gpt
+        model(tf.tensor(x, device="fake"), tf.tensor(x, device="fake"))[1].backward()
+        grads.append({n: backend.to_host(p.grad) for n, p in gpt.named_parameters()})
+    assert len(model._buckets) > 3 and len(fake_nccl.calls) == len(model._buckets)
+    params = list(gpt.parameters())
+    assert sum(c[2] for c in fake_nccl.calls) == sum(p.size for p in params) + len(params)
+    for name, g in grads[0].items():
+        np.testing.assert_allclose(grads[1][name], g, rtol=1e-6, err_msg=name)
+
+
+def test_ddp_first_bucket_is_small_so_the_first_all_reduce_starts_early():
+    """As PyTorch's: the last parameters' bucket holds at most 1 MiB, the rest fill the cap."""
+    import tinyformer as tf
+    from tinyformer.distributed.ddp import DistributedDataParallel
+
+    mib = 2**20 // 8  # float64 elements in 1 MiB
+    params = [tf.nn.Parameter(tf.zeros(n, dtype="float64")) for n in (mib, mib, mib // 2, mib)]
+    index = {id(p): i for i, p in enumerate(params)}
+
+    def layout(cap: float) -> list[list[int]]:
+        buckets = DistributedDataParallel._make_buckets(params, cap)
+        return [[index[id(p)] for p in b.params] for b in buckets]
+
+    assert layout(25 * 2**20) == [[3], [2, 1, 0]]
+    assert layout(0.5 * 2**20) == [[3], [2], [1], [0]]

@@ -11,11 +11,13 @@ How (as PyTorch's DDP does it, in a page):
    backward produces the last layers' gradients first.
 3. `forward` walks the graph of its output once, counting how many gradients each parameter
    will receive (a tied weight receives two).
-4. A hook on each parameter counts the gradients as backward accumulates them. When every
-   parameter of a bucket is complete, the bucket's gradients are copied into one flat buffer
-   and a non-blocking all-reduce starts, while backward goes on with the earlier layers.
+4. A hook on each parameter counts the gradients as backward accumulates them, and each
+   bucket how many it still waits for. When a bucket's last gradient arrives, its gradients
+   are copied into one flat buffer and a non-blocking all-reduce starts, while backward goes
+   on with the earlier layers (the first bucket is small, 1 MiB, so this starts early).
 5. When backward ends, a callback starts the buckets still waiting (parameters this rank did
-   not use), waits for every all-reduce, and writes the averages back into `.grad`. A flag per
+   not use), waits for every all-reduce, divides each buffer by the number of ranks, and makes
+   every `.grad` a view of its bucket's buffer (no copy back). A flag per
    parameter travels in the same buffer, so a parameter no rank used keeps `.grad = None`, as
    it would in one process.
 
@@ -26,6 +28,7 @@ add up locally and the next synchronised backward averages the sum.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,32 +49,43 @@ def broadcast_module(module: Module, src: int = 0) -> None:
         pg.broadcast(buf.data, src)
 
 
+FIRST_BUCKET_MB = 1.0  # PyTorch's first bucket: the last layers' all-reduce starts early
+
+
 class _Bucket:
     def __init__(self, params: list[Parameter]) -> None:
         self.params = params
+        ends = list(itertools.accumulate(p.size for p in params))
+        self.spans = list(zip([0, *ends[:-1]], ends))
+        self.total = ends[-1]
+        self.waiting = 0  # gradients still to arrive in this backward
         self.work: pg.Work | None = None
         self.flat: Any = None
 
     def start(self) -> None:
         """Copy the gradients (zeros where a parameter has none) and one used-flag per parameter
-        into one flat buffer, and start its all-reduce."""
+        into one fresh flat buffer, and start its all-reduce, in place."""
         first = self.params[0]
         xp = backend.get_array_module(first.data)
-        parts = [
-            xp.zeros(p.size, p.dtype) if p.grad is None else p.grad.reshape(-1) for p in self.params
-        ]
-        flags = xp.asarray([p.grad is not None for p in self.params], dtype=first.dtype)
-        self.flat = xp.concatenate([*parts, flags])
-        self.work = pg.all_reduce(self.flat, pg.ReduceOp.SUM, async_op=True)
+        self.flat = flat = xp.empty(self.total + len(self.params), first.dtype)
+        for p, (a, b) in zip(self.params, self.spans):
+            if p.grad is None:
+                flat[a:b] = 0
+            else:
+                flat[a:b] = p.grad.reshape(-1)
+        flat[self.total :] = xp.asarray([p.grad is not None for p in self.params], first.dtype)
+        self.work = pg.all_reduce(flat, pg.ReduceOp.SUM, async_op=True)
 
     def finish(self, world_size: int) -> None:
+        """Wait for the all-reduce; each used parameter's `.grad` becomes its average, a view of
+        the flat buffer (a fresh buffer every step: last step's gradients stay as they were)."""
         self.work.wait()
-        n = len(self.params)
-        used, offset = self.flat[-n:], 0
-        for p, flag in zip(self.params, backend.to_host(used)):
-            g = self.flat[offset : offset + p.size].reshape(p.shape)
-            offset += p.size
-            p.grad = None if flag == 0 else g / g.dtype.type(world_size)
+        flat, total = self.flat, self.total
+        used = backend.to_host(flat[total:])
+        if world_size > 1:
+            flat[:total] /= flat.dtype.type(world_size)
+        for p, (a, b), flag in zip(self.params, self.spans, used):
+            p.grad = None if flag == 0 else flat[a:b].reshape(p.shape)
         self.work = self.flat = None
 
 
@@ -99,9 +113,9 @@ class DistributedDataParallel(Module):
         params = [p for p in module.parameters() if p.requires_grad]
         self._buckets = self._make_buckets(params, bucket_cap_mb * 2**20)
         self._bucket_of = {id(p): b for b in self._buckets for p in b.params}
-        self._expected: dict[int, int] = {}
-        self._arrived: dict[int, int] = {}
-        self._counted = False  # whether _expected describes the graph being differentiated
+        self._remaining: dict[int, int] = {}  # gradients each parameter still expects
+        self._counted = False  # whether _remaining describes the graph being differentiated
+        self._started: list[_Bucket] = []  # in flight, in the order they started
         self._sync = True
         self._pending = False
         for p in params:
@@ -109,11 +123,17 @@ class DistributedDataParallel(Module):
 
     @staticmethod
     def _make_buckets(params: list[Parameter], cap: float) -> list[_Bucket]:
-        """One flat buffer per bucket needs one dtype and one device: bucket each kind apart."""
+        """One flat buffer per bucket needs one dtype and one device: bucket each kind apart.
+        As PyTorch's, the first bucket (the last parameters) holds at most FIRST_BUCKET_MB, so
+        that an all-reduce starts early in backward, while the earlier layers are computed."""
         buckets = []
+        first_cap = min(cap, FIRST_BUCKET_MB * 2**20)
         for key in dict.fromkeys((p.dtype, type(p.data)) for p in params):  # in order, once
             kind = [p for p in params if (p.dtype, type(p.data)) == key]
-            for indices in assign_buckets([p.data.nbytes for p in kind], int(cap)):
+            sizes = [p.data.nbytes for p in kind]
+            first = assign_buckets(sizes, int(first_cap))[:1]
+            rest = assign_buckets(sizes[: min(first[0])], int(cap)) if first else []
+            for indices in [*first, *rest]:
                 buckets.append(_Bucket([kind[i] for i in indices]))
         return buckets
 
@@ -132,7 +152,9 @@ class DistributedDataParallel(Module):
                 pg.broadcast(buf.data, 0)
         out = self.module(*args, **kwargs)
         if self._sync and grad_mode.is_grad_enabled():
-            self._expected, self._arrived, self._counted = self._count_uses(out), {}, True
+            self._remaining, self._counted = self._count_uses(out), True
+            for bucket in self._buckets:
+                bucket.waiting = sum(self._remaining.get(id(p), 0) for p in bucket.params)
         return out
 
     def _count_uses(self, out: Any) -> dict[int, int]:
@@ -151,20 +173,17 @@ class DistributedDataParallel(Module):
         if not self._pending:
             self._pending = True
             engine.queue_callback(self._finish)
+        for b in self._started:  # let MPI move the buckets already started
+            b.work.is_completed()
         key = id(p)
-        self._arrived[key] = self._arrived.get(key, 0) + 1
+        if not self._counted or self._remaining.get(key, 0) == 0:
+            return  # a gradient the forward did not count: _finish starts its bucket
+        self._remaining[key] -= 1
         bucket = self._bucket_of[key]
-        if (
-            self._counted
-            and bucket.work is None
-            and all(
-                self._arrived.get(id(q), 0) >= self._expected.get(id(q), 0) for q in bucket.params
-            )
-        ):
+        bucket.waiting -= 1
+        if bucket.waiting == 0 and bucket.work is None:  # its last gradient: reduce it now
             bucket.start()
-        for b in self._buckets:  # let MPI move the buckets already started
-            if b.work is not None:
-                b.work.is_completed()
+            self._started.append(bucket)
 
     def _finish(self) -> None:
         self._pending = False
@@ -173,7 +192,7 @@ class DistributedDataParallel(Module):
                 bucket.start()
         for bucket in self._buckets:
             bucket.finish(self.world_size)
-        self._expected, self._arrived, self._counted = {}, {}, False
+        self._remaining, self._counted, self._started = {}, False, []
 
 
 def _tensors(out: Any) -> list[Tensor]:

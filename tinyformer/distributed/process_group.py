@@ -119,15 +119,21 @@ def init_process_group(backend: str = "mpi", timeout: float | None = None) -> No
 
 def _nccl_communicator(group: _Group) -> Any:
     """NCCL's communicator over the ranks' current GPUs; rank 0's unique id travels over MPI."""
+    nccl = _nccl()
+    uid = nccl.get_unique_id() if group.rank == 0 else None
+    uid = group.comm.bcast(uid, root=0)
+    return nccl.NcclCommunicator(group.world_size, uid, group.rank)
+
+
+def _nccl() -> Any:
+    """CuPy's NCCL module (the tests put a fake in its place)."""
     try:
         from cupy.cuda import nccl
     except ImportError as err:
         raise DistributedError(
             f"the nccl backend needs CuPy with NCCL: {backend.CUDA_INSTALL_HINT}"
         ) from err
-    uid = nccl.get_unique_id() if group.rank == 0 else None
-    uid = group.comm.bcast(uid, root=0)
-    return nccl.NcclCommunicator(group.world_size, uid, group.rank)
+    return nccl
 
 
 def destroy_process_group() -> None:
@@ -230,9 +236,18 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, async_op: bool = False)
     if group.nccl is not None and not isinstance(data, np.ndarray):
         return _run(_nccl_all_reduce(group, data, op), async_op)
     mpi = _mpi()
+    mpi_op = mpi.MAX if op is ReduceOp.MAX else mpi.SUM
+    if isinstance(data, np.ndarray) and data.flags.c_contiguous and data.flags.writeable:
+        # In place: MPI reads and writes the array itself, no copy on either side.
+        request = group.comm.Iallreduce(mpi.IN_PLACE, data, op=mpi_op)
+
+        def finish() -> None:
+            if op is ReduceOp.AVG:
+                data[...] = data / data.dtype.type(group.world_size)
+
+        return _run(Work("all_reduce", request, finish), async_op)
     send = _host(data)
     recv = np.empty_like(send)
-    mpi_op = mpi.MAX if op is ReduceOp.MAX else mpi.SUM
     request = group.comm.Iallreduce(send, recv, op=mpi_op)
 
     def finish() -> None:
@@ -244,21 +259,28 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, async_op: bool = False)
 
 
 def _nccl_all_reduce(group: _Group, data: Any, op: ReduceOp) -> Work:
-    from cupy.cuda import nccl
-
+    nccl = _nccl()
     codes = {np.dtype("float32"): nccl.NCCL_FLOAT32, np.dtype("float64"): nccl.NCCL_FLOAT64}
     if data.dtype not in codes or not data.flags.c_contiguous:
         raise DistributedError(
             f"all_reduce (nccl): needs a contiguous float32/float64 array, got {data.dtype}"
         )
-    stream = backend.array_module(backend.device_of(data)).cuda.get_current_stream()
     nccl_op = nccl.NCCL_MAX if op is ReduceOp.MAX else nccl.NCCL_SUM
-    group.nccl.allReduce(
-        data.data.ptr, data.data.ptr, data.size, codes[data.dtype], nccl_op, stream.ptr
-    )
+    ptr = _device_pointer(data)
+    group.nccl.allReduce(ptr, ptr, data.size, codes[data.dtype], nccl_op, _current_stream(data))
     if op is ReduceOp.AVG:
         data /= group.world_size
     return Work("all_reduce", None)  # ordered on the stream: nothing to poll
+
+
+# The two places the NCCL path touches CuPy's memory and streams, apart so that the tests can run
+# that path on the fake device with a fake communicator (tests/test_distributed.py).
+def _device_pointer(data: Any) -> int:
+    return data.data.ptr
+
+
+def _current_stream(data: Any) -> int:
+    return backend.array_module(backend.device_of(data)).cuda.get_current_stream().ptr
 
 
 def broadcast(tensor: Any, src: int = 0, async_op: bool = False) -> Work | None:
