@@ -14,6 +14,9 @@ Parts (`--parts`; on cuda all of them, on the fake device ops and models):
            (CuPy calls) and PyTorch's own op, from CUDA events around repeated calls;
   models   the loss after `--steps` AdamW steps of the baby GPT and the tiny ViT on the same
            batches on the device and on the host, and the median step time on each;
+  graphs   benchmarks/graphs_vs_torch.py: the baby GPT's step with forward and backward
+           captured as a CUDA graph (tinyformer.cuda.graphs) beside eager, and PyTorch eager
+           and torch.compile(mode="reduce-overhead"), in a subprocess;
   bench    benchmarks/gpu_vs_torch.py: baby, small and ViT beside PyTorch CUDA eager.
 """
 
@@ -33,7 +36,7 @@ from tinyformer import backend, registry
 from tinyformer.testing import RandomDraw, all_specs
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ["tests", "ops", "kernels", "models", "bench"]
+PARTS = ["tests", "ops", "kernels", "models", "graphs", "bench"]
 
 
 def _run_op(spec, sample, dtype, device):
@@ -205,7 +208,8 @@ def main() -> None:
     result: dict = {"device": name, "host": platform.processor() or platform.machine(), "parts": []}
     if "tests" in parts:
         tests = ["tests/test_cuda_gpu.py", "tests/test_cuda_kernels.py", "tests/test_adamw_many.py",
-                 "tests/test_ops_generic.py", "tests/test_device_training.py"]  # fmt: skip
+                 "tests/test_ops_generic.py", "tests/test_device_training.py",
+                 "tests/test_cuda_gemm.py", "tests/test_cuda_graphs.py"]  # fmt: skip
         argv = [
             "-m",
             "pytest",
@@ -249,6 +253,16 @@ def main() -> None:
             losses = f"{r['host_loss']:10.4f} {r['device_loss']:12.4f}"
             times = f"{r['host_ms']:8.1f} {r['device_ms']:10.1f}"
             print(f"{r['model']:10s} {r['steps']:5d} {losses} {times}")
+        save(out, result)
+    if "graphs" in parts:
+        graphs_out = out.parent / "graphs_vs_torch.json"
+        graphs_out.unlink(missing_ok=True)  # a failed run must not leave an older run's rows
+        argv = ["benchmarks/graphs_vs_torch.py", "--device", args.device, "--out", str(graphs_out)]
+        if device.type != "cuda":  # the emulator: a toy step, once
+            argv += ["--warmup", "0", "--iters", "1"]
+        result["parts"].append(_subprocess_part("graphs", argv, 180))
+        if graphs_out.exists():
+            result["graphs"] = json.loads(graphs_out.read_text())["rows"]
         save(out, result)
     if "bench" in parts:
         argv = ["benchmarks/gpu_vs_torch.py", "--device", args.device,

@@ -86,3 +86,16 @@ def test_the_gpu_profile_runs_on_the_fake_device(tmp_path):
     result = json.loads(out.read_text())
     assert result["timing"]["issue_ms"] > 0 and len(result["profile"]["functions"]) == 10
     assert "engine.py" in result["profile"]["by_file_ms"]  # the graph walk's own time
+
+
+def test_the_graphs_part_runs_on_the_fake_device(tmp_path):
+    """benchmarks/graphs_vs_torch.py's tinyformer rows at a toy size on the emulator: the
+    captured step passes capture's checks and ends at the eager step's loss."""
+    out = tmp_path / "graphs.json"
+    argv = [sys.executable, str(ROOT / "benchmarks" / "graphs_vs_torch.py"), "--device", "fake",
+            "--warmup", "0", "--iters", "1", "--out", str(out)]  # fmt: skip
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    rows = {r["mode"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"eager", "graph"} and not any("error" in r for r in rows.values()), rows
+    assert abs(rows["graph"]["loss"] - rows["eager"]["loss"]) < 1e-4, rows
