@@ -25,6 +25,7 @@ work that loses least over the ladder (`thresholds`); beyond the ladder, the poo
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -140,9 +141,9 @@ def write_table(path: Path, below: dict[str, int], measured: str) -> None:
         "thread wins.",
         '"""',
         "",
-        f"MEASURED = {measured!r}",
+        f"MEASURED = {json.dumps(measured)}",
         "ONE_THREAD_BELOW: dict[str, int] = {",
-        *(f"    {name!r}: {n}," for name, n in below.items()),
+        *(f"    {json.dumps(name)}: {n}," for name, n in below.items()),
         "}",
         "",
     ]
@@ -196,6 +197,9 @@ def main() -> int:
                 ["primitive", "work"])  # fmt: skip
     measured = (f"{time.strftime('%Y-%m-%d')}, {cpu}, {machine()['cpus']} CPUs, load average "
                 f"{loads[0]:.1f} to {loads[-1]:.1f}")  # fmt: skip
+    if loads[-1] > machine()["cpus"]:  # more runnable work than cores: the pool is starved
+        print(f"\nwarning: load average {loads[-1]:.1f} on {machine()['cpus']} CPUs; the pool "
+              "loses more calls than on a quiet machine: rerun when it is quiet")  # fmt: skip
     if not args.dry_run:
         write_table(TABLE, below, measured)
         print(f"\n{TABLE}")

@@ -2,7 +2,7 @@
 bag of words, a 4-layer transformer), trained by one plain script in tinyformer and in PyTorch
 CPU: ms/step of each, side by side. Prints a table and writes JSON.
 
-    python -m benchmarks.small_models [--steps 150] [--rounds 3] [--words FILE]
+    python -m benchmarks.small_models [--steps 60] [--rounds 2] [--words FILE]
 
 The models are written once, against the PyTorch names (`t.nn`, `F`, `t.cat`, ...), and each
 framework runs them with its own module bound to `t`: the script is the same, its imports
@@ -271,8 +271,8 @@ def run_side(side: str, steps: int, words: str | None) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=150, help="timed steps per model (150)")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each process (3)")
+    parser.add_argument("--steps", type=int, default=60, help="timed steps per model (60)")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each process (2)")
     parser.add_argument("--words", default=None, help="a file of words (default: generated)")
     parser.add_argument("--json", type=Path, default=ROOT / "bench-results/small_models.json")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
