@@ -9,6 +9,8 @@ resumes with any number of ranks. Only rank 0 prints, plots and writes.
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import sys
 from typing import Any
@@ -17,7 +19,7 @@ from tinyformer.distributed import process_group as pg
 from tinyformer.distributed.ddp import DistributedDataParallel
 from tinyformer.tensor import Tensor
 
-__all__ = ["DataParallel", "data_parallel", "init_from_launcher", "is_rank_zero"]
+__all__ = ["DataParallel", "as_rank", "data_parallel", "init_from_launcher", "is_rank_zero"]
 
 
 def init_from_launcher() -> None:
@@ -29,6 +31,10 @@ def init_from_launcher() -> None:
     world = pg.get_world_size()
     if world == 1:
         return
+    # (here, not at the top: tinyformer.train imports this module for is_rank_zero)
+    from tinyformer.train.loop import RANKS
+
+    RANKS.append(as_rank)  # every run the commands start is this rank's part of it
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)  # BLAS: the ranks already fill the cores
@@ -84,6 +90,17 @@ class DataParallel:
         value = loss.data.copy()
         pg.all_reduce(value, pg.ReduceOp.AVG)
         return Tensor(value)
+
+
+def as_rank(run: Any) -> None:
+    """Make the `tinyformer.train.loop.Run` `run` this rank's part of a data parallel run: its
+    shard of every batch through DistributedDataParallel, the loss in the log averaged over the
+    ranks, and rank 0 alone saving and showing progress."""
+    parallel = DataParallel(run.model)
+    own = copy.copy(run)  # the command's own loss (None: the model's), before it is replaced
+    run.loss = functools.partial(parallel.loss, own)
+    run.log_loss = parallel.mean
+    run.writer = parallel.rank == 0
 
 
 def data_parallel(model: Any) -> DataParallel | None:

@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend
-from tinyformer.distributed.training import data_parallel
 from tinyformer.fileio import save_json
 from tinyformer.nn.module import Module
 from tinyformer.optim import clip_grad_norm_
@@ -159,6 +158,17 @@ class Run:
     loss_label: str = "cross-entropy (nats/token)"  # the loss plot's axis
     # the command's own objects that it uses after training (a tokenizer, its data)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Set on several ranks (see RANKS): whether this process saves and shows progress, and
+    # this rank's loss -> the whole batch's, for the log.
+    writer: bool = True
+    log_loss: Callable[[Any], Any] | None = None
+
+
+# What makes a Run one rank's part of a data parallel run (its shard of each batch, averaged
+# gradients, rank 0 alone writing): `tinyformer.distributed.training` puts it here when a
+# launcher started several ranks, and `start_run` applies it before the loop, which therefore
+# never knows about ranks. Empty in one process.
+RANKS: list[Callable[[Run], None]] = []
 
 
 @dataclass
@@ -238,6 +248,65 @@ def _check_finite(what: str, value: float, it: int, now: int, lr: float, saved: 
     )
 
 
+class _Saver:
+    """Writes a run's checkpoint and log.json (rank 0 alone), and loss.png: at the end, and
+    while the run goes on at a checkpoint only PLOT_EVERY_S after the last drawing."""
+
+    def __init__(self, run: Run) -> None:
+        self.run, self.out = run, Path(run.config.out_dir)
+        self.path = self.out / "ckpt.npz"
+        self.last_plot = time.perf_counter()  # a run shorter than PLOT_EVERY_S draws it once
+
+    def __call__(self, it: int, final: bool = False) -> None:
+        run, cfg, log = self.run, self.run.config, self.run.log
+        if not run.writer:
+            return
+        meta = {**run.meta(), "train_config": dataclasses.asdict(cfg), "iteration": it, "log": log}
+        save_run(self.path, run.model, run.optimizer, run.scheduler, run.batch_rng, meta)
+        log["peak_rss_mib"] = peak_rss_mib()
+        runtime = {name: os.environ.get(name) for name in RUNTIME_ENV}
+        config = dataclasses.asdict(cfg)
+        # runtime_env: what the restart set; process: what the run ran with (threads, malloc)
+        process = settings()
+        save_json(
+            self.out / "log.json",
+            {"config": config, "runtime_env": runtime, "process": process, **log},
+        )
+        if final or time.perf_counter() - self.last_plot >= PLOT_EVERY_S:
+            plot_losses(log, self.out / "loss.png", run.title, run.loss_label)
+            self.last_plot = time.perf_counter()
+
+
+def _evaluate(run: Run, it: int, save: _Saver, bar: Any, final: bool = False) -> None:
+    """Evaluate at iteration `it`, log the numbers, save, then print them."""
+    log = run.log
+    if log["evals"] and log["evals"][-1]["iter"] == it:
+        return  # resumed right after this evaluation
+    numbers = run.evaluate(it)
+    log["evals"].append({"iter": it, **numbers})
+    save(it, final)
+    bar.write(f"iter {it:5d}: {_format(numbers)}")
+
+
+def _read(pending: list[tuple[Any, Any, float]], log: dict, it: int, saved: Path) -> None:
+    """Read the steps' losses and gradient norms not read yet (`pending`: (loss, norm, lr))
+    into the log, checking that each is finite."""
+    first = len(log["loss"])
+    for i, (loss, norm, lr) in enumerate(pending):
+        value = float(loss.item())
+        _check_finite("loss", value, first + i, it, lr, saved, log)
+        if norm is not None:
+            _check_finite("gradient norm", float(norm.item()), first + i, it, lr, saved, log)
+        log["loss"].append(value)
+        log["lr"].append(lr)
+    pending.clear()
+
+
+def _loss(run: Run, inputs: Any, targets: Any) -> Any:
+    """The batch's loss: `run.loss`, or the model called as model(inputs, targets) -> (_, loss)."""
+    return run.model(inputs, targets)[1] if run.loss is None else run.loss(inputs, targets)
+
+
 def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[str, Any]:
     """Train until `config.iters`; returns the log. `on_step(it)` runs after every step;
     returning True stops the run as Ctrl-C would, but returns the log instead of raising
@@ -245,76 +314,24 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
     from tqdm import tqdm
 
     cfg, log = run.config, run.log
-    parallel = data_parallel(run.model)  # None in one process
-    writer = parallel is None or parallel.rank == 0
-    out = Path(cfg.out_dir)
-    ckpt_path = out / "ckpt.npz"
+    save = _Saver(run)
     it = len(log["loss"])
-
-    last_plot = time.perf_counter()  # a run shorter than PLOT_EVERY_S draws it once, at its end
-
-    def checkpoint(final: bool = False) -> None:
-        nonlocal last_plot
-        if not writer:
-            return
-        meta = {**run.meta(), "train_config": dataclasses.asdict(cfg), "iteration": it, "log": log}
-        save_run(ckpt_path, run.model, run.optimizer, run.scheduler, run.batch_rng, meta)
-        log["peak_rss_mib"] = peak_rss_mib()
-        runtime = {name: os.environ.get(name) for name in RUNTIME_ENV}
-        config = dataclasses.asdict(cfg)
-        # runtime_env: what the restart set; process: what the run ran with (threads, malloc)
-        process = settings()
-        save_json(
-            out / "log.json",
-            {"config": config, "runtime_env": runtime, "process": process, **log},
-        )
-        if final or time.perf_counter() - last_plot >= PLOT_EVERY_S:
-            plot_losses(log, out / "loss.png", run.title, run.loss_label)
-            last_plot = time.perf_counter()
-
-    def evaluate(final: bool = False) -> None:
-        if log["evals"] and log["evals"][-1]["iter"] == it:
-            return  # resumed right after this evaluation
-        numbers = run.evaluate(it)
-        log["evals"].append({"iter": it, **numbers})
-        checkpoint(final)
-        bar.write(f"iter {it:5d}: {_format(numbers)}")
-
-    # Steps whose loss and gradient norm are not read yet: (loss, norm, lr), read by `read`.
+    # Steps whose loss and gradient norm are not read yet: (loss, norm, lr), read by `_read`.
     pending: list[tuple[Any, Any, float]] = []
-
-    def read() -> None:
-        first = len(log["loss"])
-        for i, (loss, norm, lr) in enumerate(pending):
-            value = float(loss.item())
-            _check_finite("loss", value, first + i, it, lr, ckpt_path, log)
-            if norm is not None:
-                _check_finite(
-                    "gradient norm", float(norm.item()), first + i, it, lr, ckpt_path, log
-                )
-            log["loss"].append(value)
-            log["lr"].append(lr)
-        pending.clear()
-
     bar = tqdm(
         total=cfg.iters,
         initial=it,
-        disable=not (cfg.progress and writer),
+        disable=not (cfg.progress and run.writer),
         unit="it",
         dynamic_ncols=True,
     )
     with StopFlag() as stop:
         while it < cfg.iters:
             if it % cfg.eval_interval == 0:
-                evaluate()
+                _evaluate(run, it, save, bar)
             start = time.perf_counter()
             inputs, targets = run.get_batch(run.batch_rng)
-            if parallel is not None:
-                loss = parallel.loss(run, inputs, targets)
-            elif run.loss is None:
-                loss = run.model(inputs, targets)[1]
-            else:
-                loss = run.loss(inputs, targets)
+            loss = _loss(run, inputs, targets)
             lr = run.optimizer.param_groups[0]["lr"]
             run.optimizer.zero_grad()
             loss.backward()
@@ -323,10 +340,11 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
                 if cfg.grad_clip > 0
                 else None
             )
-            pending.append((loss if parallel is None else parallel.mean(loss), norm, lr))
+            pending.append((loss if run.log_loss is None else run.log_loss(loss), norm, lr))
             on_device = backend.is_device_array(loss.data)
             if not on_device or len(pending) >= DEVICE_READ_EVERY:
-                read()  # before the step: a non-finite loss stops the run with finite weights
+                # before the step: a non-finite loss stops the run with finite weights
+                _read(pending, log, it, save.path)
             run.optimizer.step()
             run.scheduler.step()
             it += 1
@@ -336,23 +354,24 @@ def train_loop(run: Run, on_step: Callable[[int], bool] | None = None) -> dict[s
                 bar.set_postfix(loss=f"{log['loss'][-1]:.3f}", lr=f"{lr:.2e}",
                                 ms=f"{log['ms'][-1]:.0f}")  # fmt: skip
             if (on_step is not None and on_step(it)) or stop.requested:
-                read()
-                checkpoint(final=True)
+                _read(pending, log, it, save.path)
+                save(it, final=True)
                 bar.close()
-                print(f"stopped at iteration {it}; checkpoint in {ckpt_path}. Continue with:")
+                print(f"stopped at iteration {it}; checkpoint in {save.path}. Continue with:")
                 print("  " + (run.resume_hint or f"tinyformer train {run.command} --resume "
-                                                  f"--out-dir {out}"))  # fmt: skip
+                                                  f"--out-dir {save.out}"))  # fmt: skip
                 if stop.signum is not None:
                     raise RunStopped(stop.signum, it, log)
                 return log
             if it % cfg.eval_interval == 0 or it == cfg.iters:
-                read()  # the log is complete before a checkpoint saves it
-        evaluate(final=True)
+                _read(pending, log, it, save.path)  # the log is complete before a checkpoint
+        _evaluate(run, it, save, bar, final=True)
     bar.close()
     steady = log["ms"][len(log["ms"]) // 10 :] or log["ms"]
     print(
         f"done: {it} iterations, {np.median(steady):.1f} ms/iter (median), peak memory "
-        f"{peak_rss_mib():.0f} MiB; {out / 'loss.png'}, {out / 'log.json'}, {ckpt_path}"
+        f"{peak_rss_mib():.0f} MiB; {save.out / 'loss.png'}, {save.out / 'log.json'}, "
+        f"{save.path}"
     )
     return log
 
@@ -388,4 +407,6 @@ def start_run(
     manual_seed(cfg.seed if seed is None else seed)
     run = build(cfg, state, meta)
     resume_into(run, state, meta)
+    for as_rank in RANKS:  # several ranks: this one's part of the data parallel run
+        as_rank(run)
     return run, train_loop(run, on_step)
