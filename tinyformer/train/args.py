@@ -27,8 +27,8 @@ from tinyformer.flags import (  # the flag helpers, re-exported for the commands
 
 __all__ = [
     "BELOW_ONE", "COUNT", "EXAMPLES", "FRACTION", "NONNEGATIVE", "POSITIVE",
-    "PROPER_FRACTION", "Range", "add_dataclass_flags", "add_device_flag", "check_ranges",
-    "dataclass_from_args", "flag", "ranged",
+    "PROPER_FRACTION", "Range", "RunFlags", "add_dataclass_flags", "add_device_flag",
+    "check_ranges", "dataclass_from_args", "flag", "ranged",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -45,6 +45,19 @@ def flag(
     a schedule are left to the checks there)."""
     metadata = {"help": help, "choices": choices, "valid": valid}
     return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclasses.dataclass
+class RunFlags:
+    """The flags of a run that every `tinyformer train ...` command has. A command's config
+    subclasses it and gives `out_dir` its own default (and `resume`, `progress` their own help
+    where the command starts several runs); `--help` lists them after the command's own."""
+
+    out_dir: str = flag("out", "folder for ckpt.npz, log.json and loss.png")
+    resume: bool = flag(False, "continue the run saved in --out-dir")
+    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
+    progress: bool = flag(True, "show a progress bar")
+    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
 
 def check_ranges(config: Any) -> None:
@@ -99,7 +112,8 @@ def add_dataclass_flags(
 ) -> None:
     """One flag per field of `cls`, except those in `skip` (set them with set_defaults)."""
     hints = typing.get_type_hints(cls)
-    for field in dataclasses.fields(cls):
+    shared = {f.name for f in dataclasses.fields(RunFlags)}
+    for field in sorted(dataclasses.fields(cls), key=lambda f: f.name in shared):
         if field.name in skip:
             continue
         kind = _base_type(hints[field.name])

@@ -19,7 +19,16 @@ import numpy as np
 from tinyformer.data.dates import DateTask
 from tinyformer.fileio import save_json
 from tinyformer.models.bahdanau import BahdanauConfig, RNNSearch
-from tinyformer.train.args import COUNT, FRACTION, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
+from tinyformer.train.args import (
+    COUNT,
+    FRACTION,
+    NONNEGATIVE,
+    POSITIVE,
+    Range,
+    RunFlags,
+    check_ranges,
+    flag,
+)
 from tinyformer.train.loop import Run, start_run
 from tinyformer.train.memory import check_batch_fits, sequence_floor
 from tinyformer.train.rundir import claim_out_dir
@@ -33,7 +42,7 @@ __all__ = [
 
 
 @dataclass
-class TrainBahdanauConfig:
+class TrainBahdanauConfig(RunFlags):
     emb: int = flag(32, "character embedding width")
     hidden: int = flag(64, "encoder GRU width per direction (annotations are twice this)")
     dec_hidden: int = flag(64, "decoder GRU width")
@@ -56,10 +65,6 @@ class TrainBahdanauConfig:
     eval_interval: int = flag(100, "evaluate and checkpoint every this many steps", valid=COUNT)
     seed: int = flag(1337, "seed for initialisation and data", valid=NONNEGATIVE)
     out_dir: str = flag("out/bahdanau", "folder for ckpt.npz, log.json, loss.png, alignment.png")
-    resume: bool = flag(False, "continue the run saved in --out-dir")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
-    progress: bool = flag(True, "show a progress bar")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)

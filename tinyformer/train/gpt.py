@@ -27,6 +27,7 @@ from tinyformer.train.args import (
     NONNEGATIVE,
     POSITIVE,
     Range,
+    RunFlags,
     check_ranges,
     flag,
 )
@@ -39,7 +40,7 @@ __all__ = ["TrainGPTConfig", "load_model", "sample", "train_gpt"]
 
 
 @dataclass
-class TrainGPTConfig:
+class TrainGPTConfig(RunFlags):
     data: str = flag("pydoc", "corpus: pydoc (embedded), tinyshakespeare, or a text file path")
     tokenizer: str = flag("char", "tokenizer trained on the corpus", ["char", "bpe"])
     bpe_vocab_size: int = flag(
@@ -70,13 +71,9 @@ class TrainGPTConfig:
     eval_iters: int = flag(20, "batches per loss estimate", valid=COUNT)
     seed: int = flag(1337, "seed for initialisation, batches and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/gpt", "folder for ckpt.npz, log.json and loss.png")
-    resume: bool = flag(False, "continue the run saved in --out-dir")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     sample_tokens: int = flag(
         300, "tokens to sample when training ends (0: none)", valid=NONNEGATIVE
     )
-    progress: bool = flag(True, "show a progress bar")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)

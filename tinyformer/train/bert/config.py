@@ -5,13 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinyformer.models.bert import BertConfig
-from tinyformer.train.args import BELOW_ONE, COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
+from tinyformer.train.args import (
+    BELOW_ONE,
+    COUNT,
+    NONNEGATIVE,
+    POSITIVE,
+    Range,
+    RunFlags,
+    check_ranges,
+    flag,
+)
 
 __all__ = ["TrainBertConfig"]
 
 
 @dataclass
-class TrainBertConfig:
+class TrainBertConfig(RunFlags):
     data: str = flag("pydoc", "corpus: pydoc (embedded), tinyshakespeare, or a text file path")
     vocab_size: int = flag(4000, "WordPiece vocabulary size (built from the corpus)")
     seq_len: int = flag(64, "tokens per sequence, [CLS] and [SEP] included", valid=Range(3))
@@ -42,9 +51,7 @@ class TrainBertConfig:
     seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/bert", "folder for the three runs, compare.png and results.json")
     resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show progress bars")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)

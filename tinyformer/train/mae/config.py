@@ -5,13 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinyformer.models.mae import MAEConfig
-from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, PROPER_FRACTION, check_ranges, flag
+from tinyformer.train.args import (
+    COUNT,
+    NONNEGATIVE,
+    POSITIVE,
+    PROPER_FRACTION,
+    RunFlags,
+    check_ranges,
+    flag,
+)
 
 __all__ = ["TrainMAEConfig"]
 
 
 @dataclass
-class TrainMAEConfig:
+class TrainMAEConfig(RunFlags):
     data: str = flag("digits", "images: digits (embedded, 8x8) or mnist (downloaded once)",
                      ["digits", "mnist"])  # fmt: skip
     data_dir: str | None = flag(None, "folder with the MNIST IDX files (else: download once)")
@@ -47,9 +55,7 @@ class TrainMAEConfig:
     seed: int = flag(0, "seed for the split, initialisation, masks and batches", valid=NONNEGATIVE)
     out_dir: str = flag("out/mae", "folder for the three runs and the figures")
     resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show progress bars")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)

@@ -12,6 +12,7 @@ from tinyformer.train.args import (
     POSITIVE,
     PROPER_FRACTION,
     Range,
+    RunFlags,
     check_ranges,
     flag,
 )
@@ -20,7 +21,7 @@ __all__ = ["TrainRLHFConfig"]
 
 
 @dataclass
-class TrainRLHFConfig:
+class TrainRLHFConfig(RunFlags):
     data: str = flag("pydoc", "corpus of the demonstrations and prompts (and of pretraining)")
     init: str = flag("out/rlhf-base", "GPT run folder to start from; pretrained there if absent")
     base_iters: int = flag(600, "pretraining steps when --init holds no run", valid=COUNT)
@@ -52,9 +53,7 @@ class TrainRLHFConfig:
     seed: int = flag(0, "seed for data, initialisation and sampling", valid=NONNEGATIVE)
     out_dir: str = flag("out/rlhf", "folder for the runs, the table and the plots")
     resume: bool = flag(False, "continue the interrupted run in --out-dir, skipping finished steps")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show progress bars")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)

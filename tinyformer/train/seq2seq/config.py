@@ -13,6 +13,7 @@ from tinyformer.train.args import (
     NONNEGATIVE,
     POSITIVE,
     Range,
+    RunFlags,
     check_ranges,
     flag,
 )
@@ -21,7 +22,7 @@ __all__ = ["TrainSeq2SeqConfig"]
 
 
 @dataclass
-class TrainSeq2SeqConfig:
+class TrainSeq2SeqConfig(RunFlags):
     n_encoder_layers: int = flag(2, "encoder blocks")
     n_decoder_layers: int = flag(2, "decoder layers")
     n_head: int = flag(4, "attention heads")
@@ -49,10 +50,6 @@ class TrainSeq2SeqConfig:
     eval_interval: int = flag(250, "evaluate and checkpoint every this many steps", valid=COUNT)
     seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/seq2seq", "folder for ckpt.npz, log.json, loss.png, alignment.png")
-    resume: bool = flag(False, "continue the run saved in --out-dir")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
-    progress: bool = flag(True, "show a progress bar")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinyformer.models.siren import MODELS, SirenConfig
-from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, check_ranges, flag
+from tinyformer.train.args import COUNT, NONNEGATIVE, POSITIVE, Range, RunFlags, check_ranges, flag
 from tinyformer.train.memory import check_data_fits, sequence_floor
 
 __all__ = ["DEFAULT_ITERS", "TrainSirenConfig"]
@@ -14,7 +14,7 @@ DEFAULT_ITERS = 300
 
 
 @dataclass
-class TrainSirenConfig:
+class TrainSirenConfig(RunFlags):
     image: str | None = flag(None, "an image file to fit (PNG; colour is made gray) "
                              "(default: a crop of scikit-learn's china.jpg)")  # fmt: skip
     size: int = flag(128, "fit the image at size x size pixels", valid=Range(2))
@@ -43,9 +43,7 @@ class TrainSirenConfig:
                      valid=NONNEGATIVE)  # fmt: skip
     out_dir: str = flag("out/siren", "folder for the three runs, psnr.png, fits.png, results.json")
     resume: bool = flag(False, "continue the runs saved in --out-dir")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show progress bars")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)

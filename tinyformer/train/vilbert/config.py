@@ -18,6 +18,7 @@ from tinyformer.train.args import (
     NONNEGATIVE,
     POSITIVE,
     PROPER_FRACTION,
+    RunFlags,
     check_ranges,
     flag,
 )
@@ -27,7 +28,7 @@ __all__ = ["TrainViLBERTConfig"]
 
 
 @dataclass
-class TrainViLBERTConfig:
+class TrainViLBERTConfig(RunFlags):
     n_text_layer: int = flag(1, "text-only blocks before the co-attention", valid=NONNEGATIVE)
     n_co_layer: int = flag(2, "co-attention layers (each followed by a block per stream)")
     n_head: int = flag(4, "attention heads")
@@ -56,9 +57,7 @@ class TrainViLBERTConfig:
     seed: int = flag(0, "seed for the split, initialisation, scenes and batches", valid=NONNEGATIVE)
     out_dir: str = flag("out/vilbert", "folder for the three runs and the figures")
     resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show progress bars")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)

@@ -15,6 +15,7 @@ from tinyformer.train.args import (
     NONNEGATIVE,
     POSITIVE,
     PROPER_FRACTION,
+    RunFlags,
     check_ranges,
     flag,
 )
@@ -32,7 +33,7 @@ DEFAULT_ITERS = {"vit": 2500, "swin": 1500, "cnn": 1500, "fcn": 1000, "segnet": 
 
 
 @dataclass
-class TrainVisionConfig:
+class TrainVisionConfig(RunFlags):
     model: str = flag("vit", "which model", list(MODELS))
     data: str | None = flag(
         None, "digits (default for vit/swin/cnn), mnist, fashion-mnist, or shapes (segmentation)"
@@ -79,10 +80,6 @@ class TrainVisionConfig:
         0, "seed for initialisation, data split, batches and dropout", valid=NONNEGATIVE
     )
     out_dir: str | None = flag(None, "folder for ckpt.npz, log.json, plots (default out/MODEL)")
-    resume: bool = flag(False, "continue the run saved in --out-dir")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
-    progress: bool = flag(True, "show a progress bar")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)

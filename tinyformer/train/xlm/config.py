@@ -13,6 +13,7 @@ from tinyformer.train.args import (
     NONNEGATIVE,
     POSITIVE,
     Range,
+    RunFlags,
     check_ranges,
     flag,
 )
@@ -22,7 +23,7 @@ __all__ = ["TrainXLMConfig"]
 
 
 @dataclass
-class TrainXLMConfig:
+class TrainXLMConfig(RunFlags):
     vocab_size: int = flag(360, "BPE vocabulary size (bytes + merges), trained on both languages",
                            valid=Range(256))  # fmt: skip
     sentence_len: int = flag(1, "random numbers per pretraining sentence", valid=COUNT)
@@ -65,9 +66,7 @@ class TrainXLMConfig:
     seed: int = flag(1337, "seed for initialisation, data and dropout", valid=NONNEGATIVE)
     out_dir: str = flag("out/xlm", "folder for the runs, compare.png and results.json")
     resume: bool = flag(False, "continue an interrupted pretraining in --out-dir")
-    overwrite: bool = flag(False, "start a new run in an --out-dir that holds one, replacing it")
     progress: bool = flag(True, "show progress bars")
-    device: str = flag("cpu", "where to train: cpu, or cuda (an NVIDIA GPU, through CuPy)")
 
     def __post_init__(self) -> None:
         check_ranges(self)
