@@ -8,13 +8,16 @@ methods call the ops, which need Tensor); no core file hides an import inside a 
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tinyformer"
 CORE = [
-    "backend.py", "fake_device.py", "versions.py", "grad_mode.py", "indexing.py", "engine.py",
+    "backend.py", "versions.py", "grad_mode.py", "indexing.py", "engine.py",
     "tensor.py", "array_facts.py", "inplace.py", "torch_names.py", "creation.py", "autograd.py",
     "opspec.py",
 ]  # fmt: skip
@@ -103,3 +106,94 @@ def test_the_catalog_reads_every_op_file_that_declares_specs():
     )
     read = sorted({s.fn.__module__.rsplit(".", 1)[-1] for s in all_specs()})
     assert read == declared, "an op file's wrapper is not imported in tinyformer/ops/__init__.py"
+
+
+# -- README's promise: the spine never needs a wing ----------------------------------------------
+
+ROOT = PACKAGE.parent
+
+
+def _layout() -> dict[Path, str]:
+    """README's layout table: each listed file or folder -> "spine" or "wing"."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    rooms: dict[Path, str] = {}
+    for kind, paths in re.findall(r"^\| (spine|wing) \| ([^|]*) \|", text, re.M):
+        for name in re.findall(r"`([^`]+)`", paths):
+            name = name.rstrip("/")
+            base = ROOT if name.startswith(("tinyformer/", "kernels")) else PACKAGE
+            rooms[base / name] = kind
+    return rooms
+
+
+def _kind(path: Path, rooms: dict[Path, str]) -> str | None:
+    """The kind of the innermost listed file or folder holding `path`."""
+    for room in [path, *path.parents]:
+        if room in rooms:
+            return rooms[room]
+    return None
+
+
+def _file_of(module: str) -> Path | None:
+    parts = module.split(".")
+    if parts[:2] == ["tinyformer", "kernels"]:
+        parts = parts[1:]
+        base = ROOT
+    elif parts[0] == "tinyformer":
+        parts = parts[1:]
+        base = PACKAGE
+    else:
+        return None
+    while parts:
+        stem = base.joinpath(*parts)
+        for path in (stem.with_suffix(".py"), stem / "__init__.py"):
+            if path.exists():
+                return path
+        parts = parts[:-1]
+    return None
+
+
+def _spine_files(rooms: dict[Path, str]) -> list[Path]:
+    files = [*PACKAGE.rglob("*.py"), *(ROOT / "kernels").rglob("*.py")]
+    return sorted(f for f in files if _kind(f, rooms) == "spine")
+
+
+def test_the_layout_table_classifies_the_core():
+    rooms = _layout()
+    assert all(_kind(PACKAGE / name, rooms) == "spine" for name in CORE)
+    assert _kind(PACKAGE / "fake_device.py", rooms) == "wing"
+
+
+# Spine files that still import a wing, each with its reason; the test fails when a new one
+# appears and when one listed here stops (take it off the list then).
+STILL_IMPORTS_A_WING = {
+    # a run's folder is claimed by rank 0 only: it asks the process group for the rank
+    "tinyformer/train/rundir.py",
+}
+
+
+def test_no_spine_file_imports_a_wing_at_module_level():
+    # importing any spine module loads no wing; the command line may start a wing's command
+    # (`tinyformer doctor`) inside the function that runs it, and the package's face
+    # (`tinyformer/__init__.py`, in no room) loads the wings users reach as `tf.*`
+    rooms = _layout()
+    found: dict[str, list[str]] = {}
+    for path in _spine_files(rooms):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for stmt, top in _runtime_imports(tree):
+            targets = {_file_of(n) for n in _names(stmt)} - {None}
+            wings = sorted(str(t.relative_to(ROOT)) for t in targets if _kind(t, rooms) == "wing")
+            if top and wings:
+                found.setdefault(str(path.relative_to(ROOT)), []).append(f"{stmt.lineno}: {wings}")
+    new = {f: lines for f, lines in found.items() if f not in STILL_IMPORTS_A_WING}
+    assert not new, f"the spine imports a wing: {new}"
+    assert set(found) == STILL_IMPORTS_A_WING, "take these off STILL_IMPORTS_A_WING"
+
+
+def test_importing_tinyformer_nn_loads_no_distributed_code():
+    # `nn.parallel` is the distributed wing's alias: nn itself never imports it
+    code = (
+        "import sys, tinyformer.nn, tinyformer.models\n"
+        "print('tinyformer.distributed' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
