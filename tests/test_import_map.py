@@ -197,3 +197,19 @@ def test_importing_tinyformer_nn_loads_no_distributed_code():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_engine_states_its_contract_instead_of_importing_tensor_for_type_hints():
+    tree = ast.parse((PACKAGE / "engine.py").read_text(encoding="utf-8"))
+    imported = [
+        n for s in ast.walk(tree) if isinstance(s, (ast.Import, ast.ImportFrom)) for n in _names(s)
+    ]  # fmt: skip (TYPE_CHECKING blocks included)
+    assert not [n for n in imported if n.startswith(("tinyformer.tensor", "tinyformer.autograd"))]
+    import tinyformer as tf
+    from tinyformer import engine
+
+    x = tf.randn(3, requires_grad=True)
+    y = (x * x).sum()
+    assert isinstance(x, engine.Variable) and isinstance(y, engine.Variable)
+    assert isinstance(y.grad_fn.function, engine.BackwardFunction)
+    assert not isinstance(x.data, engine.Variable)  # an array has no node

@@ -2,9 +2,13 @@
 
 A node (`Context`) is what one call of a `Function` remembers: the Function, one edge per input
 (the input's own node, or the leaf tensor itself), the shapes and dtypes of its outputs, and
-whatever `forward` saved. This module walks those nodes; it never imports `Tensor`. It
-recognises a tensor by its `grad_fn` (None for a leaf) and reads and writes only its `.grad`,
-`.data`, `_output` and `_hooks` (tensor.py imports this module, not the other way round).
+whatever `forward` saved. This module walks those nodes; it never imports `Tensor` nor
+`Function` (tensor.py and autograd.py import this module, not the other way round). What it
+needs of them is written below as two protocols, as minitorch's `Variable`: a tensor
+(`Variable`) is recognised by its `grad_fn` (None for a leaf), and the engine writes only its
+`.grad` and reads its `.data`, `_output` and `_hooks` (and, for the tensors `backward()` starts
+from, `requires_grad`, `shape`, `size`, `dtype` and `device`); of a Function
+(`BackwardFunction`) it calls only `backward(ctx, *grads)` and reads its `__name__`.
 
 `backward()` sorts the nodes reachable from the outputs topologically (iteratively: a chain of
 10,000 ops must not hit Python's recursion limit), then visits them from the outputs towards the
@@ -20,18 +24,52 @@ gradients) is not supported: backward functions work on raw arrays and build no 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from tinyformer import backend, grad_mode, versions
 from tinyformer.grad_mode import check_finite
 
-if TYPE_CHECKING:  # for the type hints only: the engine never needs the class
-    from tinyformer.autograd import Function
-    from tinyformer.tensor import Tensor
+__all__ = ["BackwardFunction", "Context", "Variable", "backward", "grad", "queue_callback"]
 
-__all__ = ["Context", "backward", "grad", "queue_callback"]
+
+@runtime_checkable
+class Variable(Protocol):
+    """What the engine needs of a tensor (`Tensor` is one): its node and its gradient."""
+
+    grad_fn: Context | None  # the node of the op that made it; None for a leaf
+    grad: Any  # an array or None: what backward accumulates into a leaf (and a retained tensor)
+    data: Any  # its array: a leaf's gradient must match its shape and dtype
+    _output: int  # which output of `grad_fn` it is (0 unless the op returned several)
+    _hooks: list[Callable[[Any], None]] | None  # called with it after its .grad changes
+
+    @property
+    def requires_grad(self) -> bool: ...
+
+    # read of the tensors backward() starts from, to check or imply their gradient
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def dtype(self) -> Any: ...
+
+    @property
+    def device(self) -> Any: ...
+
+
+@runtime_checkable
+class BackwardFunction(Protocol):
+    """What the engine needs of a `Function` class (`ctx.function`): its name, for every error,
+    and its backward, one gradient (or None) per input from one gradient per output."""
+
+    __name__: str
+
+    @staticmethod
+    def backward(ctx: Context, *grads: Any) -> Any: ...
 
 
 class Context:
@@ -55,7 +93,7 @@ class Context:
         "__weakref__",
     )
 
-    def __init__(self, function: type[Function], needs_input_grad: tuple[bool, ...]) -> None:
+    def __init__(self, function: BackwardFunction, needs_input_grad: tuple[bool, ...]) -> None:
         self.function = function
         self.needs_input_grad = needs_input_grad
         self._saved: tuple = ()
@@ -202,7 +240,7 @@ def _can_take(g: Any, taken: set[int]) -> bool:
 
 
 def _accumulate_leaf(
-    leaf: Tensor, g: Any, captured: dict[int, Any] | None, taken: set[int] | None = None
+    leaf: Variable, g: Any, captured: dict[int, Any] | None, taken: set[int] | None = None
 ) -> None:
     if captured is not None:  # grad(): collect instead of touching .grad
         key = id(leaf)
@@ -219,7 +257,7 @@ def _accumulate_leaf(
 
 
 def _run_backward(
-    roots: Sequence[Tensor],
+    roots: Sequence[Variable],
     root_grads: Sequence[Any],
     retain_graph: bool,
     captured: dict[int, Any] | None = None,
@@ -232,7 +270,7 @@ def _run_backward(
 
 
 def _backward_steps(
-    roots: Sequence[Tensor],
+    roots: Sequence[Variable],
     root_grads: Sequence[Any],
     retain_graph: bool,
     captured: dict[int, Any] | None = None,
@@ -291,7 +329,7 @@ def queue_callback(callback: Callable[[], None]) -> None:
     _callbacks.append(callback)
 
 
-def _root_grad(t: Tensor, g: Any) -> Any:
+def _root_grad(t: Variable, g: Any) -> Any:
     if not t.requires_grad:
         raise RuntimeError(
             "backward: this tensor does not require grad and has no grad_fn; create the inputs "
@@ -313,7 +351,7 @@ def _root_grad(t: Tensor, g: Any) -> Any:
 
 
 def backward(
-    tensors: Tensor | Sequence[Tensor],
+    tensors: Variable | Sequence[Variable],
     grad_tensors: Any | Sequence[Any] | None = None,
     retain_graph: bool = False,
 ) -> None:
@@ -329,8 +367,8 @@ def backward(
 
 
 def grad(
-    outputs: Tensor | Sequence[Tensor],
-    inputs: Sequence[Tensor],
+    outputs: Variable | Sequence[Variable],
+    inputs: Sequence[Variable],
     grad_outputs: Any | Sequence[Any] | None = None,
     retain_graph: bool = False,
 ) -> list[Any]:

@@ -9,6 +9,15 @@ as in PyTorch; NumPy arrays keep their dtype). PyTorch's spellings (`dim=`, `x.s
 `x.float()`, ...) come from `torch_names.py`, the in-place ops (`x.add_(y)`, `x[i] = v`,
 `x.zero_()`, ...) from `inplace.py`, whose writes into a graph are recorded through the
 IndexPut op.
+
+Where a new Tensor method goes: the first of these questions it answers yes to.
+1. Does it write into the tensor's own array (`x.add_(y)`, `x[i] = v`)? `inplace.py`.
+2. Does it call an op (`x.sin()`, `x @ y`, `x.sum(axis)`) or touch the graph (`backward`,
+   `detach`, `retain_grad`)? Here, beside the import of the ops.
+3. Is it PyTorch's name for what another method or the array already gives (`x.dim()`,
+   `x.float()`, `x.size()`)? `torch_names.py`.
+4. Does it read the array, computing nothing new (`x.shape`, `x.item()`, `repr(x)`)?
+   `array_facts.py`.
 """
 
 from __future__ import annotations
