@@ -85,3 +85,34 @@ def test_the_per_head_expectation_is_the_references_attention(tmp_path, salt_fil
         got[name] = {kind: r.score for kind, r in checks.items()}
     assert got["honest"] == {"properties": 0, "hidden": 0}, got
     assert got["attack"] == got["honest"], got
+
+
+SOFTMAX, LOG_SOFTMAX = "tinyformer/ops/softmax.py", "tinyformer/ops/log_softmax.py"
+# the maximum subtracted is the whole array's, not each row's: no overflow, but a row far below
+# the array's maximum underflows to exp(...) = 0 everywhere (0 / 0, log 0)
+WHOLE_MAX = {
+    "A2.1 forward": """
+xp = backend.get_array_module(x)
+e = xp.exp(x - x.max())
+return e / e.sum(axis=-1, keepdims=True)
+""",
+    "A2.2 forward": """
+xp = backend.get_array_module(x)
+shifted = x - x.max()
+return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
+""",
+}
+
+
+def test_a_log_softmax_that_subtracts_the_whole_arrays_max_loses_its_points(tmp_path, salt_file):
+    text = _variant(LOG_SOFTMAX, {"A2.2 forward": WHOLE_MAX["A2.2 forward"]})
+    checks = _grade_files(tmp_path, {LOG_SOFTMAX: text}, "A2.2", secret=salt_file)
+    assert checks["forward"].score == checks["gradcheck"].score == 0, checks["forward"].output
+    assert "widened" in checks["forward"].output
+
+
+def test_the_huge_logits_hidden_test_needs_each_rows_max(tmp_path, salt_file):
+    text = _variant(SOFTMAX, {"A2.1 forward": WHOLE_MAX["A2.1 forward"]})
+    checks = _grade_files(tmp_path, {SOFTMAX: text}, "A2.1", secret=salt_file)
+    assert checks["hidden"].score == 0, checks["hidden"].output
+    assert checks["forward"].score == 0

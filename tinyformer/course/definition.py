@@ -169,13 +169,19 @@ def _unweighted(sample: Sample) -> bool:
 
 
 def _large_logits(sample: Sample, draw: Draw) -> Sample:
-    """The logits scaled or shifted past exp's range (exp(710) overflows float64, exp(-746)
-    underflows to 0): a softmax that does not subtract the row's maximum gives inf or NaN."""
+    """The logits past exp's range (exp(710) overflows float64, exp(-746) underflows to 0),
+    perhaps scaled, and each row (a slice along the softmax's axis, the classes' for
+    cross_entropy) shifted by its own +-1000: a softmax that does not subtract the row's
+    maximum gives inf or NaN, and so does one that subtracts the whole array's maximum (the
+    rows 2000 below it underflow to 0)."""
     x = sample.args[0]
     if draw.integers(0, 1):
         x = x / max(float(np.abs(x).max(initial=0.0)), 1e-3) * draw.choice([800.0, 1500.0])
-    else:
-        x = x + draw.choice([-1000.0, 1000.0])
+    rows = list(x.shape)
+    if rows:
+        rows[sample.kwargs.get("axis", 1 if x.ndim > 1 else 0)] = 1
+    signs = np.where(np.arange(int(np.prod(rows))) % 2 == 0, 1.0, -1.0).reshape(rows)
+    x = x + signs * draw.choice([-1000.0, 1000.0])
     return Sample([x, *sample.args[1:]], dict(sample.kwargs))
 
 
