@@ -5,12 +5,14 @@ honest score (the same submission without the trick).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 import tinyformer
+from tinyformer.cli import main
 from tinyformer.course.grade import grade
 
 INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
@@ -116,3 +118,16 @@ def test_the_huge_logits_hidden_test_needs_each_rows_max(tmp_path, salt_file):
     checks = _grade_files(tmp_path, {SOFTMAX: text}, "A2.1", secret=salt_file)
     assert checks["hidden"].score == 0, checks["hidden"].output
     assert checks["forward"].score == 0
+
+
+def test_an_empty_submission_still_gets_a_results_json(tmp_path, salt_file):
+    # a zip with the files misnamed (or none): Gradescope needs a results.json to show why,
+    # else the student sees "the autograder failed to produce results"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "my_softmax.py").write_text("x = 1\n")
+    out = tmp_path / "results.json"
+    args = ["grade", "A2", str(tmp_path / "sub"), "--task", "A2.1", "--secret", str(salt_file)]
+    assert main([*args, "--json", str(out)]) == 2
+    report = json.loads(out.read_text())
+    assert report["score"] == 0 and report["tests"] == []
+    assert "none of A2's files" in report["output"]

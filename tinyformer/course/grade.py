@@ -323,7 +323,8 @@ def grade(
     Raises:
         ValueError: unknown assignment or task, no such folder, bad timeout, bad grading data,
             root without `user`, or a secret within the user's reach.
-        SubmissionError: a student file is a link, under one, not a regular file or too large.
+        SubmissionError: a student file is a link, under one, not a regular file or too large;
+            or DIR holds none of the assignment's files.
         GradeInterrupted: SIGINT, SIGTERM or SIGHUP; the children are gone, nothing written.
     """
     with _room.interrupts():
@@ -363,8 +364,8 @@ def _grade(
     if user is not None:
         _room.refuse_readable(user, _room.protected(data, secret, has_solutions(a)))
     files = _tree.read_submission(submission, a.files, user)
-    if not files and not is_tree(submission):
-        raise ValueError(
+    if not files and not is_tree(submission):  # the student's doing: a result, not a crash
+        raise _tree.SubmissionError(
             f"DIR: {submission} is not a tinyformer tree and holds none of {a.name}'s files "
             f"({', '.join(a.files)})"
         )
