@@ -53,6 +53,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from tinyformer import backend, launches
 
 __all__ = ["CUDAGraph", "GraphError", "capture", "graph_safe", "is_current_stream_capturing"]
@@ -183,8 +185,8 @@ def _copy_into(static: Any, new: Any, name: str) -> None:
         raise GraphError(f"replay: {name} has shape {tuple(src.shape)}, captured {dst.shape}")
     if backend.is_device_array(src):
         dst[...] = src
-    elif hasattr(dst, "set"):  # CuPy: an upload into the array's own memory
-        dst.set(backend.to_host(src).astype(dst.dtype, copy=False))
+    elif hasattr(dst, "set"):  # CuPy: an upload into the array's own memory, no allocation
+        dst.set(np.ascontiguousarray(backend.to_host(src), dtype=dst.dtype))
     else:  # the fake device: the same copy, through its explicit door
         dst[...] = backend.to_device(backend.to_host(src).astype(dst.dtype), "fake")
 
@@ -268,7 +270,8 @@ def _capture_on_gpu(graph: CUDAGraph, warmup: int) -> None:
             with _graph_safe(True):
                 graph.outputs = graph.step(*graph.inputs)
         except Exception as e:
-            side.end_capture()
+            with contextlib.suppress(Exception):  # a broken capture may refuse to end, too
+                side.end_capture()
             raise GraphError(f"capture: the step could not be captured: {e}") from e
         graph._graph = side.end_capture()
     current.wait_event(side.record())
