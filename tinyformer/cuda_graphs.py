@@ -40,10 +40,10 @@ copies its outputs into the captured ones, as a graph writes them. Each run is c
 launches by op and kind as the recording, the same arrays in `state` and the inputs. That is
 the contract a GPU graph needs, tested without one.
 
-Between replays, allocate as little as possible on the device and keep no array made outside
-the graph across a replay: the graph's temporaries came from CuPy's default pool, which may
-hand their memory out again (PyTorch captures into a private pool; that remains to be tried
-with CuPy on a GPU).
+Memory: PyTorch captures into a private pool, so that eager code never receives memory the
+graph's temporaries use. CuPy's default pool keeps its free blocks per stream, so the side
+stream, kept alive with the graph and used for nothing else, serves as that private pool: its
+blocks are not handed to allocations on the stream the loop runs on. (To confirm on a GPU.)
 """
 
 from __future__ import annotations
@@ -126,6 +126,7 @@ class CUDAGraph:
         self._ids = _identities(watched)
         self._launches: Counter = Counter()
         self._graph: Any = None
+        self._stream: Any = None  # the capture's stream: its pool blocks are the graph's
 
     def replay(self, *inputs: Any) -> Any:
         """Copy `inputs` (host or device arrays or tensors; none: keep the static ones) into
@@ -274,5 +275,6 @@ def _capture_on_gpu(graph: CUDAGraph, warmup: int) -> None:
                 side.end_capture()
             raise GraphError(f"capture: the step could not be captured: {e}") from e
         graph._graph = side.end_capture()
+        graph._stream = side
     current.wait_event(side.record())
     graph._check_identities("the capture")
