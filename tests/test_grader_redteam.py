@@ -131,3 +131,21 @@ def test_an_empty_submission_still_gets_a_results_json(tmp_path, salt_file):
     report = json.loads(out.read_text())
     assert report["score"] == 0 and report["tests"] == []
     assert "none of A2's files" in report["output"]
+
+
+# An A2 submission reads the tree it is graded in, which held the solutions of every later
+# assignment (only A2's regions were stubs), and prints A3's attention backward into its own
+# feedback: a student of A2 takes home A3's answer.
+READ_LATER = """
+import inspect
+import tinyformer.ops.attention as _attention
+raise RuntimeError("LEAK " + inspect.getsource(_attention.attention_backward)[-700:])
+"""
+
+
+def test_the_grading_tree_holds_no_later_assignments_solution(tmp_path, salt_file):
+    text = _variant(SOFTMAX, {"A2.1 forward": READ_LATER})
+    checks = _grade_files(tmp_path, {SOFTMAX: text}, "A2.1", secret=salt_file)
+    output = checks["forward"].output
+    assert "LEAK" in output  # the attack ran and reported
+    assert "swapaxes" not in output and "gs = p *" not in output, output

@@ -32,7 +32,7 @@ import numpy as np
 
 from tinyformer.course import _wire
 from tinyformer.course._sandbox import as_user
-from tinyformer.course.definition import Assignment
+from tinyformer.course.definition import Assignment, due
 from tinyformer.course.markers import MarkerError, strip_source, syntax_of
 from tinyformer.course.release import withheld_kernels
 
@@ -69,9 +69,23 @@ def kernels_source() -> Path | None:
 
 def _stub(a: Assignment):
     def message(region) -> str:
+        if region.assignment not in (None, a.name):
+            return f"{region.assignment}: not yet due"
         return f"{a.name}: not in the submission — see {a.readme or 'the assignment'}"
 
     return message
+
+
+def _not_due(a: Assignment):
+    """(region, its owner) -> whether the tree to grade `a` stubs it: `a`'s regions (the
+    student's files replace them) and every later assignment's, whose solutions the student's
+    code could otherwise read and print into its own feedback (as a release of `a` does)."""
+    earlier = set(due(a.name))
+
+    def stub(region, owner: str | None) -> bool:
+        return owner not in earlier
+
+    return stub
 
 
 def _copy_stripped(src: Path, dst: Path, rel: str, a: Assignment) -> None:
@@ -85,7 +99,7 @@ def _copy_stripped(src: Path, dst: Path, rel: str, a: Assignment) -> None:
         shutil.copyfile(src, dst)
         return
     try:
-        new, _ = strip_source(text, a.name, _stub(a), where=rel, syntax=syntax)
+        new, _ = strip_source(text, a.name, _stub(a), where=rel, syntax=syntax, stub=_not_due(a))
     except MarkerError as err:
         raise ValueError(f"cannot make a release of {rel} to grade in: {err}") from None
     dst.write_text(new, encoding="utf-8", newline="")
