@@ -5,12 +5,15 @@ table and writes JSON.
     pip install -e ".[mpi]"
     python benchmarks/ddp_vs_torch.py                  # 200 steps per configuration
     python benchmarks/ddp_vs_torch.py --iters 60 --out bench-results/ddp.json
+    python benchmarks/ddp_vs_torch.py --ranks 2 --rounds 5 --iters 40   # a shared machine
 
 Every configuration runs as its own `mpiexec -n R` job, with each rank's threads set to its
 share of the cores (2 cores: 2 threads on 1 rank, 1 thread each on 2 ranks). The global batch
 (12 sequences) is split evenly over the ranks; both frameworks all-reduce every gradient once
 per step, so the bytes each rank sends per step are the same: 2 (N - 1) / N times the
-gradients' bytes for a ring all-reduce. ms/step is the median after the first 10% of steps.
+gradients' bytes for a ring all-reduce. ms/step is the median after the first 10% of steps;
+with `--rounds R` every configuration runs R times, interleaved (the frameworks' order
+alternating), and the table gives the median of the R runs.
 
 PyTorch (torch==2.13.0 CPU) is only a comparison here, never a dependency of tinyformer.
 """
@@ -146,6 +149,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default="pydoc", help="corpus name or path (default: pydoc)")
     parser.add_argument("--iters", type=int, default=200)
+    parser.add_argument("--ranks", default="1,2", help="rank counts to run (default: 1,2)")
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="run every configuration this many times, interleaved; report the median",
+    )  # fmt: skip
     parser.add_argument("--out", default="bench-results/ddp_vs_torch.json")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -153,31 +161,54 @@ def main() -> None:
         return child(args.child, args.data, args.iters)
     from tinyformer.distributed.launch import find_mpiexec
 
-    rows = []
-    for framework in ("tinyformer", "torch"):
-        for ranks in (1, 2):
-            env = _env(framework, ranks)
-            cmd = [
-                find_mpiexec(), "-n", str(ranks), sys.executable, __file__, "--child", framework,
-                "--data", args.data, "--iters", str(args.iters),
-            ]  # fmt: skip
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=HERE)
-            if done.returncode:
-                raise SystemExit(f"{framework} on {ranks} ranks failed:\n{done.stderr[-3000:]}")
-            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"{framework:10s} {ranks} rank(s): {rows[-1]['ms_per_step']:.1f} ms/step")
+    counts = sorted({int(n) for n in args.ranks.split(",")})
+    runs: dict[tuple[str, int], list[dict]] = {}
+    loads = [os.getloadavg()[0]]
+    for round_ in range(args.rounds):
+        # Alternate which framework goes first, so that a machine getting busier or quieter
+        # during a round does not favour one of them.
+        order = ("tinyformer", "torch") if round_ % 2 == 0 else ("torch", "tinyformer")
+        for ranks in counts:
+            for framework in order:
+                cmd = [
+                    find_mpiexec(), "-n", str(ranks), sys.executable, __file__,
+                    "--child", framework, "--data", args.data, "--iters", str(args.iters),
+                ]  # fmt: skip
+                done = subprocess.run(
+                    cmd, capture_output=True, text=True, env=_env(framework, ranks), cwd=HERE
+                )
+                if done.returncode:
+                    raise SystemExit(f"{framework} on {ranks} ranks failed:\n{done.stderr[-3000:]}")
+                row = json.loads(done.stdout.strip().splitlines()[-1])
+                runs.setdefault((framework, ranks), []).append(row)
+                print(f"round {round_ + 1}: {framework:10s} {ranks} rank(s): "
+                      f"{row['ms_per_step']:.1f} ms/step", flush=True)  # fmt: skip
+        loads.append(os.getloadavg()[0])
+    rows = [
+        {**rs[0], "ms_per_step": float(np.median([r["ms_per_step"] for r in rs])),
+         "rounds": [r["ms_per_step"] for r in rs]}
+        for rs in runs.values()
+    ]  # fmt: skip
     by = {(r["framework"], r["ranks"]): r for r in rows}
-    print("\n| framework | ms/step, 1 rank | ms/step, 2 ranks | 2-rank speed-up | "
-          "MB sent per rank per step (2 ranks) |\n|---|---|---|---|---|")  # fmt: skip
+    print(f"\nmedian of {args.rounds} round(s) of {args.iters} steps; load average "
+          f"{min(loads):.1f}-{max(loads):.1f}")  # fmt: skip
+    head = "".join(f" ms/step, {n} rank{'s' if n > 1 else ''} |" for n in counts)
+    print(f"| framework |{head}\n|---|" + "---|" * len(counts))
     for fw in ("tinyformer", "torch"):
-        one, two = by[(fw, 1)], by[(fw, 2)]
-        print(f"| {fw} | {one['ms_per_step']:.1f} | {two['ms_per_step']:.1f} | "
-              f"{one['ms_per_step'] / two['ms_per_step']:.2f}x | "
-              f"{two['bytes_sent_per_rank_per_step'] / 1e6:.2f} |")  # fmt: skip
+        print(f"| {fw} |" + "".join(f" {by[(fw, n)]['ms_per_step']:.1f} |" for n in counts))
+    if max(counts) > 1:
+        n = max(counts)
+        ratio = by[("tinyformer", n)]["ms_per_step"] / by[("torch", n)]["ms_per_step"]
+        sent = by[("tinyformer", n)]["bytes_sent_per_rank_per_step"] / 1e6
+        print(
+            f"\n{n} ranks: tinyformer / torch = {ratio:.2f}; {sent:.2f} MB sent per rank per step"
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"machine": os.uname().machine, "rows": rows}, indent=2))
+    tmp.write_text(json.dumps(
+        {"machine": os.uname().machine, "load_average": loads, "rows": rows}, indent=2
+    ))  # fmt: skip
     os.replace(tmp, out)
     print(f"\n{out}")
 
