@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyformer.distributed.process_group import MPI_INSTALL_HINT, DistributedError
+from tinyformer.flags import COUNT, ranged
 
 __all__ = [
     "add_launch_command", "available_cores", "check_command", "check_ranks", "find_mpiexec",
@@ -137,8 +138,6 @@ def resume_command(ranks: int, args: list[str], oversubscribe: bool = False) -> 
 
 def add_launch_command(sub: Any) -> None:
     """`tinyformer launch` on the command line's subcommands."""
-    from tinyformer.train.args import COUNT, ranged
-
     launch = sub.add_parser(
         "launch",
         help="run a command on N processes (data parallel, over MPI)",
