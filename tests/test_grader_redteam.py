@@ -149,3 +149,26 @@ def test_the_grading_tree_holds_no_later_assignments_solution(tmp_path, salt_fil
     output = checks["forward"].output
     assert "LEAK" in output  # the attack ran and reported
     assert "swapaxes" not in output and "gs = p *" not in output, output
+
+
+SCHEDULES = "tinyformer/distributed/schedules.py"
+# No ring at all: every rank gets the sum at once, and the byte count a ring would send is
+# claimed. A6.1's count is the submission's own word (ring_all_reduce returns it), so nothing
+# the grader sees tells this from a ring.
+NO_RING = """
+n = len(xs)
+total = np.sum(np.asarray(xs, dtype=np.float64), axis=0)
+return [total.copy() for _ in xs], 2 * (n - 1) * (total.nbytes // n)
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="A6.1's byte count is returned by the student's ring_all_reduce itself: grading "
+    "the ring needs a transport the grader owns (a send callback whose traffic the parent "
+    "counts), an assignment change, not a grader fix",
+)
+def test_a_sum_without_a_ring_earns_no_ring_points(tmp_path, salt_file):
+    text = _variant(SCHEDULES, {"A6.1 ring all-reduce": NO_RING})
+    checks = _grade_files(tmp_path, {SCHEDULES: text}, "A6.1", secret=salt_file)
+    assert checks["properties"].score == 0 and checks["hidden"].score == 0
