@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+import numpy as np
 import pytest
 
 import tinyformer as tf
@@ -19,6 +20,9 @@ INTERNAL: dict[str, str] = {}
 NOT_OPS = {"shared": "what references and kernels compute alike: imported by both"}
 # Ops reached only as Tensor methods, as in PyTorch.
 METHOD_ONLY = {"getitem": "__getitem__", "astype": "astype"}
+# Ops that tf exports in PyTorch's form (tinyformer/torch_functions.py): `tf.max(x, 1)` is
+# torch.max's (values, indices); with NumPy's axis= it is the op itself.
+TORCH_FORM = {"max", "min"}
 
 MODULES = [
     m.name for m in pkgutil.iter_modules(ops.__path__)
@@ -55,6 +59,11 @@ def test_every_op_is_exported_where_pytorch_users_look(op):
     fn = getattr(ops, op)
     if op in METHOD_ONLY:
         assert hasattr(tf.Tensor, METHOD_ONLY[op])
+        return
+    if op in TORCH_FORM:
+        x = tf.tensor(np.arange(6.0).reshape(2, 3))
+        assert op in tf.__all__ and getattr(tf, op).__module__ == "tinyformer.torch_functions"
+        assert np.array_equal(getattr(tf, op)(x, axis=1).data, fn(x, axis=1).data)
         return
     places = [
         place for place, module in (("tf", tf), ("F", F))

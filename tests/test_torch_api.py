@@ -588,9 +588,12 @@ def test_shuffling_draws_a_permutation_from_the_seeded_generator():
 def test_data_loader_errors_say_what_to_do():
     data = tinyformer.utils.data
     ds = data.TensorDataset(tinyformer.arange(4))
-    with pytest.raises(ValueError, match=r"DataLoader: num_workers=2 is not supported; pass "
-                       r"num_workers=0"):  # fmt: skip
-        data.DataLoader(ds, batch_size=2, num_workers=2)
+    with pytest.warns(UserWarning, match=r"DataLoader: num_workers=2 runs as 0 here"):
+        workers = data.DataLoader(ds, batch_size=2, num_workers=2, pin_memory=True)
+    plain = data.DataLoader(ds, batch_size=2)
+    assert all(np.array_equal(a.data, b.data) for x, y in zip(workers, plain) for a, b in zip(x, y))
+    with pytest.raises(ValueError, match="num_workers option should be non-negative"):
+        data.DataLoader(ds, batch_size=2, num_workers=-1)
     with pytest.raises(ValueError, match=r"sampler option is mutually exclusive with shuffle"):
         data.DataLoader(ds, sampler=[0, 1], shuffle=True)
     with pytest.raises(ValueError, match=r"batch_sampler option is mutually exclusive"):

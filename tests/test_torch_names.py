@@ -67,16 +67,26 @@ def test_both_names_for_one_argument_is_an_error_naming_them():
 
 
 @pytest.mark.parametrize(
-    "call", ["x.max(dim=1)", "x.min(dim=1)", "x.max(1, keepdim=True)", "tf.max(x, dim=0)"]
-)
-def test_max_and_min_refuse_pytorchs_names_saying_why(call):
-    # PyTorch's max(dim=) returns (values, indices): x.max(1, keepdim=True)[0] would silently
-    # take the first row of tinyformer's values, so the call is refused with the reason.
+    "call, axis, keep",
+    [
+        ("x.max(dim=1)", 1, False), ("x.min(dim=1)", 1, False),
+        ("x.max(1, keepdim=True)", 1, True), ("tf.max(x, dim=0)", 0, False),
+        ("tf.min(x.data, dim=-1, keepdim=True)", -1, True),
+    ],
+)  # fmt: skip
+def test_max_and_min_with_pytorchs_names_return_values_and_indices(call, axis, keep):
+    # PyTorch's max(dim=) returns (values, indices); `x.max(1, keepdim=True)[0]` is the values
+    # there, so it must be here too. NumPy's axis= keeps NumPy's meaning: the values only.
     x = tf.tensor(X)
     op = "min" if "min" in call else "max"
-    with pytest.raises(TypeError, match=rf"{op}: takes axis= .* returns \(values, indices\)"):
-        eval(call)
+    values, indices = eval(call)
+    want = getattr(X, op)(axis=axis, keepdims=keep)
+    assert np.array_equal(values.data, want)
+    assert np.array_equal(indices.data, getattr(X, f"arg{op}")(axis=axis, keepdims=keep))
+    assert np.array_equal(eval(call)[0].data, eval(call).values.data)
     assert np.array_equal(x.max(axis=1).data, X.max(axis=1))
+    with pytest.raises(TypeError, match="keepdim= goes with a dim"):
+        x.max(keepdim=True)
 
 
 def test_size_is_the_count_and_called_the_shape():

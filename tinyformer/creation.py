@@ -118,12 +118,25 @@ def linspace(
     return Tensor(values.astype(dtype), requires_grad=requires_grad, device=device)
 
 
-def arange(*args: float, dtype: Any = None, device: Any = None) -> Tensor:
-    """Like `numpy.arange`; integer arguments give int64, others float32."""
+def arange(
+    *args: float,
+    step: float | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Like `numpy.arange` (and `torch.arange(0, n, step=2)`); integer arguments give int64,
+    others float32."""
+    if step is not None:
+        if len(args) == 1:  # torch.arange(5, step=2) counts from 0, as arange(0, 5, 2)
+            args = (0, args[0])
+        if len(args) != 2:
+            raise TypeError(f"arange: step= goes with start and end, got {len(args)} positions")
+        args = (*args, step)
     array = np.arange(*args)
     if dtype is None and array.dtype.kind == "f":
         dtype = DEFAULT_DTYPE
-    return Tensor(array, dtype=dtype, device=device)
+    return Tensor(array, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def randn(

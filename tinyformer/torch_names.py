@@ -12,9 +12,10 @@
   ...). Methods that call an op (`x.sin()`, `x.prod(dim=)`, ...) live in tensor.py, beside
   the import of the ops; this module only spells.
 
-`max` and `min` refuse `dim=` and `keepdim=` with an explanation instead of accepting them:
-PyTorch's `x.max(dim=1)` returns (values, indices), tinyformer's the values only (as
-`torch.amax`), so `x.max(dim=1, keepdim=True)[0]` would silently pick the first row.
+`max` and `min` with PyTorch's `dim=` return PyTorch's (values, indices) pair
+(`x.max(dim=1).indices`, `values, idx = x.max(dim=1, keepdim=True)`); with NumPy's `axis=`
+they return the values only, as NumPy and `torch.amax` do. Where values tie, the indices are
+the first, as `argmax`'s; the values' gradient is `amax`'s (shared among ties).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from tinyformer import backend
 if TYPE_CHECKING:
     from tinyformer.tensor import Tensor
 
-__all__ = ["ElementCount", "TorchSpellings", "max_names", "shape_arg", "torch_names"]
+__all__ = [
+    "ElementCount", "MaxResult", "TorchSpellings", "max_names", "shape_arg", "torch_names",
+]  # fmt: skip
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])
 
@@ -68,22 +71,39 @@ def torch_names(fn: Fn) -> Fn:
     return with_torch_names  # type: ignore[return-value]
 
 
+class MaxResult(NamedTuple):
+    """What `x.max(dim=...)` and `x.min(dim=...)` return, as PyTorch's
+    `torch.return_types.max`: the values and, where they tie, the first index."""
+
+    values: Tensor
+    indices: Tensor
+
+
 def max_names(fn: Fn) -> Fn:
-    """`fn` (max or min), refusing PyTorch's `dim=` and `keepdim=` with the reason."""
+    """`fn` (max or min): with PyTorch's `dim=`, PyTorch's (values, indices) pair."""
     op = fn.__name__
 
     @functools.wraps(fn)
-    def refusing_torch_names(*args: Any, **kwargs: Any) -> Any:
-        if "dim" in kwargs or "keepdim" in kwargs:
-            raise TypeError(
-                f"{op}: takes axis= and keepdims=, not dim= or keepdim=. PyTorch's "
-                f"x.{op}(dim=...) returns (values, indices); tinyformer's x.{op}(axis=...) "
-                f"returns the values only, as torch.a{op} does. Use x.{op}(axis=...) for the "
-                f"values and x.arg{op}(axis=...) for the indices"
-            )
-        return fn(*args, **kwargs)
+    def with_torch_pair(*args: Any, **kwargs: Any) -> Any:
+        if "keepdim" in kwargs and "dim" not in kwargs:  # x.max(1, keepdim=True): PyTorch's
+            if len(args) < 2:
+                raise TypeError(f"{op}: keepdim= goes with a dim (PyTorch's names)")
+            args, kwargs = args[:1], {**kwargs, "dim": args[1]}
+        if "dim" not in kwargs:
+            return fn(*args, **kwargs)
+        if "axis" in kwargs or "keepdims" in kwargs:
+            raise TypeError(f"{op}: pass dim= and keepdim= (PyTorch's) or axis= and keepdims=")
+        dim, keepdim = kwargs.pop("dim"), bool(kwargs.pop("keepdim", False))
+        if dim is None or not isinstance(dim, int | np.integer):
+            raise TypeError(f"{op}: dim= takes one axis (an int), got {dim!r}")
+        x = args[0]
+        values = fn(x, *args[1:], axis=dim, keepdims=keepdim, **kwargs)
+        if not hasattr(x, "requires_grad"):  # `torch.max(outputs.data, dim=1)`: an array
+            x = type(values)(x)
+        indices = getattr(x, f"arg{op}")(axis=dim, keepdims=keepdim)
+        return MaxResult(values, indices)
 
-    return refusing_torch_names  # type: ignore[return-value]
+    return with_torch_pair  # type: ignore[return-value]
 
 
 class SortResult(NamedTuple):

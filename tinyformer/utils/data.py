@@ -9,8 +9,9 @@ The `DataLoader` reads the samples of each batch and joins them with `collate_fn
 with a new first axis, and tuples, lists and dicts are joined element by element, as PyTorch's.
 
 What differs from PyTorch, and why:
-- Batches are made in this process: `num_workers` must be 0 (tinyformer's kernels use threads
-  of their own, and worker processes would copy every batch between processes).
+- Batches are made in this process, whatever `num_workers` says (tinyformer's kernels use
+  threads of their own, and worker processes would copy every batch between processes): a
+  loader asked for workers warns once and gives the same batches as with `num_workers=0`.
 - A seed gives other shuffles than PyTorch's (another random generator), the same ones on
   every run and every machine.
 """
@@ -18,6 +19,7 @@ What differs from PyTorch, and why:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -278,7 +280,8 @@ class DataLoader:
         sampler: the indices to read, in order (instead of shuffle).
         batch_sampler: lists of indices, one per batch (instead of batch_size, shuffle,
             sampler and drop_last).
-        num_workers: must be 0: batches are made in this process.
+        num_workers: accepted for PyTorch code; batches are made in this process (a warning
+            says so when it is not 0). Negative is refused, as PyTorch refuses it.
         collate_fn: joins a list of samples into a batch (default_collate).
         drop_last: drop a last batch shorter than batch_size.
         generator: a tf.Generator for shuffling (tinyformer's global one when None).
@@ -304,11 +307,17 @@ class DataLoader:
         prefetch_factor: int | None = None,
         persistent_workers: bool = False,
     ) -> None:
-        if num_workers != 0:
+        if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(
-                f"DataLoader: num_workers={num_workers} is not supported; pass num_workers=0. "
-                "tinyformer makes batches in the training process (its kernels already use "
-                "threads, and worker processes would copy every batch between processes)"
+                f"DataLoader: num_workers option should be non-negative; got {num_workers!r}"
+            )
+        if num_workers:
+            warnings.warn(
+                f"DataLoader: num_workers={num_workers} runs as 0 here: tinyformer makes the "
+                "batches in the training process (its kernels already use threads, and worker "
+                "processes would copy every batch between processes); the batches are the same",
+                UserWarning,
+                stacklevel=2,
             )
         self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
         self.num_workers, self.pin_memory, self.generator = 0, pin_memory, generator
