@@ -239,8 +239,8 @@ def test_a_wrong_forward_with_a_consistent_backward_loses_the_backward_points_to
 
 
 def test_a_wrong_causal_mask_loses_only_a3_2(release_of, tmp_path):
-    # one diagonal too many: query i sees key i + 1. A3.1 grades no causal sample, and A3.3
-    # compares the module with per-head calls that share the mask.
+    # one diagonal too many: query i sees key i + 1. A3.1 grades no causal sample, and A3.3's
+    # module tests use no causal mask.
     tree = _solved_copy(release_of("A3"), tmp_path)
     _plant(tree, "ops/attention.py", "xp.tri(tq, tk, dtype=bool)", "xp.tri(tq, tk, 1, dtype=bool)")
     result = grade("A3", tree)
