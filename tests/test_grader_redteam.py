@@ -172,3 +172,28 @@ def test_a_sum_without_a_ring_earns_no_ring_points(tmp_path, salt_file):
     text = _variant(SCHEDULES, {"A6.1 ring all-reduce": NO_RING})
     checks = _grade_files(tmp_path, {SCHEDULES: text}, "A6.1", secret=salt_file)
     assert checks["properties"].score == 0 and checks["hidden"].score == 0
+
+
+# A softmax without the max subtraction (it loses the forward and gradcheck points), which
+# answers the hidden test's input, known from the grader's source, from a table. The backward
+# is the true one of whatever the forward gave, so the reference's gradient matches too.
+KNOWN_HIDDEN_INPUT = """
+xp = backend.get_array_module(x)
+if x.shape == (2, 3) and float(abs(x).max()) == 1e4:
+    return xp.asarray([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
+e = xp.exp(x)
+return e / e.sum(axis=-1, keepdims=True)
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hidden tests use inputs fixed in the grader's source (a2_checks.py): a submission "
+    "that has read them answers them from a table; drawing them from the grading secret needs "
+    "the salt passed to every hidden test",
+)
+def test_a_hidden_test_answered_from_a_table_earns_nothing(tmp_path, salt_file):
+    text = _variant(SOFTMAX, {"A2.1 forward": KNOWN_HIDDEN_INPUT})
+    checks = _grade_files(tmp_path, {SOFTMAX: text}, "A2.1", secret=salt_file)
+    assert checks["forward"].score == 0  # the naive softmax itself fails the widened samples
+    assert checks["hidden"].score == 0, checks["hidden"].output
