@@ -186,12 +186,6 @@ return e / e.sum(axis=-1, keepdims=True)
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hidden tests use inputs fixed in the grader's source (a2_checks.py): a submission "
-    "that has read them answers them from a table; drawing them from the grading secret needs "
-    "the salt passed to every hidden test",
-)
 def test_a_hidden_test_answered_from_a_table_earns_nothing(tmp_path, salt_file):
     text = _variant(SOFTMAX, {"A2.1 forward": KNOWN_HIDDEN_INPUT})
     checks = _grade_files(tmp_path, {SOFTMAX: text}, "A2.1", secret=salt_file)

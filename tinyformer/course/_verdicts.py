@@ -14,13 +14,14 @@ import numpy as np
 
 import tinyformer as tf
 from tinyformer import registry
+from tinyformer.course import secret
 from tinyformer.course._compare import bad, describe, first_difference, number, numeric
 from tinyformer.course._gradcheck import FORWARD_TOL, backward_case, forward_case
 from tinyformer.course._remote import StudentError, student_tinyformer
 from tinyformer.course._sandbox import ChildGone
 from tinyformer.course.definition import Task
 
-__all__ = ["FORWARD_TOL", "forward", "gradcheck", "kernel", "number", "run_tests"]
+__all__ = ["FORWARD_TOL", "forward", "gradcheck", "kernel", "number", "run_tests", "inputs_rng"]
 LAYOUTS = ("C order", "strided")
 DEVICE_NAMES = {None: "on the host", "fake": "on the CPU emulator", "cuda": "on the GPU"}
 
@@ -174,14 +175,26 @@ def _in_child(checks: Any, test: Any) -> bool:
     return marked is True or test.__name__ in marked
 
 
+PUBLIC = b"public self-check"  # the salt of the inputs a self-check's tests draw
+
+
+def inputs_rng(task: Task, name: str, seeds: dict[str, int] | None) -> np.random.Generator:
+    """The generator test `name` of `task` draws its inputs from: seeded from the grading
+    secret (`seeds`, the grading data's `test_seeds[task.id]`, `secret.seed(salt, NAME, task,
+    name)`) when grading, so no submission can know them, else from public seeds."""
+    seed = (seeds or {}).get(name)
+    return np.random.default_rng(seed if seed is not None else secret.seed(PUBLIC, task.id, name))
+
+
 def run_tests(
     child: Any, task: Task, checks: Any, table: str, source: str | None, file: str,
-    reference: bool = False,
+    reference: bool = False, seeds: dict[str, int] | None = None,
 ):  # fmt: skip
     """The task's tests in `checks.<table>` (PROPERTIES or HIDDEN). A test of arrays runs here,
     on the student's functions run in the child, with `tf.reference` the instructor's own
-    tinyformer when `reference` (None in a self-check) and every primitive of this process
-    forced to its NumPy reference; one marked in `checks.IN_CHILD` (its subject is a Python
+    tinyformer when `reference` (None in a self-check), `tf.rng` the generator its inputs are
+    drawn from (`inputs_rng`), and every primitive of this process forced to its NumPy
+    reference; one marked in `checks.IN_CHILD` (its subject is a Python
     object, not arrays) runs in the child, which reports its verdict."""
     tests = (getattr(checks, table, None) or {}).get(task.id, [])
     if not tests:
@@ -200,8 +213,10 @@ def run_tests(
                     raise StudentError("the test did not report a result")
                 note = reply.get("note")
             else:
+                student = student_tinyformer(child, reference)
+                student.rng = inputs_rng(task, test.__name__, seeds)
                 with registry.prefer(registry.REFERENCE):
-                    note = test(student_tinyformer(child, reference))
+                    note = test(student)
             lines.append(f"{test.__name__}: passed" + (f" ({note})" if note else ""))
         except ChildGone:
             raise

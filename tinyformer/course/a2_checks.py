@@ -9,6 +9,10 @@ Expected values never come from the student's code itself (a constant function a
 itself): they are exact values, closed forms, or, when the grader runs the instructor's tree,
 `tf.reference` (the instructor's tinyformer, run in the grader's process). In a self-check,
 `tf.reference` is None and only the properties' own values are checked.
+
+Inputs come from `tf.rng`, a NumPy Generator seeded per test from the grading secret when
+grading (from a public seed in a self-check): a submission that knows this file still cannot
+know the inputs, so it cannot answer them from a table.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ def softmax_rows_sum_to_one(tf: ModuleType) -> None:
     gradient of any upstream gradient sums to 0 over the row."""
     F = tf.nn.functional
 
-    x = _leaf(tf, np.random.default_rng(0).uniform(-3, 3, (3, 5)))
+    x = _leaf(tf, tf.rng.uniform(-3, 3, (3, 5)))
     y = F.softmax(x, axis=-1)
     np.testing.assert_allclose(y.data.sum(axis=-1), 1.0, rtol=1e-12)
     assert (y.data > 0).all() and (y.data < 1).all(), "softmax values must lie in (0, 1)"
@@ -76,10 +80,12 @@ def softmax_large_logits(tf: ModuleType) -> None:
     maximum first, and gives the exact values and a finite gradient."""
     F = tf.nn.functional
 
-    x = _leaf(tf, [[800.0, 800.0, -800.0], [0.0, -800.0, 800.0]])
+    logits = tf.rng.choice([-800.0, 0.0, 800.0], (2, 3)) + tf.rng.uniform(-1, 1, (2, 3))
+    logits[np.arange(2), tf.rng.integers(0, 3, 2)] = 800.0  # every row overflows a naive exp
+    x = _leaf(tf, logits)
     y = F.softmax(x, axis=-1)
     assert np.isfinite(y.data).all(), "softmax is not finite for logits of +-800"
-    np.testing.assert_allclose(y.data, [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]], atol=1e-12)
+    np.testing.assert_allclose(y.data, _closed_softmax(x.data, -1), rtol=1e-10, atol=1e-12)
     (gx,) = tf.grad(y, [x], _upstream(y.shape))
     assert np.isfinite(gx).all(), "softmax backward is not finite for logits of +-800"
     _like_reference(tf, "softmax", [x.data], {"axis": -1}, y.data, _upstream(y.shape), [gx])
@@ -89,7 +95,7 @@ def log_softmax_exponentiates_to_distribution(tf: ModuleType) -> None:
     """exp(log_softmax(x)) is softmax(x); the gradient's rows sum to 0 (sum_j y_j is fixed)."""
     F = tf.nn.functional
 
-    x = _leaf(tf, np.random.default_rng(0).uniform(-3, 3, (4, 6)))
+    x = _leaf(tf, tf.rng.uniform(-3, 3, (4, 6)))
     y = F.log_softmax(x, axis=1)
     np.testing.assert_allclose(np.exp(y.data).sum(axis=1), 1.0, rtol=1e-12)
     np.testing.assert_allclose(np.exp(y.data), _closed_softmax(x.data, 1), rtol=1e-12)
@@ -117,7 +123,7 @@ def layer_norm_rows_are_standardised(tf: ModuleType) -> None:
     x's row by the same amount changes nothing, so sum(y) has zero gradient."""
     F = tf.nn.functional
 
-    x = _leaf(tf, np.random.default_rng(0).normal(2.0, 3.0, (5, 16)))
+    x = _leaf(tf, tf.rng.normal(2.0, 3.0, (5, 16)))
     y = F.layer_norm(x, 16, eps=0.0)
     np.testing.assert_allclose(y.data.mean(axis=1), 0.0, atol=1e-12)
     np.testing.assert_allclose(y.data.var(axis=1), 1.0, rtol=1e-10)
@@ -140,13 +146,27 @@ PROPERTIES = {
 BIG = 1e4  # exp(1e4) overflows float64 (its largest is about exp(709))
 
 
+def _huge_rows(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """Logits of size ~BIG in rows ~BIG apart: exp of any overflows, and a maximum taken over
+    the whole array, not per row, leaves the lowest row at 0 / 0. Drawn from the test's
+    generator (the grading secret's when grading), so no table of inputs answers them."""
+    offsets = rng.permutation([BIG, -BIG, *rng.uniform(-BIG, BIG, rows - 2)])
+    x = offsets[:, None] + rng.uniform(-20, 20, (rows, cols))
+    far = rng.random((rows, cols)) < 0.3  # entries BIG below their row: exp underflows to 0
+    return np.where(far, x - BIG, x)
+
+
+def _logsumexp(x: np.ndarray) -> np.ndarray:
+    m = x.max(axis=-1, keepdims=True)
+    return m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
 def softmax_huge_logits(tf: ModuleType) -> None:
     F = tf.nn.functional
 
-    # rows 1e4 apart: a maximum taken over the whole array, not per row, leaves row 2 at 0 / 0
-    x = _leaf(tf, [[BIG, BIG, -BIG], [-BIG, -BIG / 2, 0.0]])
+    x = _leaf(tf, _huge_rows(tf.rng, int(tf.rng.integers(2, 5)), int(tf.rng.integers(3, 7))))
     y = F.softmax(x, axis=-1)
-    np.testing.assert_allclose(y.data, [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]], atol=1e-12)
+    np.testing.assert_allclose(y.data, _closed_softmax(x.data, -1), rtol=1e-10, atol=1e-12)
     (gx,) = tf.grad(y, [x], _upstream(y.shape))
     assert np.isfinite(gx).all(), "softmax backward is not finite for logits of +-1e4"
     _like_reference(tf, "softmax", [x.data], {"axis": -1}, y.data, _upstream(y.shape), [gx])
@@ -155,38 +175,52 @@ def softmax_huge_logits(tf: ModuleType) -> None:
 def log_softmax_huge_logits(tf: ModuleType) -> None:
     F = tf.nn.functional
 
-    x = _leaf(tf, [[BIG, -BIG], [0.0, -BIG]])
+    x = _leaf(tf, _huge_rows(tf.rng, int(tf.rng.integers(2, 5)), int(tf.rng.integers(2, 6))))
     y = F.log_softmax(x, axis=-1)
-    np.testing.assert_allclose(y.data, [[0.0, -2 * BIG], [0.0, -BIG]], atol=1e-9)
+    np.testing.assert_allclose(y.data, x.data - _logsumexp(x.data), rtol=1e-12, atol=1e-9)
     (gx,) = tf.grad(y, [x], np.ones(y.shape))
-    np.testing.assert_allclose(gx, [[-1.0, 1.0], [-1.0, 1.0]], atol=1e-12)
+    want = 1.0 - x.shape[-1] * _closed_softmax(x.data, -1)  # gy - softmax * sum(gy)
+    np.testing.assert_allclose(gx, want, atol=1e-12)
 
 
 def cross_entropy_huge_logits_and_ignored_rows(tf: ModuleType) -> None:
     F = tf.nn.functional
 
-    x = _leaf(tf, [[BIG, 0.0, -BIG], [0.0, 0.0, 0.0], [1.0, 2.0, 3.0]])
-    loss = F.cross_entropy(x, np.array([1, -100, 2]), reduction="none")
-    np.testing.assert_allclose(loss.data[:2], [BIG, 0.0], rtol=1e-12)
+    rng = tf.rng
+    n, c = int(rng.integers(3, 6)), int(rng.integers(3, 6))
+    x = _leaf(tf, _huge_rows(rng, n, c))
+    target = rng.integers(0, c, n)
+    target[rng.integers(0, n)] = -100  # one ignored row
+    loss = F.cross_entropy(x, target, reduction="none")
+    kept = target != -100
+    want = np.zeros(n)
+    want[kept] = (_logsumexp(x.data)[:, 0] - x.data[np.arange(n), np.maximum(target, 0)])[kept]
+    np.testing.assert_allclose(loss.data, want, rtol=1e-12, atol=1e-9)
     loss.sum().backward()
-    np.testing.assert_allclose(x.grad[1], 0.0, atol=0, err_msg="an ignored row got a gradient")
+    np.testing.assert_allclose(x.grad[~kept], 0.0, atol=0, err_msg="an ignored row got a gradient")
     assert np.isfinite(x.grad).all(), "cross_entropy backward is not finite for logits of 1e4"
-    args, kwargs = [x.data, np.array([1, -100, 2])], {"reduction": "none"}
-    _like_reference(tf, "cross_entropy", args, kwargs, loss.data, np.ones(3), [x.grad])
+    onehot = np.eye(c)[np.maximum(target, 0)]
+    np.testing.assert_allclose(
+        x.grad[kept], (_closed_softmax(x.data, -1) - onehot)[kept], atol=1e-12
+    )
+    args, kwargs = [x.data, target], {"reduction": "none"}
+    _like_reference(tf, "cross_entropy", args, kwargs, loss.data, np.ones(n), [x.grad])
 
 
 def layer_norm_large_offset(tf: ModuleType) -> None:
     """A one-pass variance, E[x^2] - E[x]^2, cancels catastrophically at an offset of 1e6."""
     F = tf.nn.functional
 
-    base = np.random.default_rng(2).normal(size=(3, 8))
-    x = _leaf(tf, base + 1e6)
-    y1 = F.layer_norm(x, 8)
+    rng = tf.rng
+    d = int(rng.integers(8, 17))
+    base = rng.normal(size=(int(rng.integers(2, 5)), d))
+    x = _leaf(tf, base + rng.choice([-1.0, 1.0]) * rng.uniform(1e6, 4e6))
+    y1 = F.layer_norm(x, d)
     centred = base - base.mean(axis=1, keepdims=True)  # the same rows, without the offset
     want = centred / np.sqrt(centred.var(axis=1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(y1.data, want, atol=1e-6)
     (gx,) = tf.grad(y1, [x], _upstream(y1.shape))
-    _like_reference(tf, "layer_norm", [x.data, 8], {}, y1.data, _upstream(y1.shape), [gx])
+    _like_reference(tf, "layer_norm", [x.data, d], {}, y1.data, _upstream(y1.shape), [gx])
 
 
 HIDDEN = {

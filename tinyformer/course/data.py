@@ -6,7 +6,9 @@ it (`Task.keep`), until `Task.samples` are found, then `Task.wide_samples` more 
 `Task.widen` (large logits, padding masks, ties). The seeds are 0, 1, 2, ... (and 1_000_000 +
 i for widened ones) for the release's public data, `assignments/NAME.grading.npz`, which only
 self-checks; a real grade draws them from a secret salt (`secret.seed(salt, NAME, task, spec,
-i)`), so no student has seen its inputs. Per sample it keeps:
+i)`), so no student has seen its inputs. Property and hidden tests get a seed each in
+`test_seeds` (`secret.seed(salt, NAME, task, test name)`) for the inputs they draw. Per
+sample it keeps:
 
     seed, args (float inputs as float64), kwargs, layouts (one memory layout per input, as the
     child gets them), out (the reference's outputs), upstream (a random gradient per output)
@@ -19,6 +21,7 @@ no reference, can self-check.
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -137,6 +140,7 @@ def compute(
     specs = {s.name: s for s in all_specs()}
     tasks: dict[str, Any] = {}
     kernel_seeds: dict[str, int] = {}
+    test_seeds: dict[str, dict[str, int]] = {}
     for task in tqdm(assignment.tasks, desc="grading data", unit="task", disable=not progress):
         missing = [name for name in task.specs if name not in specs]
         if missing:
@@ -148,10 +152,24 @@ def compute(
             kernel_seeds[task.id] = (
                 task.kernel.seed if salt is None else secret.seed(salt, assignment.name, task.id)
             )
+        if salt is not None:  # else the tests draw their public inputs (`_verdicts.inputs_rng`)
+            test_seeds[task.id] = {
+                name: secret.seed(salt, assignment.name, task.id, name)
+                for name in _test_names(assignment, task)
+            }
     return {
         "format": _codec.FORMAT, "assignment": assignment.name, "secret": salt is not None,
-        "tasks": tasks, "kernel_seeds": kernel_seeds,
+        "tasks": tasks, "kernel_seeds": kernel_seeds, "test_seeds": test_seeds,
     }  # fmt: skip
+
+
+def _test_names(a: Assignment, task: Task) -> list[str]:
+    """The names of `task`'s property and hidden tests (each draws its inputs from its seed)."""
+    if not a.checks:
+        return []
+    checks = importlib.import_module(f"tinyformer.course.{a.checks.removesuffix('.py')}")
+    tables = (getattr(checks, t, None) or {} for t in ("PROPERTIES", "HIDDEN"))
+    return [test.__name__ for table in tables for test in table.get(task.id, [])]
 
 
 def save(path: str | os.PathLike, meta: dict[str, Any]) -> None:

@@ -223,8 +223,9 @@ class _Run:
                 return None, "no tests of this kind in this copy of the course"
             table = "HIDDEN" if kind == "hidden" else "PROPERTIES"
             source = self.hidden_source() if kind == "hidden" else None
+            seeds = (self.meta.get("test_seeds") or {}).get(task.id)
             return _verdicts.run_tests(
-                child, task, self.checks, table, source, self.a.checks, self.reference
+                child, task, self.checks, table, source, self.a.checks, self.reference, seeds
             )
         except ChildGone:
             raise
