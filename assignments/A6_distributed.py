@@ -19,7 +19,7 @@
 #
 # | task | function | what it decides |
 # |---|---|---|
-# | A6.1 | `ring_all_reduce(xs)` | which chunk each rank sends at each step of a ring |
+# | A6.1 | `ring_all_reduce(xs, send)` | which chunk each rank sends at each step of a ring |
 # | A6.2 | `assign_buckets(nbytes, cap)` | which gradients DDP averages in one call |
 # | A6.3 | `gpipe_schedule(stages, micro_batches)` | what each pipeline stage does at each tick |
 #
@@ -51,6 +51,11 @@ rng = np.random.default_rng(0)
 #
 # Four ranks each hold an array; after the all-reduce each holds their sum. Every rank sends
 # 2 (N - 1) chunks of 1/N of the array, whatever N is: the reason a ring scales.
+#
+# Every message goes through `send(src, dst, chunk)`, which returns what rank `dst` receives
+# (by default a copy): a rank learns another rank's values only from what `send` delivers. The
+# grader passes its own `send` and counts the bytes and messages from what it carries, and
+# checks each message against the ring's, so the count you return must be the truth.
 #
 # **Exercise.** Check your `ring_all_reduce` on 4 ranks, then print how many bytes rank 0 sends
 # for a 1 MB array on 2, 4, 8 and 64 ranks, and what sending it to one rank and back would cost

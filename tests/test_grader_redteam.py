@@ -153,8 +153,8 @@ def test_the_grading_tree_holds_no_later_assignments_solution(tmp_path, salt_fil
 
 SCHEDULES = "tinyformer/distributed/schedules.py"
 # No ring at all: every rank gets the sum at once, and the byte count a ring would send is
-# claimed. A6.1's count is the submission's own word (ring_all_reduce returns it), so nothing
-# the grader sees tells this from a ring.
+# claimed. The grader counts the traffic itself, from the messages its `send` transport carried
+# (none here), and checks each against the ring's.
 NO_RING = """
 n = len(xs)
 total = np.sum(np.asarray(xs, dtype=np.float64), axis=0)
@@ -162,12 +162,6 @@ return [total.copy() for _ in xs], 2 * (n - 1) * (total.nbytes // n)
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A6.1's byte count is returned by the student's ring_all_reduce itself: grading "
-    "the ring needs a transport the grader owns (a send callback whose traffic the parent "
-    "counts), an assignment change, not a grader fix",
-)
 def test_a_sum_without_a_ring_earns_no_ring_points(tmp_path, salt_file):
     text = _variant(SCHEDULES, {"A6.1 ring all-reduce": NO_RING})
     checks = _grade_files(tmp_path, {SCHEDULES: text}, "A6.1", secret=salt_file)
@@ -191,3 +185,24 @@ def test_a_hidden_test_answered_from_a_table_earns_nothing(tmp_path, salt_file):
     checks = _grade_files(tmp_path, {SOFTMAX: text}, "A2.1", secret=salt_file)
     assert checks["forward"].score == 0  # the naive softmax itself fails the widened samples
     assert checks["hidden"].score == 0, checks["hidden"].output
+
+
+# The sum at once again, now with the ring's traffic faked: 2 (N - 1) messages of the right
+# size from every rank to its neighbour through the grader's `send`, all zeros. The count is
+# right; the messages are not the chunks a ring sends.
+FAKE_TRAFFIC = """
+n = len(xs)
+total = np.sum(np.asarray(xs, dtype=np.float64), axis=0)
+chunk = np.zeros(total.size // n)
+for _ in range(2 * (n - 1)):
+    for r in range(n):
+        send(r, (r + 1) % n, chunk)
+return [total.copy() for _ in xs], 2 * (n - 1) * chunk.nbytes
+"""
+
+
+def test_a_sum_with_faked_ring_traffic_earns_no_ring_points(tmp_path, salt_file):
+    text = _variant(SCHEDULES, {"A6.1 ring all-reduce": FAKE_TRAFFIC})
+    checks = _grade_files(tmp_path, {SCHEDULES: text}, "A6.1", secret=salt_file)
+    assert checks["properties"].score == 0 and checks["hidden"].score == 0
+    assert "is not the chunk a ring sends" in checks["properties"].output

@@ -3,7 +3,10 @@
 The grader runs each test itself with a `tf` whose `tf.course.a6_drivers` calls the student's
 schedules in the task's child and returns arrays; the expected values are computed here, from
 first principles (sums, byte counts, the dependencies of a pipeline), never by the library's
-own answers. `PROPERTIES` and `HIDDEN` map a task id to its tests.
+own answers. The ring's traffic is the transport's record (`a6_drivers.ring` passes
+`ring_all_reduce` a `send` that logs every message), never the count the student returns, and
+every message must be the chunk a ring sends; inputs come from `tf.rng` (the grading secret's
+generator when grading). `PROPERTIES` and `HIDDEN` map a task id to its tests.
 """
 
 from __future__ import annotations
@@ -15,24 +18,65 @@ import numpy as np
 __all__ = ["PROPERTIES"]
 
 
-def _ring_case(tf: ModuleType, n: int, length: int, seed: int) -> None:
-    xs = np.random.default_rng(seed).standard_normal((n, length))
-    outs, sent = tf.course.a6_drivers.ring(xs)
-    assert outs.shape == xs.shape, f"ring_all_reduce: {n} ranks returned shape {outs.shape}"
+def _ring_messages(xs: np.ndarray) -> list[list[np.ndarray]]:
+    """What each rank of a ring sends, in order (first principles, float64): reduce-scatter
+    step s, rank r sends its running sum of chunk (r - s) mod N; all-gather step s, the whole
+    sum of chunk (r + 1 - s) mod N."""
+    n = len(xs)
+    chunks = [np.array_split(np.asarray(x, np.float64), n) for x in xs]
+    out: list[list[np.ndarray]] = [[] for _ in range(n)]
+    for phase in ("reduce", "gather"):
+        for step in range(n - 1):
+            shift = -step if phase == "reduce" else 1 - step
+            msgs = [(r, (r + shift) % n, chunks[r][(r + shift) % n].copy()) for r in range(n)]
+            for r, c, data in msgs:
+                out[r].append(data)
+                nxt = chunks[(r + 1) % n]
+                nxt[c] = nxt[c] + data if phase == "reduce" else data
+    return out
+
+
+def _ring_case(tf: ModuleType, n: int, length: int, rng: np.random.Generator) -> None:
+    """The ring's results, and its traffic as the grader's transport saw it: rank r sends only
+    to r + 1, the ring's messages in the ring's order, 2 (N - 1) chunks of bytes each."""
+    xs = rng.standard_normal((n, length))
+    where = f"ring_all_reduce: {n} ranks of {length}"
+    outs, sent, src, dst, nbytes, values = tf.course.a6_drivers.ring(xs)
+    assert outs.shape == xs.shape, f"{where}: returned shape {outs.shape}"
     for r in range(n):
         err = float(np.abs(outs[r] - xs.sum(axis=0)).max())
-        assert err < 1e-12, f"ring_all_reduce: {n} ranks, rank {r} is off the sum by {err:.2e}"
+        assert err < 1e-12, f"{where}: rank {r} is off the sum by {err:.2e}"
+    want = _ring_messages(xs)
+    assert len(src) == len(dst) == len(nbytes) and int(np.sum(nbytes)) == 8 * len(values), (
+        f"{where}: the transport's record is inconsistent"
+    )
+    ends = np.cumsum(np.asarray(nbytes) // 8)
+    got: list[list[np.ndarray]] = [[] for _ in range(n)]
+    for k, (s, d) in enumerate(zip(src, dst)):
+        assert 0 <= s < n and d == (s + 1) % n, f"{where}: rank {s} sent to rank {d}, not s + 1"
+        got[int(s)].append(values[ends[k] - nbytes[k] // 8 : ends[k]])
+    for r in range(n):
+        assert len(got[r]) == len(want[r]), (
+            f"{where}: rank {r} sent {len(got[r])} messages through `send`, a ring sends "
+            f"{len(want[r])}"
+        )
+        for k, (g, w) in enumerate(zip(got[r], want[r])):
+            assert g.shape == w.shape and np.allclose(g, w, rtol=1e-12, atol=1e-12), (
+                f"{where}: rank {r}'s message {k} is not the chunk a ring sends at that step"
+            )
+    measured = int(np.sum(np.asarray(nbytes)[np.asarray(src) == 0]))
     chunk = 8 * (length // n)  # bytes of one chunk (float64), for n dividing the length
-    want = 2 * (n - 1) * chunk
-    assert int(sent) == want, (
-        f"ring_all_reduce: {n} ranks of {length}: rank 0 sent {int(sent)} bytes, "
-        f"a ring sends {want}"
+    assert measured == 2 * (n - 1) * chunk, (
+        f"{where}: rank 0 sent {measured} bytes through `send`, a ring sends {2 * (n - 1) * chunk}"
+    )
+    assert int(sent) == measured, (
+        f"{where}: returns {int(sent)} bytes for rank 0, which sent {measured} through `send`"
     )
 
 
 def ring_sums_and_sends_two_n_minus_one_chunks(tf: ModuleType) -> None:
-    for n, length in ((2, 6), (3, 9), (4, 8)):
-        _ring_case(tf, n, length, seed=n)
+    for n in (2, 3, 4):
+        _ring_case(tf, n, n * int(tf.rng.integers(1, 4)), tf.rng)
 
 
 def _expected_buckets(nbytes: list[int], cap: int) -> np.ndarray:
@@ -104,7 +148,8 @@ PROPERTIES = {
 
 ### BEGIN HIDDEN TESTS A6
 def hidden_ring_of_many(tf: ModuleType) -> None:
-    _ring_case(tf, 7, 21, seed=7)
+    n = int(tf.rng.integers(5, 9))
+    _ring_case(tf, n, n * int(tf.rng.integers(2, 5)), tf.rng)
 
 
 def hidden_buckets_of_one(tf: ModuleType) -> None:
