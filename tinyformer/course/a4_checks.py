@@ -191,10 +191,15 @@ PROPERTIES = {
 
 
 ### BEGIN HIDDEN TESTS A4
+def _drawn(tf: ModuleType) -> int:
+    """A seed from the test's generator (the grading secret's when grading)."""
+    return int(tf.rng.integers(2**31))
+
+
 def conv2d_strided_dilated_grouped(tf: ModuleType) -> None:
     F = tf.nn.functional
 
-    x, w, b = _rand(10, 1, 4, 7, 6), _rand(11, 4, 2, 2, 3), _rand(12, 4)
+    x, w, b = _rand(_drawn(tf), 1, 4, 7, 6), _rand(_drawn(tf), 4, 2, 2, 3), _rand(_drawn(tf), 4)
     kw = dict(stride=(2, 1), padding=(0, 2), dilation=(2, 1), groups=2)
     _check_linear_op(tf, F.conv2d, _loop_conv2d, x, w, b, **kw)
 
@@ -202,21 +207,21 @@ def conv2d_strided_dilated_grouped(tf: ModuleType) -> None:
 def conv_transpose2d_grouped_dilated(tf: ModuleType) -> None:
     F = tf.nn.functional
 
-    x, w, b = _rand(13, 1, 4, 2, 3), _rand(14, 4, 1, 2, 2), _rand(15, 2)
+    x, w, b = _rand(_drawn(tf), 1, 4, 2, 3), _rand(_drawn(tf), 4, 1, 2, 2), _rand(_drawn(tf), 2)
     kw = dict(stride=(1, 2), padding=(0, 1), output_padding=(0, 1), dilation=(2, 1), groups=2)
     _check_linear_op(tf, F.conv_transpose2d, _loop_conv_transpose2d, x, w, b, **kw)
 
 
 def max_pool2d_padded_negative_dilated(tf: ModuleType) -> None:
     """All values negative: zero padding would win every border window; -inf never does."""
-    x = -1.0 - np.random.default_rng(2).permutation(1 * 2 * 7 * 6).reshape(1, 2, 7, 6) / 10.0
+    x = -1.0 - tf.rng.permutation(1 * 2 * 7 * 6).reshape(1, 2, 7, 6) / 10.0
     _check_pool(tf, x, 3, 2, 1, 1)
     _check_pool(tf, x, 2, 1, 0, 2)
 
 
 def max_unpool2d_other_output_size(tf: ModuleType) -> None:
     """An odd input (5x7) pooled by 2 unpools to an explicit output_size, not to 4x6."""
-    rng = np.random.default_rng(3)
+    rng = tf.rng
     rows, cols = np.arange(2)[:, None] * 2, np.arange(3)[None, :] * 2
     taps = rng.integers(0, 2, (1, 3, 2, 3)), rng.integers(0, 2, (1, 3, 2, 3))
     indices = ((rows + taps[0]) * 7 + cols + taps[1]).astype(np.int64)

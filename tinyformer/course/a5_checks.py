@@ -116,7 +116,7 @@ PROPERTIES = {
 def forward_huge_and_masked_logits(tf: ModuleType) -> None:
     """Logits of ±1e4 (exp overflows without the max), -inf entries (masked scores) that must
     give exactly 0, and a row whose max is its last element."""
-    rng = np.random.default_rng(2)
+    rng = tf.rng
     for dtype in (np.float32, np.float64):
         x = (rng.normal(size=(6, 40)) * 1e4).astype(dtype)
         x[1, ::3] = -np.inf
@@ -131,7 +131,7 @@ def forward_huge_and_masked_logits(tf: ModuleType) -> None:
 def backward_with_a_broadcast_gradient(tf: ModuleType) -> None:
     """gy broadcast from one row (a read-only view, stride 0) and a transposed y: the wrapper
     must lay both out as rows before the kernel reads them."""
-    rng = np.random.default_rng(3)
+    rng = tf.rng
     y = np.ascontiguousarray(_reference_softmax(rng.normal(size=(30, 7)))).T.copy().T  # F order
     row = rng.normal(size=(1, 7))
     gx = _drivers(tf).backward_broadcast(row, y)  # gy: the row broadcast, in the child
@@ -144,7 +144,7 @@ def cuda_huge_masked_and_long_rows(tf: ModuleType) -> None:
     """On each device, in both dtypes: logits of ±1e4, -inf entries that must give exactly 0
     (in a row longer than the block, and a row masked but for its first column), a row whose
     max is its last element, rows of 1100, 257 and 31 columns, and rows of 1 column."""
-    rng = np.random.default_rng(5)
+    rng = tf.rng
     for dtype in (np.float32, np.float64):
         x = (rng.normal(size=(6, 1100)) * 1e4).astype(dtype)
         x[1, ::3] = -np.inf
