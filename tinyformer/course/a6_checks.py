@@ -153,12 +153,13 @@ def hidden_ring_of_many(tf: ModuleType) -> None:
 
 
 def hidden_buckets_of_one(tf: ModuleType) -> None:
-    _bucket_case(tf, [5, 5, 5, 5], 5)
-    _bucket_case(tf, [1], 1)
+    size = int(tf.rng.integers(1, 64))  # every parameter exactly the cap: one bucket each
+    _bucket_case(tf, [size] * int(tf.rng.integers(3, 8)), size)
+    _bucket_case(tf, [size], size)
 
 
 def hidden_gpipe_deep(tf: ModuleType) -> None:
-    _gpipe_case(tf, 5, 7)
+    _gpipe_case(tf, int(tf.rng.integers(4, 7)), int(tf.rng.integers(5, 9)))
 
 
 HIDDEN = {
