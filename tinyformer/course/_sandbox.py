@@ -208,14 +208,15 @@ class Child:
     def _environment(self, work: Path) -> dict[str, str]:
         return {
             "PATH": os.defpath, "HOME": str(work), "TMPDIR": str(work), "LANG": "C.UTF-8",
-            "NUMBA_CACHE_DIR": str(work / "cache"),
+            "NUMBA_CACHE_DIR": str(self._cache()),
             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         }  # fmt: skip
 
     def _readable(self, work: Path) -> list[str]:
         """What the child may read: its tree, its packages (the links and what they name),
         its folder, Python's installation and the system folders."""
-        found = {str(self.tree), str(self.deps), str(work), *_landlock.SYSTEM_FOLDERS}
+        found = {str(self.tree), str(self.deps), str(work), str(self._cache())}
+        found |= set(_landlock.SYSTEM_FOLDERS)
         found |= {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
         found.add(os.path.dirname(os.path.realpath(sys.executable)))
         for link in self.deps.iterdir():
@@ -229,13 +230,24 @@ class Child:
             resource.setrlimit(resource.RLIMIT_AS, (self.limits.memory, self.limits.memory))
         _landlock.restrict(read, write)
 
+    def _cache(self) -> Path:
+        """The grade's one Numba cache. Its children are one submission's, run one after the
+        other, so sharing it lets them compile the kernels once, not once per task; what a
+        child leaves there reaches only its own submission's later tasks, and the room, cache
+        included, is removed with the grade."""
+        return self.room / "numba-cache"
+
     def _private_folder(self, user: dict[str, Any]) -> Path:
-        """A fresh folder with a random name: the child's working folder, HOME and TMPDIR."""
+        """A fresh folder with a random name: the child's working folder, HOME and TMPDIR
+        (and the grade's Numba cache, made by the first child)."""
         work = self.room / secrets.token_hex(8)
         work.mkdir(mode=0o700)
-        (work / "cache").mkdir(mode=0o700)
+        folders = [work]
+        if not self._cache().is_dir():
+            self._cache().mkdir(mode=0o700)
+            folders.append(self._cache())
         if user:
-            for folder in (work, work / "cache"):
+            for folder in folders:
                 os.chown(folder, user["user"], user["group"], follow_symlinks=False)
         return work
 
@@ -247,7 +259,7 @@ class Child:
             entry = pwd.getpwnam(self.limits.user)
             user = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
         self.work = work = self._private_folder(user)
-        read, write = self._readable(work), [str(work)]
+        read, write = self._readable(work), [str(work), str(self._cache())]
         self.output_file = tempfile.TemporaryFile(dir=self.room)  # no path: nothing to swap
         read_end, reply = os.pipe()
         self.replies = read_end
