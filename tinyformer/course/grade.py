@@ -296,6 +296,7 @@ def _selected(a: Assignment, only: list[str] | None) -> list[Task]:
     return [t for t in a.tasks if t.id in only]
 
 
+@_room.interrupts()
 def grade(
     name: str,
     tree: str | os.PathLike = ".",
@@ -328,25 +329,6 @@ def grade(
             or DIR holds none of the assignment's files.
         GradeInterrupted: SIGINT, SIGTERM or SIGHUP; the children are gone, nothing written.
     """
-    with _room.interrupts():
-        return _grade(
-            name, tree, data=data, secret=secret, timeout=timeout, tasks=tasks, user=user,
-            memory=memory, total_timeout=total_timeout,
-        )  # fmt: skip
-
-
-def _grade(
-    name: str,
-    tree: str | os.PathLike = ".",
-    *,
-    data: str | os.PathLike | None = None,
-    secret: str | os.PathLike | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    tasks: list[str] | None = None,
-    user: str | None = None,
-    memory: int | None = Limits.memory,
-    total_timeout: float | None = None,
-) -> Grade:
     a = assignment(name)
     submission = Path(tree).resolve()
     if not submission.is_dir():
