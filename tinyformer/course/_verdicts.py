@@ -154,8 +154,7 @@ def kernel(child: Any, task: Task, meta: dict[str, Any], specs: dict[str, Any]):
         for dtype in k.dtypes:
             for shape in k.shapes:
                 for layout in LAYOUTS:
-                    wide = (*shape[:-1], 2 * shape[-1]) if layout == "strided" else shape
-                    args = [rng.standard_normal(wide).astype(dtype) for _ in range(k.arrays)]
+                    args = k.draw(rng, shape, dtype, strided=layout == "strided")
                     failure = _kernel_case(child, k, args, layout, device, k.tol[dtype])
                     if failure:
                         where = f"{task.id} {k.primitive} kernel, {dtype} {tuple(shape)} {layout}"
