@@ -163,14 +163,6 @@ def test_the_layout_table_classifies_the_core():
     assert _kind(PACKAGE / "fake_device.py", rooms) == "wing"
 
 
-# Spine files that still import a wing, each with its reason; the test fails when a new one
-# appears and when one listed here stops (take it off the list then).
-STILL_IMPORTS_A_WING = {
-    # a run's folder is claimed by rank 0 only: it asks the process group for the rank
-    "tinyformer/train/rundir.py",
-}
-
-
 def test_no_spine_file_imports_a_wing_at_module_level():
     # importing any spine module loads no wing; the command line may start a wing's command
     # (`tinyformer doctor`) inside the function that runs it, and the package's face
@@ -184,9 +176,7 @@ def test_no_spine_file_imports_a_wing_at_module_level():
             wings = sorted(str(t.relative_to(ROOT)) for t in targets if _kind(t, rooms) == "wing")
             if top and wings:
                 found.setdefault(str(path.relative_to(ROOT)), []).append(f"{stmt.lineno}: {wings}")
-    new = {f: lines for f, lines in found.items() if f not in STILL_IMPORTS_A_WING}
-    assert not new, f"the spine imports a wing: {new}"
-    assert set(found) == STILL_IMPORTS_A_WING, "take these off STILL_IMPORTS_A_WING"
+    assert not found, f"the spine imports a wing: {found}"
 
 
 def test_importing_tinyformer_nn_loads_no_distributed_code():

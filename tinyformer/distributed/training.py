@@ -31,10 +31,10 @@ def init_from_launcher() -> None:
     world = pg.get_world_size()
     if world == 1:
         return
-    # (here, not at the top: tinyformer.train imports this module for is_rank_zero)
-    from tinyformer.train.loop import RANKS
+    from tinyformer.train import loop, rundir  # (the commands' machinery: only when launched)
 
-    RANKS.append(as_rank)  # every run the commands start is this rank's part of it
+    loop.RANKS.append(as_rank)  # every run the commands start is this rank's part of it
+    rundir.RANKS = _ProcessGroupRanks()  # rank 0 claims each run's folder, the others wait
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)  # BLAS: the ranks already fill the cores
@@ -55,6 +55,16 @@ def init_from_launcher() -> None:
 
 def is_rank_zero() -> bool:
     return not pg.is_initialized() or pg.get_rank() == 0
+
+
+class _ProcessGroupRanks:
+    """The process group, as `train.rundir` sees it (its `Ranks`)."""
+
+    def is_rank_zero(self) -> bool:
+        return is_rank_zero()
+
+    def barrier(self) -> None:
+        pg.barrier()
 
 
 def _shard(batch: Any, rank: int, world: int) -> Any:

@@ -10,6 +10,10 @@ Three ways to lose work, and what stops each:
   first evaluation. It is refused unless the user says `--resume` or `--overwrite`.
 - A kill during a save leaves the writer's temporary file (`.ckpt.npz.<pid>.*.tmp`): the next
   run in that folder removes those whose process is gone.
+
+Under data parallel, rank 0 claims the folder and the other ranks wait until it has; they never
+write. The distributed wing says so by setting `RANKS` (as it fills `loop.RANKS`), so this
+module knows nothing of process groups.
 """
 
 from __future__ import annotations
@@ -22,14 +26,26 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
-from tinyformer.distributed import process_group as pg
-from tinyformer.distributed.training import is_rank_zero
 from tinyformer.fileio import check_writable, stale_temporary_files
 
 __all__ = ["RunFolderBusy", "check_out_dir", "claim_out_dir"]
 
 LOCK = ".lock"
+
+
+class Ranks(Protocol):
+    """What claiming a folder needs of a data parallel run's process group."""
+
+    def is_rank_zero(self) -> bool: ...
+
+    def barrier(self) -> None: ...
+
+
+# The ranks of the data parallel run this process is part of: set by
+# `tinyformer.distributed.training` when a launcher started several; None in one process.
+RANKS: Ranks | None = None
 CHECKPOINT = "ckpt.npz"
 
 
@@ -126,8 +142,9 @@ def claim_out_dir(
     """Hold `out_dir` for the body of the `with`: check that it can be written, lock it, refuse
     to replace a run's checkpoint unless resuming or overwriting, and clear the temporary files
     that killed writers left there (in the folder and its subfolders' run folders)."""
-    if not is_rank_zero():  # data parallel: rank 0 holds the folder, the others never write
-        pg.barrier()
+    ranks = RANKS
+    if ranks is not None and not ranks.is_rank_zero():  # rank 0 holds it, the others never write
+        ranks.barrier()
         yield Path(out_dir)
         return
     check_out_dir(out_dir)
@@ -139,8 +156,8 @@ def claim_out_dir(
         _refuse_to_replace(folder, resume, overwrite)
         for stale in (*stale_temporary_files(folder), *stale_temporary_files(folder, "*/")):
             stale.unlink(missing_ok=True)
-        if pg.is_initialized():
-            pg.barrier()  # the other ranks start once the folder is claimed
+        if ranks is not None:
+            ranks.barrier()  # the other ranks start once the folder is claimed
         yield folder
     finally:
         # Remove the file before unlocking: a run that opens it in between retries (_acquire).
