@@ -11,7 +11,7 @@ from tinyformer import registry
 from tinyformer.fake_device import to_fake
 from tinyformer.kernels.cuda import clip as cuda_clip
 from tinyformer.launches import counting
-from tinyformer.optim.clip import clip_grad_norm_many as reference
+from tinyformer.nn.utils.clip import clip_grad_norm_many as reference
 
 # One element, around a warp, past a block, an empty one, matrices, and past one work item.
 SHAPES = [(1,), (31,), (257,), (0,), (3, 7), (2, 2, 5), (600,)]

@@ -1,4 +1,4 @@
-// clip_grad_norm_ over every gradient in two launches (tinyformer/optim/clip.py has the math
+// clip_grad_norm_ over every gradient in two launches (tinyformer/nn/utils/clip.py has the math
 // and the reference):
 //     total = sqrt(sum over all gradients g of sum(g^2)),  coef = min(max_norm / (total + eps), 1)
 //     g <- g * coef   for every g, in place

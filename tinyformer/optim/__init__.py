@@ -1,7 +1,7 @@
 """Optimizers and learning-rate schedules with PyTorch's names and update rules."""
 
+from tinyformer.nn.utils.clip import clip_grad_norm_
 from tinyformer.optim.adam import Adam, AdamW
-from tinyformer.optim.clip import clip_grad_norm_
 from tinyformer.optim.groups import weight_decay_groups
 from tinyformer.optim.lr_scheduler import (
     CosineAnnealingLR,
