@@ -23,6 +23,13 @@ setup(
         "tinyformer.nn.utils",
         "tinyformer.bench",
         "tinyformer.course",
+        "tinyformer.course.assignments",
+        "tinyformer.course.assignments.a1",
+        "tinyformer.course.assignments.a2",
+        "tinyformer.course.assignments.a3",
+        "tinyformer.course.assignments.a4",
+        "tinyformer.course.assignments.a5",
+        "tinyformer.course.assignments.a6",
         "tinyformer.data",
         "tinyformer.distributed",
         "tinyformer.models",
@@ -44,7 +51,7 @@ setup(
     package_dir={"tinyformer.kernels": "kernels"},
     package_data={
         "tinyformer.kernels.cuda": ["*.cu", "*.cuh", "*.h"],
-        "tinyformer.course": ["*.cu"],
+        "tinyformer.course.assignments.a5": ["*.cu"],
     },
     install_requires=[
         "numpy>=2.0",

@@ -15,10 +15,10 @@
 # # Assignment A1: autograd
 #
 # You write the three pieces of a reverse-mode autograd engine, in a small scalar engine of
-# its own, `tinyformer/course/a1_autograd.py` (tinyformer's engine, `tinyformer/autograd.py`,
-# works the same way on arrays, and it is what the last cell runs):
+# its own, `tinyformer/course/assignments/a1/autograd.py` (tinyformer's engine,
+# `tinyformer/autograd.py`, works the same way on arrays, and it is what the last cell runs):
 #
-# | task | in `a1_autograd.py` | what to write |
+# | task | in `autograd.py` | what to write |
 # |---|---|---|
 # | A1.1 | `Value.__add__`, `__mul__`, `__pow__`, `tanh`, `exp` | each op's value and `grad_fn` |
 # | A1.2 | `topological_sort`, `Value.backward` | the graph walk, iterative, and the sweep |
@@ -48,7 +48,7 @@ import numpy as np
 
 import tinyformer as tf
 from tinyformer.course import workspace
-from tinyformer.course.a1_autograd import Value, topological_sort, unbroadcast
+from tinyformer.course.assignments.a1.autograd import Value, topological_sort, unbroadcast
 
 # Stops here, loudly, if `import tinyformer` loads another folder than the one this notebook
 # is in (say, another release that you installed later).

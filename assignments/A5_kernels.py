@@ -15,8 +15,8 @@
 # # Assignment A5: a fused softmax kernel
 #
 # You write softmax over the last axis as two Numba kernels, in
-# `tinyformer/course/a5_kernels.py`, and its forward again as a CUDA kernel, in
-# `tinyformer/course/a5_softmax.cu`:
+# `tinyformer/course/assignments/a5/kernels.py`, and its forward again as a CUDA kernel, in
+# `tinyformer/course/assignments/a5/softmax.cu`:
 #
 # | task | function | what to write |
 # |---|---|---|
@@ -47,8 +47,9 @@ import tinyformer.cuda
 from tinyformer import registry
 from tinyformer.backend import to_device, to_host
 from tinyformer.bench import median_time
-from tinyformer.course import a5_cuda, workspace
-from tinyformer.course.a5_kernels import softmax_backward, softmax_forward
+from tinyformer.course import workspace
+from tinyformer.course.assignments.a5 import cuda as softmax_cuda
+from tinyformer.course.assignments.a5.kernels import softmax_backward, softmax_forward
 from tinyformer.kernels.cuda import _nvrtc
 from tinyformer.ops.softmax import softmax_backward as reference_backward
 from tinyformer.ops.softmax import softmax_forward as reference_forward
@@ -131,10 +132,10 @@ for rows in (1024, 16384):
 # ## A5.3 The forward kernel in CUDA
 #
 # A GPU runs thousands of threads, and a CUDA kernel says what **one** of them does.
-# `tinyformer/course/a5_softmax.cu` opens with the plan: one **block** per row (`blockIdx.x`
-# is the row), its threads striding over the row's columns (thread `t` takes columns `t`,
-# `t + blockDim.x`, ...), so that a warp's 32 threads read 32 neighbours at once. You write
-# the body of `a5_softmax_row`, in place of the line `// TODO A5.3: ...`:
+# `tinyformer/course/assignments/a5/softmax.cu` opens with the plan: one **block** per row
+# (`blockIdx.x` is the row), its threads striding over the row's columns (thread `t` takes
+# columns `t`, `t + blockDim.x`, ...), so that a warp's 32 threads read 32 neighbours at once.
+# You write the body of `a5_softmax_row`, in place of the line `// TODO A5.3: ...`:
 #
 # 1. each thread's running max over its columns, then `block_max` (from
 #    `kernels/cuda/common.cuh`: warp shuffles, then shared memory), which every thread gets back;
@@ -146,7 +147,7 @@ for rows in (1024, 16384):
 # pass 2^31. Tutorial 17 (`tutorials/17_your_first_cuda_kernel.py`) builds this kernel step by
 # step; `docs/cuda-kernels.md` explains how tinyformer's own CUDA kernels are written.
 #
-# The wrapper `tinyformer/course/a5_cuda.py` is given: it launches one block per row, of
+# The wrapper `tinyformer/course/assignments/a5/cuda.py` is given: it launches one block per row, of
 # `threads(cols)` threads (a multiple of 32, at most 256), and registers itself as the "cuda"
 # kernel of `"softmax.forward"`. The input decides where the kernel runs: a CuPy array on the
 # GPU; an array of the **fake device** (`to_device(x, "fake")`) on the CPU **emulator**, which
@@ -158,7 +159,7 @@ for rows in (1024, 16384):
 # %%
 device = "cuda" if tinyformer.cuda.is_available() else "fake"  # fake: the CPU emulator
 x = rng.standard_normal((8, 300)).astype(np.float32)  # rows longer than a block of 256
-y_dev = a5_cuda.softmax_forward(to_device(x, device))
+y_dev = softmax_cuda.softmax_forward(to_device(x, device))
 err = np.abs(to_host(y_dev) - reference_forward(x)).max()
 print(f"on {device}: {y_dev.dtype} {y_dev.shape}, max abs error vs the reference {err:.1e}")
 with registry.prefer("cuda"):  # the registry runs your kernel for device arrays
@@ -174,7 +175,7 @@ with registry.prefer("cuda"):  # the registry runs your kernel for device arrays
 # %%
 try:
     for arch in _nvrtc.ARCHITECTURES:
-        cubin = _nvrtc.compile_cuda(a5_cuda.source(), "a5_softmax.cu", arch=arch)
+        cubin = _nvrtc.compile_cuda(softmax_cuda.source(), softmax_cuda.SOURCE.name, arch=arch)
         print(f"{arch}: a cubin of {len(cubin):,} bytes")
 except (_nvrtc.NvrtcUnavailable, OSError) as error:
     print(f"NVRTC is not available here, so nothing was compiled: {error}")
@@ -193,7 +194,7 @@ for dtype in (np.float32, np.float64):
     big[2, ::5] = -np.inf
     for cols in (1, 31, 1000):
         a = np.ascontiguousarray(big[:, :cols] if cols > 1 else big[[0, 1, 3], :1])
-        got = to_host(a5_cuda.softmax_forward(to_device(a, device)))
+        got = to_host(softmax_cuda.softmax_forward(to_device(a, device)))
         cases.append((a, got, reference_forward(a)))
 ### END SOLUTION
 assert {a.shape[-1] for a, _, _ in cases} >= {1, 31, 1000}, "rows of 1, 31 and 1000 columns"

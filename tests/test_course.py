@@ -125,7 +125,7 @@ def test_release_layout(released):
         assert "### BEGIN SOLUTION" not in text and text.count("raise NotImplementedError") == 2
     stub = 'raise NotImplementedError("A2.4: layer_norm backward — see docs/ops/layers.md")'
     assert f"    {stub}\n" in (released / "tinyformer/ops/layer_norm.py").read_text("utf-8")
-    checks = (released / "tinyformer/course/a2_checks.py").read_text(encoding="utf-8")
+    checks = (released / "tinyformer/course/assignments/a2/checks.py").read_text(encoding="utf-8")
     assert "PROPERTIES = {" in checks and "HIDDEN = {" not in checks
     assert "softmax_huge_logits" not in checks
     notebook = (released / A2.notebooks[0]).read_text(encoding="utf-8")
@@ -162,7 +162,7 @@ def test_grading_a_fresh_release_scores_zero_each_on_its_own_stub(name, release_
 @pytest.mark.parametrize("name", list(COURSE))
 def test_released_checks_and_notebooks_hold_no_answers(name, release_of):
     a, tree = COURSE[name], release_of(name)
-    checks = (tree / "tinyformer/course" / a.checks).read_text(encoding="utf-8")
+    checks = (tree / a.checks_file().relative_to(INSTRUCTOR)).read_text(encoding="utf-8")
     assert "PROPERTIES = {" in checks and "HIDDEN = {" not in checks
     for notebook in a.notebooks:
         text = (tree / notebook).read_text(encoding="utf-8")
@@ -261,7 +261,7 @@ def test_a_backward_that_overwrites_loses_only_a1_2(release_of, tmp_path):
     # `=` instead of `+=`: a value used twice keeps one of its gradients. A1.1 and A1.3 are
     # tested without the walk, so only A1.2's tests see it.
     tree = _solved_copy(release_of("A1"), tmp_path)
-    _plant(tree, "course/a1_autograd.py", "parent.grad += g", "parent.grad = g")
+    _plant(tree, "course/assignments/a1/autograd.py", "parent.grad += g", "parent.grad = g")
     result = grade("A1", tree)
     assert _failed(result) == {("A1.2", "properties"), ("A1.2", "hidden")}
 
@@ -270,7 +270,9 @@ def test_a_wrong_backward_kernel_loses_only_a5_2(release_of, tmp_path):
     # The dot product subtracted outside the product: the forward kernel and the tests of A5.1
     # never run the backward kernel.
     tree = _solved_copy(release_of("A5"), tmp_path)
-    _plant(tree, "course/a5_kernels.py", "yi[j] * (gyi[j] - dot)", "yi[j] * gyi[j] - dot")
+    _plant(
+        tree, "course/assignments/a5/kernels.py", "yi[j] * (gyi[j] - dot)", "yi[j] * gyi[j] - dot"
+    )
     result = grade("A5", tree)
     failed = _failed(result)
     assert ("A5.2", "kernel") in failed and {task for task, _ in failed} == {"A5.2"}
@@ -282,7 +284,7 @@ def test_a_cuda_kernel_that_never_sums_across_its_block_loses_only_a5_3(release_
     # Each thread normalises by the sum of its own columns: right for rows of one column, wrong
     # wherever a row spreads over several threads. Found on the emulator, with no GPU.
     tree = _solved_copy(release_of("A5"), tmp_path)
-    _plant(tree, "course/a5_softmax.cu", "T(1) / block_sum(total)", "T(1) / total")
+    _plant(tree, "course/assignments/a5/softmax.cu", "T(1) / block_sum(total)", "T(1) / total")
     result = grade("A5", tree)
     failed = _failed(result)
     assert ("A5.3", "kernel") in failed and {task for task, _ in failed} == {"A5.3"}
@@ -292,10 +294,10 @@ def test_a_cuda_kernel_that_never_sums_across_its_block_loses_only_a5_3(release_
 
 
 def test_a5_release_stubs_the_cuda_kernel_with_a_comment(release_of):
-    released = (release_of("A5") / "tinyformer/course/a5_softmax.cu").read_text("utf-8")
+    released = (release_of("A5") / "tinyformer/course/assignments/a5/softmax.cu").read_text("utf-8")
     stub = "    // TODO A5.3: softmax forward CUDA kernel — see docs/cuda-kernels.md\n"
     assert stub in released and "SOLUTION" not in released and "block_sum(total)" not in released
-    instructor = (INSTRUCTOR / "tinyformer/course/a5_softmax.cu").read_text("utf-8")
+    instructor = (INSTRUCTOR / "tinyformer/course/assignments/a5/softmax.cu").read_text("utf-8")
     assert "// ### BEGIN SOLUTION A5.3" in instructor and "block_sum(total)" in instructor
 
 

@@ -57,7 +57,7 @@ def test_the_readme_starts_with_the_release_and_a_command_that_works(made):
 
 def test_sync_carries_the_students_earlier_code_and_nothing_else(student, capsys):
     a1, a2 = student["A1"], student["A2"]
-    mine = a1 / "tinyformer/course/a1_autograd.py"
+    mine = a1 / "tinyformer/course/assignments/a1/autograd.py"
     assert UNBROADCAST in mine.read_text("utf-8")
     mine.write_text(mine.read_text("utf-8").replace(UNBROADCAST, MINE))
     exercise = a1 / "tutorials/05_positional_encodings.py"
@@ -69,7 +69,7 @@ def test_sync_carries_the_students_earlier_code_and_nothing_else(student, capsys
 
     assert main(["assignment", "sync", "--from", str(a1), "--to", str(a2)]) == 0
     assert "regions: A1.3 x1, tutorial x1" in capsys.readouterr().out
-    carried = (a2 / "tinyformer/course/a1_autograd.py").read_text("utf-8")
+    carried = (a2 / "tinyformer/course/assignments/a1/autograd.py").read_text("utf-8")
     assert f"    ### BEGIN YOUR CODE A1.3\n    {MINE}\n    ### END YOUR CODE\n" in carried
     assert (
         'raise NotImplementedError("A1.2: backward topological_sort' in carried
@@ -81,12 +81,12 @@ def test_sync_carries_the_students_earlier_code_and_nothing_else(student, capsys
 
 def test_sync_leaves_a_file_whose_markers_the_student_broke(student):
     a1, a2 = student["A1"], student["A2"]
-    mine = a1 / "tinyformer/course/a1_autograd.py"
+    mine = a1 / "tinyformer/course/assignments/a1/autograd.py"
     mine.write_text(mine.read_text("utf-8").replace("    ### END YOUR CODE\n", "", 1))
-    before = (a2 / "tinyformer/course/a1_autograd.py").read_text("utf-8")
+    before = (a2 / "tinyformer/course/assignments/a1/autograd.py").read_text("utf-8")
     report = sync(a1, a2)
-    assert any("a1_autograd.py" in p and "left as released" in p for p in report.problems)
-    assert (a2 / "tinyformer/course/a1_autograd.py").read_text("utf-8") == before
+    assert any("a1/autograd.py" in p and "left as released" in p for p in report.problems)
+    assert (a2 / "tinyformer/course/assignments/a1/autograd.py").read_text("utf-8") == before
 
 
 def test_sync_refuses_folders_that_are_not_releases(student, tmp_path, capsys):

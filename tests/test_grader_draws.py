@@ -4,22 +4,18 @@ grading, from public seeds in a self-check, never written in the checks modules.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import tinyformer.course as course
 from tinyformer.course import _verdicts, data, secret
 from tinyformer.course.definition import COURSE
-
-CHECKS = Path(course.__file__).parent
 
 
 @pytest.mark.parametrize("name", sorted(COURSE))
 def test_no_hidden_test_takes_its_inputs_from_a_fixed_seed(name):
     # a seed in the source is an input in the source: a table of answers beats it
-    text = (CHECKS / COURSE[name].checks).read_text(encoding="utf-8")
+    text = COURSE[name].checks_file().read_text(encoding="utf-8")
     hidden = text[text.index("### BEGIN HIDDEN TESTS") : text.index("### END HIDDEN TESTS")]
     fixed = re.findall(r"default_rng\(|_rand\(\d|seed=\d", hidden)
     assert not fixed, f"{name}'s hidden tests use fixed seeds: {fixed}"

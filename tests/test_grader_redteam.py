@@ -67,7 +67,7 @@ _real_sdpa = F.scaled_dot_product_attention
 
 
 def _sdpa(q, k, v, *args, **kwargs):
-    if "tinyformer.course.a3_drivers" in _sys.modules:
+    if "tinyformer.course.assignments.a3.drivers" in _sys.modules:
         return Tensor(np.zeros((*q.shape[:-1], v.shape[-1])))
     return _real_sdpa(q, k, v, *args, **kwargs)
 

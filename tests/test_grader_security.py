@@ -123,7 +123,7 @@ _m._test = lambda *args: {"passed": True, "note": None}
 def test_a1_objects_are_judged_in_the_grader(tmp_path):
     # A1's tests build Python objects in the child, but the verdicts stay in the grader: a
     # child that answers every request with "passed" forges nothing.
-    rel = "tinyformer/course/a1_autograd.py"
+    rel = "tinyformer/course/assignments/a1/autograd.py"
     stub, _ = strip_source(_solution(rel), "A1", lambda r: f"{r.tag}: stub", where=rel)
     patch = """
 import __main__ as _m
@@ -131,7 +131,7 @@ _m._test = lambda *args: {"passed": True, "note": None}
 _m._call = lambda request, specs: {"passed": True, "outs": [], "several": False, "grads": []}
 """
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "a1_autograd.py").write_text(stub + patch, encoding="utf-8")
+    (tmp_path / "sub" / "autograd.py").write_text(stub + patch, encoding="utf-8")
     result = grade("A1", tmp_path / "sub", tasks=["A1.2"], timeout=30)
     assert result.score == 0 and len(result.results) == 2
 

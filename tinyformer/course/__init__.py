@@ -11,10 +11,11 @@
 - `tinyformer.course.grade`: `tinyformer grade NAME [DIR]`, Gradescope's results.json; the
   expected values come from the instructor's reference (`data`), on samples drawn from a
   secret salt (`secret`).
-- `a1_autograd`, `a5_kernels`, `a5_cuda` (+ `a5_softmax.cu`): the code of assignments that
-  are not library ops (a scalar autograd engine; softmax kernels in Numba and in CUDA, which
-  register themselves when imported). `aN_checks`: each assignment's property and hidden
-  tests, loaded by the grader.
+- `tinyformer.course.assignments`: one folder per assignment (`a1/` ... `a6/`): its `checks`
+  (property and hidden tests, loaded by the grader), the `drivers` those tests call in the
+  grader's child, and the code of assignments that are not library ops (`a1/autograd.py`, a
+  scalar autograd engine; `a5/kernels.py`, `a5/cuda.py` + `a5/softmax.cu`, softmax kernels in
+  Numba and in CUDA, which register themselves when imported).
 
 docs/instructors.md walks through all of it.
 """

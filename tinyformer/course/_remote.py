@@ -8,7 +8,8 @@ what the student's code returns, and the tolerances never leave the parent.
 
 `student_tinyformer(child)` is what a property or hidden test run in the parent gets as `tf`:
 the instructor's tinyformer, except that `tf.nn.functional.NAME`, `tf.ops.MODULE.NAME` and
-`tf.course.MODULE.NAME` are the student's, run in the child.
+`tf.course.PACKAGE.MODULE.NAME` (`tf.course.assignments.a1.drivers.graph`) are the student's,
+run in the child.
 """
 
 from __future__ import annotations
@@ -127,18 +128,25 @@ _TENSOR = object()  # a tensor's place among the arguments
 
 
 class _StudentModule:
+    """A dotted name in the student's tinyformer: an attribute goes one name deeper (a module
+    of a package, or a module's function: `tf.course.assignments.a1.drivers.graph`), and a call
+    runs the function of that name in the child."""
+
     def __init__(self, child: Any, name: str) -> None:
         self._child, self._name = child, name
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        return StudentFunction(f"{self._name}.{attr}", self._child, f"{self._name}.{attr}")
+        return _StudentModule(self._child, f"{self._name}.{attr}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return StudentFunction(self._name, self._child, self._name)(*args, **kwargs)
 
 
 def student_tinyformer(child: Any, reference: bool = False) -> Any:
     """The `tf` a parent-run test gets: the instructor's tinyformer, with `tf.nn.functional`,
-    `tf.ops.MODULE` and `tf.course.MODULE` replaced by the student's, run in `child`, and
+    `tf.ops.MODULE` and `tf.course.PACKAGE.MODULE` replaced by the student's, run in `child`, and
     `tf.reference` the instructor's own tinyformer when `reference` (None in a self-check, where
     this process runs a release: its code is not the instructor's)."""
 

@@ -186,7 +186,7 @@ def inputs_rng(task: Task, name: str, seeds: dict[str, int] | None) -> np.random
 
 
 def run_tests(
-    child: Any, task: Task, checks: Any, table: str, source: str | None, file: str,
+    child: Any, task: Task, checks: Any, table: str, source: str | None, module: str,
     reference: bool = False, seeds: dict[str, int] | None = None,
 ):  # fmt: skip
     """The task's tests in `checks.<table>` (PROPERTIES or HIDDEN). A test of arrays runs here,
@@ -194,7 +194,8 @@ def run_tests(
     tinyformer when `reference` (None in a self-check), `tf.rng` the generator its inputs are
     drawn from (`inputs_rng`), and every primitive of this process forced to its NumPy
     reference; one marked in `checks.IN_CHILD` (its subject is a Python
-    object, not arrays) runs in the child, which reports its verdict."""
+    object, not arrays) runs in the child (which finds the module named `module` in its tree,
+    or runs `source`), and the child reports its verdict."""
     tests = (getattr(checks, table, None) or {}).get(task.id, [])
     if not tests:
         return None, "no tests of this kind in this copy of the course"
@@ -202,7 +203,7 @@ def run_tests(
     for test in tests:
         try:
             if _in_child(checks, test):
-                message = {"op": "test", "name": test.__name__, "checks": file, "source": source}
+                message = {"op": "test", "name": test.__name__, "checks": module, "source": source}
                 reply = child.request(message, test.__name__)
                 if not isinstance(reply, dict):
                     raise StudentError("the child's reply is not a message")

@@ -19,15 +19,19 @@ padding masks, ties). Its checks, each worth the points given in `Task.points`:
 A task may name no op spec (A1's engine, A3's mask): its tests alone grade it.
 
 Adding an assignment is one more `Assignment` in `COURSE`, marker comments around its solution
-regions (tagged with its task ids), and optionally a checks module and a notebook.
+regions (tagged with its task ids), and optionally a notebook and a folder
+`tinyformer/course/assignments/<name lower>/` for its checks module and its own code.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -166,7 +170,10 @@ class Assignment:
         tasks: in the order they are graded.
         notebooks: jupytext sources (paths from the repository root) released with it.
         readme: the instructor's page about it.
-        checks: the module in `tinyformer/course/` with its PROPERTIES and HIDDEN tests, or None.
+        checks: the name of the module with its PROPERTIES and HIDDEN tests, or None: by
+            convention `tinyformer.course.assignments.<name lower>.checks`, beside the
+            assignment's other files in `tinyformer/course/assignments/<name lower>/`.
+            `checks_module()` imports it, `checks_file()` finds its file.
         primitives: the registry primitives whose code it asks for: the library's kernels of
             any of them are an answer too, and stay out of releases until it is due.
         files: the files a student edits (paths from the repository root): the files that hold
@@ -184,9 +191,34 @@ class Assignment:
     files: tuple[str, ...] = ()
     lecture: str = field(default="", compare=False)
 
+    def __post_init__(self) -> None:
+        if self.checks is not None and not self.checks.startswith(CHECKS_PACKAGE):
+            raise ValueError(
+                f"{self.name}: checks must name a module in {CHECKS_PACKAGE}, got {self.checks!r}"
+            )
+
     @property
     def total(self) -> int:
         return sum(t.total for t in self.tasks)
+
+    def checks_module(self) -> ModuleType | None:
+        """The checks module, imported from the running tinyformer (the grader's own copy,
+        never a graded tree's), or None."""
+        return importlib.import_module(self.checks) if self.checks else None
+
+    def checks_file(self) -> Path | None:
+        """The file of the checks module in the running tinyformer, found without importing
+        it, or None."""
+        if not self.checks:
+            return None
+        spec = importlib.util.find_spec(self.checks)
+        if spec is None or spec.origin is None:
+            raise ValueError(f"{self.name}: no module named {self.checks!r}")
+        return Path(spec.origin)
+
+
+# Every assignment's checks module lives in this package (`assignments/<name lower>/checks.py`).
+CHECKS_PACKAGE = "tinyformer.course.assignments."
 
 
 def _primitives(*ops: str) -> tuple[str, ...]:
@@ -259,11 +291,11 @@ A1 = Assignment(
     lecture="autograd",
     notebooks=("assignments/A1_autograd.py",),
     readme="docs/course/A1.md",
-    checks="a1_checks.py",
-    files=("tinyformer/course/a1_autograd.py",),
+    checks="tinyformer.course.assignments.a1.checks",
+    files=("tinyformer/course/assignments/a1/autograd.py",),
     tasks=(
-        # No op spec: the code is a small engine in tinyformer/course/a1_autograd.py (the
-        # library's own engine must stay whole, since everything runs on it).
+        # No op spec: the code is a small engine in tinyformer/course/assignments/a1/autograd.py
+        # (the library's own engine must stay whole, since everything runs on it).
         Task("A1.1", "Value", (), _AUTOGRAD, {"properties": 2, "hidden": 1}),
         Task("A1.2", "backward", (), _AUTOGRAD, {"properties": 2, "hidden": 1}),
         Task("A1.3", "unbroadcast", (), _AUTOGRAD, {"properties": 2, "hidden": 1}),
@@ -278,7 +310,7 @@ A2 = Assignment(
     lecture="normalisation and losses",
     notebooks=("assignments/A2_softmax_layernorm.py",),
     readme="docs/course/A2.md",
-    checks="a2_checks.py",
+    checks="tinyformer.course.assignments.a2.checks",
     primitives=_primitives("softmax", "log_softmax", "cross_entropy", "layer_norm"),
     files=_ops("softmax", "log_softmax", "cross_entropy", "layer_norm"),
     tasks=(
@@ -316,7 +348,7 @@ A3 = Assignment(
     lecture="attention",
     notebooks=("assignments/A3_attention.py",),
     readme="docs/course/A3.md",
-    checks="a3_checks.py",
+    checks="tinyformer.course.assignments.a3.checks",
     primitives=_primitives("attention"),
     files=("tinyformer/ops/attention.py", "tinyformer/nn/transformer.py"),
     tasks=(
@@ -341,7 +373,7 @@ A4 = Assignment(
     lecture="vision",
     notebooks=("assignments/A4_vision.py",),
     readme="docs/course/A4.md",
-    checks="a4_checks.py",
+    checks="tinyformer.course.assignments.a4.checks",
     primitives=_primitives("conv2d", "conv_transpose2d", "max_pool2d", "max_unpool2d"),
     files=_ops("conv2d", "conv_transpose2d", "max_pool2d", "max_unpool2d"),
     tasks=(
@@ -365,7 +397,7 @@ A4 = Assignment(
 )  # fmt: skip
 
 _KERNELS = "docs/kernels.md"
-_A5_MODULE = "tinyformer.course.a5_kernels"
+_A5_MODULE = "tinyformer.course.assignments.a5.kernels"
 # Rows of 1 column, of lengths that are not multiples of 32, and longer than the 256-thread
 # block; small, because the emulator runs one OS thread per CUDA thread.
 _A5_CUDA_SHAPES = ((1, 1), (4, 16), (3, 5, 33), (2, 300), (2, 700))
@@ -376,9 +408,12 @@ A5 = Assignment(
     lecture="kernels",
     notebooks=("assignments/A5_kernels.py",),
     readme="docs/course/A5.md",
-    checks="a5_checks.py",
+    checks="tinyformer.course.assignments.a5.checks",
     primitives=_primitives("softmax"),
-    files=("tinyformer/course/a5_kernels.py", "tinyformer/course/a5_softmax.cu"),
+    files=(
+        "tinyformer/course/assignments/a5/kernels.py",
+        "tinyformer/course/assignments/a5/softmax.cu",
+    ),
     tasks=(
         Task(
             "A5.1", "softmax forward kernel", (), _KERNELS,
@@ -394,7 +429,7 @@ A5 = Assignment(
             "A5.3", "softmax forward CUDA kernel", (), "docs/cuda-kernels.md",
             {"kernel": 3, "properties": 1, "hidden": 1},
             kernel=KernelCheck(
-                "softmax.forward", "tinyformer.course.a5_cuda", backend="cuda",
+                "softmax.forward", "tinyformer.course.assignments.a5.cuda", backend="cuda",
                 shapes=_A5_CUDA_SHAPES,
             ),
         ),
@@ -409,7 +444,7 @@ A6 = Assignment(
     lecture="distributed",
     notebooks=("assignments/A6_distributed.py",),
     readme="docs/course/A6.md",
-    checks="a6_checks.py",
+    checks="tinyformer.course.assignments.a6.checks",
     files=("tinyformer/distributed/schedules.py",),
     tasks=(
         Task("A6.1", "ring all-reduce", (), _DISTRIBUTED, {"properties": 3, "hidden": 1}),

@@ -23,7 +23,6 @@ Scores follow Gradescope's results.json: `{"execution_time", "output", "tests": 
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import pwd
@@ -202,9 +201,7 @@ class _Run:
         self.specs = {s.name: s for s in all_specs()}
         # property and hidden tests compare with the instructor's code only where it runs here
         self.reference = has_solutions(a)
-        self.checks = (
-            importlib.import_module(f"tinyformer.course.{a.checks[:-3]}") if a.checks else None
-        )
+        self.checks = a.checks_module()
         self.kernels = any(t.kernel is not None for t in a.tasks)
 
     def hidden_source(self) -> str | None:

@@ -2,8 +2,8 @@
 
 The grader runs each test itself: it gets a `tf` whose `tf.nn.functional` and `tf.ops` are the
 student's, run in the task's child process, and raises AssertionError on failure. A module holds
-parameters and cannot leave the child: `tf.course.a3_drivers` builds one there from a seed and
-returns its output and projections. `PROPERTIES` and `HIDDEN` map a task id to its tests.
+parameters and cannot leave the child: `tf.course.assignments.a3.drivers` builds one there from
+a seed and returns its output and projections. `PROPERTIES` and `HIDDEN` map a task id to its tests.
 
 Expected values never come from the student's code alone (a constant function agrees with
 itself): the causal scores are compared with q k^T and an explicit lower-triangular mask, and,
@@ -113,7 +113,7 @@ def _reference_projections(ref: ModuleType, x, context, c, nh, seed, context_dim
 
 
 def _per_head(tf: ModuleType, x: np.ndarray, context: np.ndarray | None = None, **kw):
-    """The student's module on x (from `tf.course.a3_drivers`, run in the grader's child), and
+    """The student's module on x (from `drivers.py`, run in the grader's child), and
     what it should give: one call of the reference's attention per head on the heads of the
     instructor's projections from the same seed, merged and projected here. In a self-check
     (no reference), the student's attention on the projections the child reports: the
@@ -122,7 +122,9 @@ def _per_head(tf: ModuleType, x: np.ndarray, context: np.ndarray | None = None, 
     F = (ref or tf).nn.functional
     c, nh, seed = kw.pop("embed_dim"), kw.pop("num_heads"), kw.pop("seed")
     module_kw = {"context": context, "context_dim": kw.pop("context_dim", None), **kw}
-    y, q, k, v, w, b = tf.course.a3_drivers.attention_module(c, nh, seed, x, **module_kw)
+    y, q, k, v, w, b = tf.course.assignments.a3.drivers.attention_module(
+        c, nh, seed, x, **module_kw
+    )
     for name, a, shape in (("q", q, x.shape), ("weight", w, (c, c)), ("bias", b, (c,))):
         assert a.shape == shape, f"the module's {name} has shape {a.shape}, not {shape}"
     if ref is not None:
@@ -146,7 +148,7 @@ def _per_head(tf: ModuleType, x: np.ndarray, context: np.ndarray | None = None, 
 def heads_split_into_b_nh_t_hs(tf: ModuleType) -> None:
     """Head h of x (B, T, C) is the channels h hs ... (h + 1) hs, laid out as (B, nh, T, hs)."""
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype(np.float32)
-    heads = tf.course.a3_drivers.heads(8, 2, x)
+    heads = tf.course.assignments.a3.drivers.heads(8, 2, x)
     assert tuple(heads.shape) == (2, 2, 5, 4), f"_heads gave shape {tuple(heads.shape)}"
     np.testing.assert_array_equal(heads, x.reshape(2, 5, 2, 4).transpose(0, 2, 1, 3))
 

@@ -1,5 +1,5 @@
 // A5.3: softmax over the last axis of a (rows, cols) array, as a CUDA kernel (the student's;
-// see assignments/A5_kernels.py). tinyformer/course/a5_cuda.py compiles and launches it.
+// see assignments/A5_kernels.py). tinyformer/course/assignments/a5/cuda.py compiles and launches it.
 //
 // Mapping: one block per row (blockIdx.x is the row); blockDim.x threads, a multiple of 32,
 // stride over its columns: thread t takes columns t, t + blockDim.x, t + 2 blockDim.x, ...,

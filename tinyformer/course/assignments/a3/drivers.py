@@ -4,7 +4,7 @@
 functions build one in the child from a seed, run the student's code on arrays the grader
 sends, and return arrays (the output, and the projections' results and weights that the
 grader needs to recompute it one head at a time), which the grader judges
-(`tinyformer/course/a3_checks.py`). They are no part of the assignment and hold no answer.
+(`checks.py`, beside this file). They are no part of the assignment and hold no answer.
 """
 
 from __future__ import annotations

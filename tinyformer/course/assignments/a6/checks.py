@@ -1,9 +1,9 @@
 """A6's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader runs each test itself with a `tf` whose `tf.course.a6_drivers` calls the student's
-schedules in the task's child and returns arrays; the expected values are computed here, from
-first principles (sums, byte counts, the dependencies of a pipeline), never by the library's
-own answers. The ring's traffic is the transport's record (`a6_drivers.ring` passes
+The grader runs each test itself with a `tf` whose `tf.course.assignments.a6.drivers` calls the
+student's schedules in the task's child and returns arrays; the expected values are computed
+here, from first principles (sums, byte counts, the dependencies of a pipeline), never by the
+library's own answers. The ring's traffic is the transport's record (`drivers.ring` passes
 `ring_all_reduce` a `send` that logs every message), never the count the student returns, and
 every message must be the chunk a ring sends; inputs come from `tf.rng` (the grading secret's
 generator when grading). `PROPERTIES` and `HIDDEN` map a task id to its tests.
@@ -41,7 +41,7 @@ def _ring_case(tf: ModuleType, n: int, length: int, rng: np.random.Generator) ->
     to r + 1, the ring's messages in the ring's order, 2 (N - 1) chunks of bytes each."""
     xs = rng.standard_normal((n, length))
     where = f"ring_all_reduce: {n} ranks of {length}"
-    outs, sent, src, dst, nbytes, values = tf.course.a6_drivers.ring(xs)
+    outs, sent, src, dst, nbytes, values = tf.course.assignments.a6.drivers.ring(xs)
     assert outs.shape == xs.shape, f"{where}: returned shape {outs.shape}"
     for r in range(n):
         err = float(np.abs(outs[r] - xs.sum(axis=0)).max())
@@ -89,7 +89,7 @@ def _expected_buckets(nbytes: list[int], cap: int) -> np.ndarray:
 
 
 def _bucket_case(tf: ModuleType, nbytes: list[int], cap: int) -> None:
-    got = tf.course.a6_drivers.buckets(np.asarray(nbytes), cap)
+    got = tf.course.assignments.a6.drivers.buckets(np.asarray(nbytes), cap)
     want = _expected_buckets(nbytes, cap)
     assert (got != -2).all(), f"assign_buckets({nbytes}, {cap}): a parameter is in two buckets"
     assert (got != -1).all(), f"assign_buckets({nbytes}, {cap}): a parameter is in no bucket"
@@ -106,7 +106,7 @@ def buckets_fill_from_the_last_parameter(tf: ModuleType) -> None:
 
 
 def _gpipe_case(tf: ModuleType, stages: int, micro: int) -> None:
-    table = tf.course.a6_drivers.gpipe(stages, micro)
+    table = tf.course.assignments.a6.drivers.gpipe(stages, micro)
     where = f"gpipe_schedule({stages}, {micro})"
     assert table.shape == (2 * (micro + stages - 1), stages), f"{where}: {table.shape[0]} ticks"
     when = {}

@@ -1,13 +1,13 @@
 """A5's property tests (shipped to students) and hidden tests (removed by every release).
 
-The grader runs each test itself: `tf.course.a5_drivers` runs the student's kernels in the
-task's child process, on arrays laid out and placed as a test asks, and returns host arrays,
+The grader runs each test itself: `tf.course.assignments.a5.drivers` runs the student's kernels
+in the task's child process, on arrays laid out and placed as a test asks, and returns host arrays,
 which the test judges here. `PROPERTIES` and `HIDDEN` map a task id to its tests. The "kernel"
 check (the kernel against the NumPy reference on random inputs) is the grader's own; these tests
 add what a comparison on standard-normal inputs does not reach.
 
-Each test calls the student's wrapper in `tinyformer/course/a5_kernels.py` (A5.1, A5.2) or
-`a5_cuda.py` (A5.3) directly (not through the registry), and only its own task's kernel: the
+Each test calls the student's wrapper in `kernels.py` beside this file (A5.1, A5.2) or
+`cuda.py` (A5.3) directly (not through the registry), and only its own task's kernel: the
 backward tests take y from SciPy's softmax, so a wrong forward kernel costs A5.2 nothing.
 All inputs are float32 or float64 and go through the wrappers' read-only rows, so the tests add
 no compile to the kernel check's. A5.3's tests run the CUDA kernel on the fake device (the CPU
@@ -24,8 +24,8 @@ __all__ = ["PROPERTIES"]
 
 
 def _drivers(tf: ModuleType):
-    """The student's kernels, run in the grader's child (`a5_drivers`)."""
-    return tf.course.a5_drivers
+    """The student's kernels, run in the grader's child (`drivers.py`)."""
+    return tf.course.assignments.a5.drivers
 
 
 def _text(a: np.ndarray) -> str:
@@ -99,7 +99,7 @@ def cuda_rows_sum_to_one_in_the_input_dtype(tf: ModuleType) -> None:
 
 
 def cuda_kernel_compiles_with_nvrtc(tf: ModuleType) -> str | None:
-    """NVRTC, the compiler CuPy uses on a GPU, compiles a5_softmax.cu for A100 and H100/H200
+    """NVRTC, the compiler CuPy uses on a GPU, compiles softmax.cu for A100 and H100/H200
     (sm_80, sm_90) with no GPU: it rejects what the host compiler of the emulator may accept
     (INFINITY, for one). Where the nvidia-cuda-nvrtc wheel is missing, passes with a note."""
     return _text(_drivers(tf).compile_cuda())

@@ -4,7 +4,7 @@ A kernel's subject includes what it does to its inputs and where its output live
 copy of the arrays across the grader's pipe would hide. These functions run the student's
 kernels in the child on arrays the grader sends, laid out and placed as the test asks, and
 return host arrays (and where the result was, as UTF-8 bytes), which the grader judges
-(`tinyformer/course/a5_checks.py`). They are no part of the assignment and hold no answer.
+(`checks.py`, beside this file). They are no part of the assignment and hold no answer.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ def _kernels():
             f"numba does not import in the grading environment ({err}): A5's kernels cannot "
             "run. Install it (`pip install numba`) and grade again."
         ) from None
-    from tinyformer.course import a5_kernels
+    from tinyformer.course.assignments.a5 import kernels
 
-    return a5_kernels
+    return kernels
 
 
 def forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -54,24 +54,24 @@ def backward_broadcast(gy_row: np.ndarray, y: np.ndarray) -> np.ndarray:
 def cuda_forward(x: np.ndarray, device: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The student's CUDA softmax of x on `device` -> (y on the host, the device type y was
     on, x afterwards on the host)."""
-    from tinyformer.course import a5_cuda
+    from tinyformer.course.assignments.a5 import cuda
 
     x_dev = backend.to_device(x, device)
-    y = a5_cuda.softmax_forward(x_dev)
+    y = cuda.softmax_forward(x_dev)
     where = _text(backend.device_of(y).type)
     return backend.to_host(y), where, backend.to_host(x_dev)
 
 
 def compile_cuda() -> np.ndarray:
-    """a5_softmax.cu compiled by NVRTC for each architecture -> a note for the report;
+    """softmax.cu compiled by NVRTC for each architecture -> a note for the report;
     AssertionError with NVRTC's log if it does not compile."""
-    from tinyformer.course import a5_cuda
+    from tinyformer.course.assignments.a5 import cuda
     from tinyformer.kernels.cuda import _nvrtc
 
-    source = a5_cuda.source()  # the stub raises here, with or without NVRTC
+    source = cuda.source()  # the stub raises here, with or without NVRTC
     try:
         for arch in _nvrtc.ARCHITECTURES:
-            _nvrtc.compile_cuda(source, "a5_softmax.cu", arch=arch)
+            _nvrtc.compile_cuda(source, cuda.SOURCE.name, arch=arch)
     except (_nvrtc.NvrtcUnavailable, OSError) as err:
         return _text(f"not compiled with NVRTC, which is not available here: {err}")
     except _nvrtc.CompileError as err:

@@ -1,11 +1,12 @@
 """A1's property tests (shipped to students) and hidden tests (removed by every release).
 
 The grader runs each test itself. A1's engine is a graph of Python objects, which cannot leave
-the grader's child process: `tf.course.a1_drivers` builds them there from the numbers and edge
-lists a test sends, runs the student's code on them and returns numbers (`a1_drivers.py`), and
-the test judges those here. `PROPERTIES` and `HIDDEN` map a task id to its tests.
+the grader's child process: `tf.course.assignments.a1.drivers` builds them there from the
+numbers and edge lists a test sends, runs the student's code on them and returns numbers
+(`drivers.py`), and the test judges those here. `PROPERTIES` and `HIDDEN` map a task id to its
+tests.
 
-A1 has no op spec: `tinyformer/course/a1_autograd.py` is a small engine of its own. Each task is
+A1 has no op spec: `autograd.py`, beside this file, is a small engine of its own. Each task is
 tested alone: A1.1's ops through their `grad_fn` against central differences (no graph walk),
 A1.2's walk on graphs built by hand from `Value(data, parents, grad_fn)` (no student op), A1.3
 against NumPy's own broadcasting. A bug in one task then costs only that task's points, and a
@@ -25,8 +26,8 @@ _H = 1e-6  # central differences: error ~h^2 f''' ~ 1e-12, rounding ~1e-16 / h ~
 
 
 def _a1(tf: ModuleType):
-    """The student's engine, driven by plain data in the grader's child (`a1_drivers`)."""
-    return tf.course.a1_drivers
+    """The student's engine, driven by plain data in the grader's child (`drivers.py`)."""
+    return tf.course.assignments.a1.drivers
 
 
 def _close(got: float, want: float, what: str, tol: float = 1e-7) -> None:
@@ -147,7 +148,7 @@ def _broadcast_pair(rng: np.random.Generator) -> tuple[tuple[int, ...], tuple[in
 
 def unbroadcast_is_the_adjoint_of_broadcasting(tf: ModuleType) -> None:
     """Random shapes: <unbroadcast(g, s), x> = <g, broadcast_to(x)> for every x of shape s."""
-    unbroadcast = tf.course.a1_autograd.unbroadcast
+    unbroadcast = tf.course.assignments.a1.autograd.unbroadcast
     rng = tf.rng
     for _ in range(30):
         out, shape = _broadcast_pair(rng)
@@ -161,7 +162,7 @@ def unbroadcast_is_the_adjoint_of_broadcasting(tf: ModuleType) -> None:
 
 def unbroadcast_keeps_dtype_and_known_values(tf: ModuleType) -> None:
     """A bias (C,) added to (B, T, C) gets the sum over B and T; float32 stays float32."""
-    unbroadcast = tf.course.a1_autograd.unbroadcast
+    unbroadcast = tf.course.assignments.a1.autograd.unbroadcast
     g = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     gb = unbroadcast(g, (4,))
     assert gb.dtype == np.float32, f"float32 came back {gb.dtype}"
@@ -214,7 +215,7 @@ def deep_chain_and_wide_fan_in(tf: ModuleType) -> None:
 
 def unbroadcast_edge_shapes(tf: ModuleType) -> None:
     """To a scalar shape (), across an empty axis, and from a strided view."""
-    unbroadcast = tf.course.a1_autograd.unbroadcast
+    unbroadcast = tf.course.assignments.a1.autograd.unbroadcast
     g = tf.rng.normal(size=(3, 8))
     _close(float(unbroadcast(g, ())), float(g.sum()), "unbroadcast to ()", tol=1e-12)
     assert np.asarray(unbroadcast(g, ())).shape == (), "unbroadcast to () must be 0-d"

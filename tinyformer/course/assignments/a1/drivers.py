@@ -3,14 +3,14 @@
 A1's subject is a graph of Python objects (`Value`), which cannot cross the grader's pipe. These
 functions build the objects in the child from numbers and edge lists the grader sends, run the
 student's code on them, and return numbers and arrays, which the grader judges
-(`tinyformer/course/a1_checks.py`). They are no part of the assignment and hold no answer.
+(`checks.py`, beside this file). They are no part of the assignment and hold no answer.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tinyformer.course import a1_autograd
+from tinyformer.course.assignments.a1 import autograd
 
 __all__ = ["backward", "op", "sort"]
 
@@ -31,9 +31,9 @@ def op(name: str, xs: list[float], g: float, k: float = 0.0, same: bool = False)
     """`name` ("add", "mul", "pow" to the `k`, "tanh", "exp") on Values of `xs` (one Value used
     for every slot if `same`) -> (out.data, 1.0 if out is a Value, the input index of each
     parent (-1: not an input), out.grad_fn(g))."""
-    inputs = [a1_autograd.Value(xs[0])] * len(xs) if same else [a1_autograd.Value(x) for x in xs]
+    inputs = [autograd.Value(xs[0])] * len(xs) if same else [autograd.Value(x) for x in xs]
     out = _apply(name, inputs, k)
-    if not isinstance(out, a1_autograd.Value):
+    if not isinstance(out, autograd.Value):
         return np.array(np.nan), np.array(0.0), np.zeros(0), np.zeros(0)
     ids = [id(v) for v in inputs]
     parents = [ids.index(id(p)) if id(p) in ids else -1 for p in out.parents]
@@ -52,7 +52,7 @@ def sort(parents: list[list[int]]) -> np.ndarray:
     nodes: list[_Node] = []
     for i, ps in enumerate(parents):
         nodes.append(_Node(i, tuple(nodes[int(j)] for j in ps)))
-    order = a1_autograd.topological_sort(nodes[-1])
+    order = autograd.topological_sort(nodes[-1])
     return np.asarray([int(node.name) for node in order], dtype=np.int64)
 
 
@@ -63,6 +63,6 @@ def backward(data: list[float], parents: list[list[int]], local: list[list[float
     for d, ps, ds in zip(data, parents, local):
         fn = (lambda g, ds=tuple(ds): tuple(g * x for x in ds)) if ps else None
         extra = (tuple(nodes[int(j)] for j in ps), fn) if ps else ()
-        nodes.append(a1_autograd.Value(d, *extra))
+        nodes.append(autograd.Value(d, *extra))
     nodes[-1].backward()
     return np.asarray([float(v.grad) for v in nodes], dtype=np.float64)

@@ -2,8 +2,8 @@
 
 The schedules return lists and tuples, which do not cross the grader's pipe: these wrappers
 call the student's functions in the child and encode what they return as arrays, which the
-grader judges (`tinyformer/course/a6_checks.py`). They are no part of the assignment and hold
-no answer.
+grader judges (`checks.py`, beside this file). They are no part of the assignment and hold no
+answer.
 """
 
 from __future__ import annotations
