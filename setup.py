@@ -30,6 +30,7 @@ setup(
         "tinyformer.course.assignments.a4",
         "tinyformer.course.assignments.a5",
         "tinyformer.course.assignments.a6",
+        "tinyformer.course.grader",
         "tinyformer.data",
         "tinyformer.distributed",
         "tinyformer.models",

@@ -28,9 +28,9 @@ import tinyformer
 from tinyformer.cli import main
 from tinyformer.course import COURSE
 from tinyformer.course.definition import KernelCheck, Task
-from tinyformer.course.grade import grade
+from tinyformer.course.grader import grade
+from tinyformer.course.grader.data import data_path
 from tinyformer.course.markers import CUDA, MarkerError, find_regions, strip_source, stub_message
-from tinyformer.course.release import data_path
 
 INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
 A2 = COURSE["A2"]
@@ -304,7 +304,7 @@ def test_a5_release_stubs_the_cuda_kernel_with_a_comment(release_of):
 def test_without_numba_the_kernel_checks_fail_and_say_why(release_of, tmp_path, monkeypatch):
     # The child imports third-party packages from the grader's links only: without the link
     # to Numba it stands for an environment without Numba.
-    from tinyformer.course import _tree
+    from tinyformer.course.grader import _tree
 
     monkeypatch.setattr(_tree, "KERNEL_THIRD_PARTY", ("llvmlite",))
     tree = _solved_copy(release_of("A5"), tmp_path)

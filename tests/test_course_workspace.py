@@ -173,13 +173,13 @@ def test_grade_warns_when_the_imported_tinyformer_is_not_the_tree(tmp_path, monk
     that is another folder (a later release installed last), it says so loudly."""
     import types
 
-    import tinyformer.course.grade as grade_module
     from tinyformer.cli import main
+    from tinyformer.course import grader
 
     tree = tmp_path / "rel"
     (tree / "tinyformer").mkdir(parents=True)
     (tree / "tinyformer" / "__init__.py").write_text("")
     fake = types.SimpleNamespace(assignment="A2", tree=tree, data_source="x", table=lambda: "")
-    monkeypatch.setattr(grade_module, "grade", lambda *a, **k: fake)
+    monkeypatch.setattr(grader, "grade", lambda *a, **k: fake)  # the command's grade
     assert main(["grade", "A2", str(tree)]) == 0
     assert "not the folder you are working in" in capsys.readouterr().err

@@ -31,10 +31,10 @@ import pytest
 
 from tests.test_grader_security import _grade, _hostile, _points, _solution
 from tinyformer.cli import main
-from tinyformer.course import _landlock, _room, _tree, _wire
-from tinyformer.course import data as grading_data
-from tinyformer.course._text import clean
 from tinyformer.course.definition import A2
+from tinyformer.course.grader import _landlock, _room, _tree, _wire
+from tinyformer.course.grader import data as grading_data
+from tinyformer.course.grader._text import clean
 
 LANDLOCK = _landlock.abi()
 needs_landlock = pytest.mark.skipif(not LANDLOCK, reason="the kernel has no Landlock")
@@ -152,7 +152,7 @@ def test_secrets_within_the_users_reach_are_refused(monkeypatch, a2_data):
         package.mkdir()
         monkeypatch.setattr(_room, "instructor_folders", lambda: [package])
         with pytest.raises(ValueError, match=f"instructor's tinyformer folder {package} is read"):
-            from tinyformer.course.grade import grade
+            from tinyformer.course.grader import grade
 
             grade("A2", public / "sub", secret=secret, tasks=["A2.1"], user="nobody")
         package.chmod(0o700)
@@ -247,7 +247,7 @@ def test_the_data_path_on_the_graders_command_line_is_no_use(tmp_path, a2_data):
     replay = """
 import os
 import numpy as np
-from tinyformer.course import data as _d
+from tinyformer.course.grader import data as _d
 argv = open(f"/proc/{os.getppid()}/cmdline").read().split("\\0")
 meta = _d.load(argv[argv.index("--data") + 1])
 for samples in meta["tasks"]["A2.1"].values():

@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from tinyformer.course import _verdicts, data, secret
 from tinyformer.course.definition import COURSE
+from tinyformer.course.grader import _verdicts, data, secret
 
 
 @pytest.mark.parametrize("name", sorted(COURSE))
@@ -41,7 +41,7 @@ def test_a_right_float32_kernel_passes_the_kernel_check_on_every_salt(task_id):
     # on all of them. softmax.backward on an arbitrary y cancels in its float32 sum (a right kernel
     # failed one grade in three); its y is a softmax, as the backward always receives it.
     from tinyformer import registry
-    from tinyformer.course._compare import first_difference
+    from tinyformer.course.grader._compare import first_difference
 
     k = next(t.kernel for t in COURSE["A5"].tasks if t.id == task_id)
     for salt in range(60):

@@ -26,11 +26,11 @@ import pytest
 
 import tinyformer
 from tinyformer.cli import main
-from tinyformer.course import data as grading_data
 from tinyformer.course.definition import A2, A3, COURSE, solution_files
-from tinyformer.course.grade import grade
+from tinyformer.course.grader import data as grading_data
+from tinyformer.course.grader import grade
+from tinyformer.course.grader.data import data_path
 from tinyformer.course.markers import strip_source
-from tinyformer.course.release import data_path
 
 INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
 SOFTMAX = "tinyformer/ops/softmax.py"
@@ -79,7 +79,7 @@ def _points(result, task: str = "A2.1") -> int:
 
 FORGE = """
 import os as _os
-from tinyformer.course import _wire as _w
+from tinyformer.course.grader import _wire as _w
 for _fd in range(1, 64):
     for _m in ({"ready": True}, {"passed": True, "note": None, "outs": [], "grads": []},
                {"task": "A2.1", "check": "forward", "passed": True, "output": "forged"}):
@@ -392,7 +392,7 @@ def test_a_zero_numeric_gradient_is_reported_as_such():
 def test_the_library_kernels_of_the_graded_primitives_are_not_in_the_tree(tmp_path):
     """A5's tree has the CUDA runtime and emulator the student's kernel runs on, but not the
     library's own Numba and CUDA softmax, which a stub could otherwise import and return."""
-    from tinyformer.course._tree import build_tree
+    from tinyformer.course.grader._tree import build_tree
 
     build_tree(COURSE["A5"], tmp_path / "tree", {}, kernels=True)
     kernels = tmp_path / "tree" / "kernels"

@@ -8,7 +8,7 @@
   code of the assignments already due, carried into the next release.
 - `tinyformer.course.workspace`: `check()`, whether `import tinyformer` loads the folder being
   edited (the first cell of every course notebook).
-- `tinyformer.course.grade`: `tinyformer grade NAME [DIR]`, Gradescope's results.json; the
+- `tinyformer.course.grader.grade`: `tinyformer grade NAME [DIR]`, Gradescope's results.json; the
   expected values come from the instructor's reference (`data`), on samples drawn from a
   secret salt (`secret`).
 - `tinyformer.course.assignments`: one folder per assignment (`a1/` ... `a6/`): its `checks`

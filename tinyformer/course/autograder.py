@@ -32,9 +32,9 @@ import os
 import zipfile
 from pathlib import Path
 
-from tinyformer.course import secret as grading_secret
 from tinyformer.course.definition import assignment
-from tinyformer.course.grade import has_solutions
+from tinyformer.course.grader import has_solutions
+from tinyformer.course.grader import secret as grading_secret
 
 __all__ = ["write_autograder"]
 

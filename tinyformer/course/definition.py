@@ -2,8 +2,8 @@
 
 A task is graded by the op specs it names (`tinyformer.testing.OpSpec`), on samples drawn from
 their samplers with `RandomDraw(seed)`: in the instructor's tree from seeds derived from a secret
-salt (`tinyformer.course.secret`), in a release's self-check from public seeds 0, 1, 2, ...
-(`tinyformer.course.data`). `Task.widen` adds samples where a skill hides (large logits,
+salt (`tinyformer.course.grader.secret`), in a release's self-check from public seeds 0, 1, 2, ...
+(`tinyformer.course.grader.data`). `Task.widen` adds samples where a skill hides (large logits,
 padding masks, ties). Its checks, each worth the points given in `Task.points`:
 
 - `forward`: the student's forward equals the instructor's reference on each sample (float64);
@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ from tinyformer.testing.specs import Draw, Sample
 
 __all__ = [
     "CHECK_KINDS", "COURSE", "Assignment", "KernelCheck", "Task", "assignment", "due",
-    "solution_files", "task",
+    "solution_files", "task", "withheld_kernels",
 ]  # fmt: skip
 
 CHECK_KINDS = ("forward", "gradcheck", "properties", "hidden", "kernel")
@@ -214,7 +215,7 @@ class Assignment:
         spec = importlib.util.find_spec(self.checks)
         if spec is None or spec.origin is None:
             raise ValueError(f"{self.name}: no module named {self.checks!r}")
-        return Path(spec.origin)
+        return Path(spec.origin).resolve()
 
 
 # Every assignment's checks module lives in this package (`assignments/<name lower>/checks.py`).
@@ -480,6 +481,42 @@ def solution_files(root: str | os.PathLike, a: Assignment) -> tuple[str, ...]:
             if any(r.tag in ids and not r.library for r in solution_regions(path)):
                 found.append(path.relative_to(root).as_posix())
     return tuple(sorted(found))
+
+
+_REGISTERS = re.compile(r"""\bkernel\(\s*["']([\w.]+)["']""")
+_IMPORTS = re.compile(r"tinyformer\.kernels\.(\w+)\.(_\w+)")
+
+
+def withheld_kernels(
+    root: Path, files: list[Path], name: str, carry_solutions: bool = False
+) -> set[Path]:
+    """The kernel files (paths from `root`, among `files`) a release of `name` leaves out, and
+    so the tree that grades it: those registering a primitive of an assignment whose regions
+    the release stubs (every one not yet due, and, unless
+    `carry_solutions`, the ones already due too: a student's own code replaces them), their
+    `.cu` sources, and the private helpers only they import."""
+    names = list(COURSE)
+    stubbed = names[names.index(assignment(name).name) :]
+    if not carry_solutions:
+        stubbed = names
+    answers = {p for n in stubbed for p in COURSE[n].primitives}
+    sources = {f: (root / f).read_text(encoding="utf-8") for f in files if _is_kernel(f)}
+    out = {f for f, text in sources.items() if answers & set(_REGISTERS.findall(text))}
+    out |= {f.with_suffix(".cu") for f in out if f.with_suffix(".cu") in sources}
+    users: dict[Path, set[Path]] = {}
+    for f, text in sources.items():
+        for backend, module in _IMPORTS.findall(text):
+            users.setdefault(Path("kernels", backend, f"{module}.py"), set()).add(f)
+    changed = True
+    while changed:  # a helper whose every importer is left out goes too
+        extra = {h for h, who in users.items() if h in sources and h not in out and who <= out}
+        out |= extra
+        changed = bool(extra)
+    return out
+
+
+def _is_kernel(f: Path) -> bool:
+    return f.parts[0] == "kernels" and f.suffix in (".py", ".cu") and f.name != "__init__.py"
 
 
 def task(tag: str) -> Task | None:

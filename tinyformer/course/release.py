@@ -21,7 +21,7 @@ grader's secret salt (`grading-secret`), nor the instructor's pages (`docs/instr
 `docs/course/`, `mkdocs-instructor.yml`), the tests that quote answers (`tests/test_course.py`
 and `tests/test_grader_*.py` plant bugs with them, `tests/test_release_answers.py` looks for
 them), nor other assignments' notebooks. The grading data (the instructor's forward values, see
-`tinyformer.course.data`) goes to `assignments/NAME.grading.npz`, what was released to
+`tinyformer.course.grader.data`) goes to `assignments/NAME.grading.npz`, what was released to
 `assignments/RELEASE.json`, and a guide for the student to `START_HERE.md`. Python sources,
 notebooks and CUDA sources (`.cu`, `.cuh`) are stripped, each with its own comment syntax
 (`tinyformer.course.markers`); the answers to the tutorials' questions (`<!-- ANSWER: ... -->`
@@ -35,16 +35,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinyformer.course import data as grading_data
-from tinyformer.course import secret
-from tinyformer.course.definition import COURSE, Assignment, assignment, due, task
+from tinyformer.course.definition import COURSE, Assignment, assignment, due, task, withheld_kernels
+from tinyformer.course.grader import data as grading_data
+from tinyformer.course.grader import secret
+from tinyformer.course.grader.data import HANDOUTS, data_path
 from tinyformer.course.handout import readme_head, start_here
 from tinyformer.course.markers import (
     MARKDOWN,
@@ -58,12 +58,12 @@ from tinyformer.course.markers import (
 )
 
 __all__ = [
-    "HANDOUTS", "MANIFEST", "SECRET", "Release", "data_path", "release", "source_root",
-    "strip_page", "tree_files", "withheld_kernels",
+    "HANDOUTS", "MANIFEST", "SECRET", "Release", "release", "source_root", "strip_page",
+    "tree_files",
 ]  # fmt: skip
 
-# The student handouts (the notebooks), and beside them what a release adds for the student.
-HANDOUTS = "assignments"
+# The student handouts (the notebooks, in `HANDOUTS`), and beside them what a release adds for
+# the student.
 MANIFEST = f"{HANDOUTS}/RELEASE.json"
 NOTEBOOK_FOLDERS = ("tutorials", HANDOUTS)  # jupytext sources, whose markdown may hold answers
 NEVER_COPIED = {".git", "out", "site", "site-instructor"}
@@ -96,11 +96,6 @@ class Release:
     data: Path | None = None
     withheld: list[str] = field(default_factory=list)  # kernel files left out
     where: dict[str, set[str]] = field(default_factory=dict)  # task id -> files of its stubs
-
-
-def data_path(tree: str | os.PathLike, name: str) -> Path:
-    """Where a release keeps assignment `name`'s grading data."""
-    return Path(tree) / HANDOUTS / f"{name}.grading.npz"
 
 
 def source_root() -> Path:
@@ -280,41 +275,6 @@ def _write(src: Path, dst: Path, text: str) -> None:
         return
     dst.write_text(text, encoding="utf-8", newline="")
     shutil.copymode(src, dst)
-
-
-_REGISTERS = re.compile(r"""\bkernel\(\s*["']([\w.]+)["']""")
-_IMPORTS = re.compile(r"tinyformer\.kernels\.(\w+)\.(_\w+)")
-
-
-def withheld_kernels(
-    root: Path, files: list[Path], name: str, carry_solutions: bool = False
-) -> set[Path]:
-    """The kernel files a release of `name` leaves out: those registering a primitive of an
-    assignment whose regions the release stubs (every one not yet due, and, unless
-    `carry_solutions`, the ones already due too: a student's own code replaces them), their
-    `.cu` sources, and the private helpers only they import."""
-    names = list(COURSE)
-    stubbed = names[names.index(assignment(name).name) :]
-    if not carry_solutions:
-        stubbed = names
-    answers = {p for n in stubbed for p in COURSE[n].primitives}
-    sources = {f: (root / f).read_text(encoding="utf-8") for f in files if _is_kernel(f)}
-    out = {f for f, text in sources.items() if answers & set(_REGISTERS.findall(text))}
-    out |= {f.with_suffix(".cu") for f in out if f.with_suffix(".cu") in sources}
-    users: dict[Path, set[Path]] = {}
-    for f, text in sources.items():
-        for backend, module in _IMPORTS.findall(text):
-            users.setdefault(Path("kernels", backend, f"{module}.py"), set()).add(f)
-    changed = True
-    while changed:  # a helper whose every importer is left out goes too
-        extra = {h for h, who in users.items() if h in sources and h not in out and who <= out}
-        out |= extra
-        changed = bool(extra)
-    return out
-
-
-def _is_kernel(f: Path) -> bool:
-    return f.parts[0] == "kernels" and f.suffix in (".py", ".cu") and f.name != "__init__.py"
 
 
 def _check_out(out: Path, root: Path, force: bool) -> None:

@@ -2,7 +2,7 @@
 
     python -I -S _child.py TREE DEPS REPLY_FD KERNELS
 
-The parent (`tinyformer.course.grade`) starts one per task in a temporary copy of the release
+The parent (`tinyformer.course.grader.grade`) starts one per task in a temporary copy of the release
 (TREE) with the student's files laid over it, and sends requests on stdin; replies go to the
 pipe REPLY_FD. The child is never told where the instructor's tree, the grading data or the
 results are: it gets arrays and names, and returns arrays. Everything it says is the student's
@@ -196,7 +196,7 @@ def _install_kernels(folder: Path) -> None:
 
 
 def _serve(tree: str, reply_fd: int, kernels: bool) -> None:
-    from tinyformer.course import _wire
+    from tinyformer.course.grader import _wire
 
     try:
         import tinyformer  # noqa: F401  (the student's files are imported here)

@@ -30,11 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyformer.course import _wire
-from tinyformer.course._sandbox import as_user
-from tinyformer.course.definition import Assignment, due
+from tinyformer.course.definition import Assignment, due, withheld_kernels
+from tinyformer.course.grader import _wire
+from tinyformer.course.grader._sandbox import as_user
 from tinyformer.course.markers import MarkerError, strip_source, syntax_of
-from tinyformer.course.release import withheld_kernels
 
 __all__ = [
     "MAX_FILE_BYTES", "SubmissionError", "build_tree", "deps_folder", "kernels_source",

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer.course._remote import StudentError
+from tinyformer.course.grader._remote import StudentError
 
 __all__ = ["bad", "describe", "diagnose", "first_difference", "index", "number", "numeric", "short"]
 

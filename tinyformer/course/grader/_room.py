@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tinyformer.course import _landlock, _tree, _wire
-from tinyformer.course._sandbox import as_user
+from tinyformer.course.grader import _landlock, _tree, _wire
+from tinyformer.course.grader._sandbox import as_user
 
 __all__ = [
     "AS_ROOT", "GradeInterrupted", "containment", "grading_user", "instructor_folders",
@@ -82,7 +82,7 @@ def instructor_folders() -> list[Path]:
 def protected(data: Any, secret: Any, instructor: bool) -> dict[str, Path]:
     """What the grading user must not read: the data file, the grading secret, and, where the
     running tinyformer is the instructor's (`instructor`), its package and kernels."""
-    from tinyformer.course import secret as grading_secret
+    from tinyformer.course.grader import secret as grading_secret
 
     found: dict[str, Path] = {}
     if data is not None:

@@ -24,7 +24,7 @@ MIN_LENGTH = 16  # characters: a salt shorter than this could be guessed
 
 def default_path() -> Path:
     """`grading-secret` at the root of the running tinyformer's tree."""
-    from tinyformer.course._tree import package_source
+    from tinyformer.course.grader._tree import package_source
 
     return package_source().parent / FILENAME
 

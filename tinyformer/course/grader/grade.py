@@ -32,14 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinyformer.course import _room, _tree, _verdicts
-from tinyformer.course import data as grading_data
-from tinyformer.course._sandbox import Child, ChildGone, Limits, reaping
-from tinyformer.course._text import clean
 from tinyformer.course.definition import Assignment, Task, assignment
+from tinyformer.course.grader import _room, _tree, _verdicts
+from tinyformer.course.grader import data as grading_data
+from tinyformer.course.grader._sandbox import Child, ChildGone, Limits, reaping
+from tinyformer.course.grader._text import clean
+from tinyformer.course.grader.secret import read_secret
 from tinyformer.course.markers import solution_regions
-from tinyformer.course.release import data_path
-from tinyformer.course.secret import read_secret
 
 __all__ = ["CheckResult", "Grade", "grade", "has_solutions", "is_tree"]
 
@@ -144,7 +143,7 @@ def has_solutions(a: Assignment) -> bool:
 
 
 def _release_data(name: str) -> Path:
-    return data_path(_tree.package_source().parent, name)
+    return grading_data.data_path(_tree.package_source().parent, name)
 
 
 def load_data(

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer.course import _compare
-from tinyformer.course._remote import StudentError, layout_of
-from tinyformer.course.data import is_float, reference_call
+from tinyformer.course.grader import _compare
+from tinyformer.course.grader._remote import StudentError, layout_of
+from tinyformer.course.grader.data import is_float, reference_call
 from tinyformer.testing.checks import relayout
 
 __all__ = ["EPS", "FORWARD_TOL", "ask", "backward_case", "forward_case", "outputs", "slots"]

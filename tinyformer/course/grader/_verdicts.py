@@ -14,12 +14,12 @@ import numpy as np
 
 import tinyformer as tf
 from tinyformer import registry
-from tinyformer.course import secret
-from tinyformer.course._compare import bad, describe, first_difference, number, numeric
-from tinyformer.course._gradcheck import FORWARD_TOL, backward_case, forward_case
-from tinyformer.course._remote import StudentError, student_tinyformer
-from tinyformer.course._sandbox import ChildGone
 from tinyformer.course.definition import Task
+from tinyformer.course.grader import secret
+from tinyformer.course.grader._compare import bad, describe, first_difference, number, numeric
+from tinyformer.course.grader._gradcheck import FORWARD_TOL, backward_case, forward_case
+from tinyformer.course.grader._remote import StudentError, student_tinyformer
+from tinyformer.course.grader._sandbox import ChildGone
 
 __all__ = ["FORWARD_TOL", "forward", "gradcheck", "kernel", "number", "run_tests", "inputs_rng"]
 LAYOUTS = ("C order", "strided")

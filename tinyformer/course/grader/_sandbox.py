@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinyformer.course import _landlock, _text, _wire
+from tinyformer.course.grader import _landlock, _text, _wire
 
 __all__ = ["Child", "ChildGone", "Limits", "as_user", "reaping"]
 
@@ -263,7 +263,7 @@ class Child:
         self.output_file = tempfile.TemporaryFile(dir=self.room)  # no path: nothing to swap
         read_end, reply = os.pipe()
         self.replies = read_end
-        script = self.tree / "tinyformer" / "course" / "_child.py"
+        script = self.tree / "tinyformer" / "course" / "grader" / "_child.py"
         command = [sys.executable, "-I", "-S", str(script), str(self.tree), str(self.deps)]
         command += [str(reply), "1" if self.kernels else "0"]
         try:

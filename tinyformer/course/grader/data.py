@@ -27,13 +27,28 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer.course import _codec, secret
 from tinyformer.course.definition import Assignment, Task
+from tinyformer.course.grader import _codec, secret
 
-__all__ = ["MAX_TRIES", "compute", "is_float", "load", "reference_call", "save"]
+__all__ = [
+    "HANDOUTS",
+    "MAX_TRIES",
+    "compute",
+    "data_path",
+    "is_float",
+    "load",
+    "reference_call",
+    "save",
+]
 
+HANDOUTS = "assignments"  # a release's folder of the student handouts (the notebooks)
 MAX_TRIES = 1000  # seeds tried per spec before a too-strict `keep` is reported
 WIDE_SEEDS = 1_000_000  # public seeds of widened samples start here
+
+
+def data_path(tree: str | os.PathLike, name: str) -> Path:
+    """Where a release keeps assignment `name`'s grading data: beside the student handouts."""
+    return Path(tree) / HANDOUTS / f"{name}.grading.npz"
 
 
 def is_float(a: Any) -> bool:
