@@ -36,6 +36,9 @@ from types import ModuleType
 
 import numpy as np
 
+from tinyformer.course.assignments.a2 import samples as a2_samples
+from tinyformer.course.assignments.a3 import samples as a3_samples
+from tinyformer.course.assignments.a4 import samples as a4_samples
 from tinyformer.testing.specs import Draw, Sample
 
 __all__ = [
@@ -230,60 +233,6 @@ def _ops(*names: str) -> tuple[str, ...]:
     return tuple(f"tinyformer/ops/{name}.py" for name in names)
 
 
-def _unweighted(sample: Sample) -> bool:
-    # Class weights send cross_entropy through log_softmax and nll_loss: such a sample would
-    # grade A2.2's code (and nll_loss's) instead of the fused primitives of A2.3.
-    return sample.kwargs.get("weight") is None
-
-
-def _large_logits(sample: Sample, draw: Draw) -> Sample:
-    """The logits past exp's range (exp(710) overflows float64, exp(-746) underflows to 0),
-    perhaps scaled, and each row (a slice along the softmax's axis, the classes' for
-    cross_entropy) shifted by its own +-1000: a softmax that does not subtract the row's
-    maximum gives inf or NaN, and so does one that subtracts the whole array's maximum (the
-    rows 2000 below it underflow to 0)."""
-    x = sample.args[0]
-    if draw.integers(0, 1):
-        x = x / max(float(np.abs(x).max(initial=0.0)), 1e-3) * draw.choice([800.0, 1500.0])
-    rows = list(x.shape)
-    if rows:
-        rows[sample.kwargs.get("axis", 1 if x.ndim > 1 else 0)] = 1
-    signs = np.where(np.arange(int(np.prod(rows))) % 2 == 0, 1.0, -1.0).reshape(rows)
-    x = x + signs * draw.choice([-1000.0, 1000.0])
-    return Sample([x, *sample.args[1:]], dict(sample.kwargs))
-
-
-def _large_offset(sample: Sample, draw: Draw) -> Sample:
-    """x far from 0: a one-pass variance E[x^2] - E[x]^2 cancels catastrophically."""
-    x = sample.args[0] + draw.choice([1e6, -1e6, 3e5])
-    return Sample([x, *sample.args[1:]], dict(sample.kwargs))
-
-
-def _padding_mask(sample: Sample, draw: Draw) -> Sample:
-    """A key-padding mask (keys from some index on are masked), a query that sees no key, and
-    scores past exp's range (the largest attended score is +800 or +1500): no causal mask
-    (A3.2's code)."""
-    q, k, v = sample.args
-    tq, tk = q.shape[-2], k.shape[-2]
-    mask = np.broadcast_to(np.arange(tk) < draw.integers(1, tk), (tq, tk)).copy()
-    if tq > 1 and draw.integers(0, 1):
-        mask[draw.integers(0, tq - 1)] = False  # that row gives 0, and no NaN
-    scores = q @ np.swapaxes(k, -1, -2)
-    seen = scores[np.broadcast_to(mask, scores.shape)]
-    top = float(seen[np.argmax(np.abs(seen))]) if seen.size else 1.0
-    q = -q if top < 0 else q  # the largest score positive: exp(score) overflows
-    scale = draw.choice([800.0, 1500.0]) / max(abs(top), 1e-3)
-    kwargs = {**sample.kwargs, "attn_mask": mask, "is_causal": False, "scale": scale}
-    return Sample([q, k, v], kwargs)
-
-
-def _ties(sample: Sample, draw: Draw) -> Sample:
-    """Values rounded to halves: windows hold ties, where the gradient goes to the first
-    maximum only (PyTorch's rule, the returned index)."""
-    x = np.floor(sample.args[0] * draw.choice([2.0, 1.0])) / 2.0
-    return Sample([x, *sample.args[1:]], dict(sample.kwargs))
-
-
 _AUTOGRAD = "docs/architecture.md"
 
 A1 = Assignment(
@@ -317,27 +266,26 @@ A2 = Assignment(
     tasks=(
         Task(
             "A2.1", "softmax", ("softmax",), _LOSSES,
-            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1}, widen=_large_logits,
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+            widen=a2_samples.large_logits,
         ),
         Task(
             "A2.2", "log_softmax", ("log_softmax",), _LOSSES,
-            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1}, widen=_large_logits,
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+            widen=a2_samples.large_logits,
         ),
         Task(
             "A2.3", "cross_entropy", ("cross_entropy",), _LOSSES,
             {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
-            keep=_unweighted, widen=_large_logits,
+            keep=a2_samples.unweighted, widen=a2_samples.large_logits,
         ),
         Task(
             "A2.4", "layer_norm", ("layer_norm",), "docs/ops/layers.md",
-            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1}, widen=_large_offset,
+            {"forward": 2, "gradcheck": 3, "properties": 1, "hidden": 1},
+            widen=a2_samples.large_offset,
         ),
     ),
 )  # fmt: skip
-
-
-def _not_causal(sample: Sample) -> bool:
-    return not sample.kwargs.get("is_causal")
 
 
 _ATTENTION = "docs/ops/attention.md"
@@ -355,11 +303,11 @@ A3 = Assignment(
     tasks=(
         # The backward is the core skill: most of A3's points. Causal samples are drawn but
         # not graded here (a wrong mask is A3.2's code, and a backward counts only where the
-        # forward is right); padding masks and huge scores are (`_padding_mask`).
+        # forward is right); padding masks and huge scores are (`a3_samples.padding_mask`).
         Task(
             "A3.1", "scaled_dot_product_attention", ("scaled_dot_product_attention",),
             _ATTENTION, {"forward": 2, "gradcheck": 6, "properties": 1, "hidden": 1}, samples=8,
-            forward_keep=_not_causal, widen=_padding_mask,
+            forward_keep=a3_samples.not_causal, widen=a3_samples.padding_mask,
         ),
         # No op spec grades the mask or the heads: every sample through them also runs A3.1's
         # code. Their tests compare two routes through the same attention code instead.
@@ -388,7 +336,7 @@ A4 = Assignment(
         ),
         Task(
             "A4.3", "max_pool2d", ("max_pool2d",), _CONV,
-            {"forward": 2, "gradcheck": 2, "properties": 1, "hidden": 1}, widen=_ties,
+            {"forward": 2, "gradcheck": 2, "properties": 1, "hidden": 1}, widen=a4_samples.ties,
         ),
         Task(
             "A4.4", "max_unpool2d", ("max_unpool2d",), _CONV,

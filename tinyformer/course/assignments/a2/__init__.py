@@ -1,3 +1,4 @@
-"""A2: softmax, log-softmax + cross-entropy, layer norm: the checks (the code is the ops').
+"""A2: softmax, log-softmax + cross-entropy, layer norm: the checks and the
+samples that widen the grading (the code is the ops').
 
 Imports none of its modules: each is imported where it is needed."""

@@ -1,3 +1,4 @@
-"""A4: vision: the checks (the code is the ops').
+"""A4: vision: the checks and the samples that widen the grading (the code is the
+ops').
 
 Imports none of its modules: each is imported where it is needed."""
