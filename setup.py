@@ -5,7 +5,7 @@ already has an unrelated distribution called `kernels`, so we never install a to
 of that name.
 """
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 KERNEL_PACKAGES = ["kernels", "kernels.numba", "kernels.cuda"]
 
@@ -16,37 +16,10 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
+    # every folder of tinyformer/ with an __init__.py (tests/test_entry_points.py checks that
+    # each folder of Python files has one), and kernels/ as tinyformer.kernels
     packages=[
-        "tinyformer",
-        "tinyformer.ops",
-        "tinyformer.nn",
-        "tinyformer.nn.utils",
-        "tinyformer.bench",
-        "tinyformer.course",
-        "tinyformer.course.assignments",
-        "tinyformer.course.assignments.a1",
-        "tinyformer.course.assignments.a2",
-        "tinyformer.course.assignments.a3",
-        "tinyformer.course.assignments.a4",
-        "tinyformer.course.assignments.a5",
-        "tinyformer.course.assignments.a6",
-        "tinyformer.course.grader",
-        "tinyformer.data",
-        "tinyformer.distributed",
-        "tinyformer.models",
-        "tinyformer.optim",
-        "tinyformer.testing",
-        "tinyformer.train",
-        "tinyformer.train.bert",
-        "tinyformer.train.mae",
-        "tinyformer.train.rlhf",
-        "tinyformer.train.seq2seq",
-        "tinyformer.train.siren",
-        "tinyformer.train.vilbert",
-        "tinyformer.train.vision",
-        "tinyformer.train.xlm",
-        "tinyformer.utils",
-        "tinyformer.viz",
+        *find_packages(include=["tinyformer", "tinyformer.*"]),
         *[p.replace("kernels", "tinyformer.kernels", 1) for p in KERNEL_PACKAGES],
     ],
     package_dir={"tinyformer.kernels": "kernels"},

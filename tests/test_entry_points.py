@@ -49,13 +49,17 @@ def test_subpackages_are_attributes_after_import_tinyformer():
 
 
 def test_every_subpackage_is_packaged():
-    # setup.py lists its packages by hand: a new one left out is missing from a plain install
-    listed = set(re.findall(r'"(tinyformer(?:\.\w+)*)"', (ROOT / "setup.py").read_text()))
-    found = {
+    # setup.py packages what find_packages finds: a folder of Python files without an
+    # __init__.py would be left out of a plain install
+    from setuptools import find_packages
+
+    packaged = set(find_packages(str(ROOT), include=["tinyformer", "tinyformer.*"]))
+    folders = {
         ".".join(p.parent.relative_to(ROOT).parts)
-        for p in (ROOT / "tinyformer").rglob("__init__.py")
+        for p in (ROOT / "tinyformer").rglob("*.py")
+        if "__pycache__" not in p.parts
     }
-    assert found - listed == set(), "add these to setup.py's packages"
+    assert folders - packaged == set(), "give these folders an __init__.py"
 
 
 def test_every_model_imports_from_tinyformer_models():
