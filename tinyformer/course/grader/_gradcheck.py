@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from tinyformer.course.grader import _compare
-from tinyformer.course.grader._remote import StudentError, layout_of
+from tinyformer.course.grader._remote import StudentError, ask, layout_of
 from tinyformer.course.grader.data import is_float, reference_call
 from tinyformer.testing.checks import relayout
 
-__all__ = ["EPS", "FORWARD_TOL", "ask", "backward_case", "forward_case", "outputs", "slots"]
+__all__ = ["EPS", "FORWARD_TOL", "backward_case", "forward_case", "outputs", "slots"]
 
 EPS = 1e-6  # central differences of the reference forward (feedback only)
 FORWARD_TOL = {"atol": 1e-8, "rtol": 1e-6}  # float64 values, any order of summation
@@ -39,15 +39,6 @@ def slots(args: list[Any], layouts: list[str], grad: bool) -> list[Any]:
                  "layout": layout_of(laid)}  # fmt: skip
         out.append(a)
     return out
-
-
-def ask(child: Any, message: dict[str, Any], during: str) -> dict[str, Any]:
-    reply = child.request(message, during)
-    if not isinstance(reply, dict):
-        raise StudentError(f"the child's reply to {during} is not a message")
-    if "error" in reply:
-        raise StudentError(str(reply["error"]))
-    return reply
 
 
 def outputs(reply: dict[str, Any], stored: dict[str, Any]) -> list[np.ndarray]:

@@ -22,7 +22,7 @@ import numpy as np
 import tinyformer as tf
 from tinyformer.autograd import Function
 
-__all__ = ["Remote", "StudentError", "StudentFunction", "layout_of", "student_tinyformer"]
+__all__ = ["Remote", "StudentError", "StudentFunction", "ask", "layout_of", "student_tinyformer"]
 
 
 class StudentError(Exception):
@@ -39,7 +39,8 @@ def layout_of(a: np.ndarray) -> str:
     return "reversed" if any(s < 0 for s in a.strides) else "strided"
 
 
-def _reply(child: Any, message: dict[str, Any], during: str) -> dict[str, Any]:
+def ask(child: Any, message: dict[str, Any], during: str) -> dict[str, Any]:
+    """The child's reply to `message`, or StudentError with what went wrong."""
     reply = child.request(message, during)
     if not isinstance(reply, dict):
         raise StudentError(f"the child's reply to {during} is not a message")
@@ -66,7 +67,7 @@ class Remote(Function):
     def forward(ctx, *arrays: Any, call: StudentFunction, template: list, kwargs: dict) -> Any:
         ctx.call, ctx.template, ctx.kwargs = call, template, kwargs
         ctx.arrays = [np.array(a) for a in arrays]  # gradcheck perturbs its inputs in place
-        reply = _reply(call.child, call.message(ctx.arrays, template, kwargs), call.during)
+        reply = ask(call.child, call.message(ctx.arrays, template, kwargs), call.during)
         outs = _outputs(reply)
         ctx.several = bool(reply.get("several"))
         ctx.shapes = [o.shape for o in outs]
@@ -77,7 +78,7 @@ class Remote(Function):
         wants = list(ctx.needs_input_grad)
         message = ctx.call.message(ctx.arrays, ctx.template, ctx.kwargs, wants)
         message["upstream"] = [np.asarray(g) for g in gys]
-        reply = _reply(ctx.call.child, message, ctx.call.during + " (backward)")
+        reply = ask(ctx.call.child, message, ctx.call.during + " (backward)")
         grads = reply.get("grads")
         if not isinstance(grads, list) or len(grads) != sum(wants):
             raise StudentError("the backward returned the wrong number of gradients")
@@ -120,7 +121,7 @@ class StudentFunction:
         kwargs = {k: (v.data if isinstance(v, tf.Tensor) else v) for k, v in kwargs.items()}
         if tensors:
             return Remote.apply(*tensors, call=self, template=template, kwargs=kwargs)
-        outs = _outputs(_reply(self.child, self.message([], template, kwargs), self.during))
+        outs = _outputs(ask(self.child, self.message([], template, kwargs), self.during))
         return outs if len(outs) > 1 else outs[0]
 
 
