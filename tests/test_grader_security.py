@@ -26,7 +26,8 @@ import pytest
 
 import tinyformer
 from tinyformer.cli import main
-from tinyformer.course.definition import A2, A3, COURSE, solution_files
+from tinyformer.course.definition import A2, A3, COURSE
+from tinyformer.course.files import solution_files
 from tinyformer.course.grader import data as grading_data
 from tinyformer.course.grader import grade
 from tinyformer.course.grader.data import data_path

@@ -27,97 +27,22 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-import numpy as np
-
 from tinyformer.course.assignments.a2 import samples as a2_samples
 from tinyformer.course.assignments.a3 import samples as a3_samples
 from tinyformer.course.assignments.a4 import samples as a4_samples
+from tinyformer.course.kernel_check import KernelCheck
 from tinyformer.testing.specs import Draw, Sample
 
 __all__ = [
-    "CHECK_KINDS", "COURSE", "Assignment", "KernelCheck", "Task", "assignment", "due",
-    "solution_files", "task", "withheld_kernels",
+    "CHECK_KINDS", "COURSE", "Assignment", "KernelCheck", "Task", "assignment", "due", "task",
 ]  # fmt: skip
 
 CHECK_KINDS = ("forward", "gradcheck", "properties", "hidden", "kernel")
-
-
-@dataclass(frozen=True)
-class KernelCheck:
-    """The "kernel" check: a student's kernel of `primitive` against the NumPy reference.
-
-    The grader imports `module` from the graded tree (its import registers the kernel with
-    `registry.kernel(primitive, backend=...)`), then, for each dtype, shape and layout (C order,
-    and a strided view of every other element of the last axis), draws one array per entry of
-    `inputs`, all of one shape, and compares what the kernel returns with what the reference
-    returns on the same arrays. It also requires that the kernel leave its inputs unchanged.
-    If the backend's library (numba) does not import, the check fails and says so. A "cuda"
-    kernel gets device arrays: on the fake device, where it runs on the CPU emulator (every
-    machine, no CuPy needed), and again on the GPU where CuPy sees one; it must return an array
-    on its input's device.
-
-    Attributes:
-        primitive: the registry name, e.g. "softmax.forward".
-        module: the importable module that registers the student's kernel.
-        backend: the kernel's registry backend.
-        inputs: what each array argument is, in order: "normal" (standard normal) or
-            "softmax" (each row along the last axis the softmax of a standard-normal row, as
-            softmax.backward's y is: on arbitrary y the kernel's float32 sum cancels, and a
-            right kernel would miss the tolerance on one grade in three).
-        shapes: the input shapes.
-        dtypes: each shape runs in each of these.
-        tol: dtype -> (atol, rtol), as in `np.testing.assert_allclose`.
-        seed: for the inputs.
-    """
-
-    primitive: str
-    module: str
-    backend: str = "numba"
-    inputs: tuple[str, ...] = ("normal",)
-    shapes: tuple[tuple[int, ...], ...] = ((1, 1), (4, 16), (3, 5, 33), (2, 300))
-    dtypes: tuple[str, ...] = ("float32", "float64")
-    tol: Mapping[str, tuple[float, float]] = field(
-        default_factory=lambda: {"float32": (1e-6, 1e-5), "float64": (1e-12, 1e-10)}
-    )
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        unknown = [kind for kind in self.inputs if kind not in INPUT_KINDS]
-        if not self.inputs or unknown:
-            raise ValueError(
-                f"KernelCheck({self.primitive!r}): inputs must be a non-empty tuple of "
-                f"{INPUT_KINDS}, got {self.inputs!r}"
-            )
-
-    @property
-    def arrays(self) -> int:
-        return len(self.inputs)
-
-    def draw(
-        self, rng: np.random.Generator, shape: tuple[int, ...], dtype: str, strided: bool
-    ) -> list[np.ndarray]:
-        """The arguments of one case. Strided: each array is twice as wide, and the kernel gets
-        every other element of its last axis (the rule of "softmax" holds on that view)."""
-        wide = (*shape[:-1], 2 * shape[-1]) if strided else shape
-        args = []
-        for kind in self.inputs:
-            a = rng.standard_normal(wide)
-            if kind == "softmax":
-                view = a[..., ::2] if strided else a
-                e = np.exp(view - view.max(axis=-1, keepdims=True))
-                view[...] = e / e.sum(axis=-1, keepdims=True)
-            args.append(a.astype(dtype))
-        return args
-
-
-INPUT_KINDS = ("normal", "softmax")
 
 
 @dataclass(frozen=True)
@@ -413,58 +338,6 @@ def assignment(name: str) -> Assignment:
         raise ValueError(
             f"no assignment named {name!r}; the course has: {', '.join(COURSE)}"
         ) from None
-
-
-def solution_files(root: str | os.PathLike, a: Assignment) -> tuple[str, ...]:
-    """The files under `root` (a checkout) that hold a solution region of one of `a`'s tasks,
-    as paths from `root`, sorted: what `Assignment.files` lists."""
-    from tinyformer.course.markers import solution_regions
-
-    root, ids, found = Path(root), {t.id for t in a.tasks} | {a.name}, []
-    for folder in ("tinyformer", "kernels"):
-        for path in sorted((root / folder).rglob("*")):
-            if "__pycache__" in path.parts:
-                continue
-            # a library region is the library's own copy of an answer, not the student's file
-            if any(r.tag in ids and not r.library for r in solution_regions(path)):
-                found.append(path.relative_to(root).as_posix())
-    return tuple(sorted(found))
-
-
-_REGISTERS = re.compile(r"""\bkernel\(\s*["']([\w.]+)["']""")
-_IMPORTS = re.compile(r"tinyformer\.kernels\.(\w+)\.(_\w+)")
-
-
-def withheld_kernels(
-    root: Path, files: list[Path], name: str, carry_solutions: bool = False
-) -> set[Path]:
-    """The kernel files (paths from `root`, among `files`) a release of `name` leaves out, and
-    so the tree that grades it: those registering a primitive of an assignment whose regions
-    the release stubs (every one not yet due, and, unless
-    `carry_solutions`, the ones already due too: a student's own code replaces them), their
-    `.cu` sources, and the private helpers only they import."""
-    names = list(COURSE)
-    stubbed = names[names.index(assignment(name).name) :]
-    if not carry_solutions:
-        stubbed = names
-    answers = {p for n in stubbed for p in COURSE[n].primitives}
-    sources = {f: (root / f).read_text(encoding="utf-8") for f in files if _is_kernel(f)}
-    out = {f for f, text in sources.items() if answers & set(_REGISTERS.findall(text))}
-    out |= {f.with_suffix(".cu") for f in out if f.with_suffix(".cu") in sources}
-    users: dict[Path, set[Path]] = {}
-    for f, text in sources.items():
-        for backend, module in _IMPORTS.findall(text):
-            users.setdefault(Path("kernels", backend, f"{module}.py"), set()).add(f)
-    changed = True
-    while changed:  # a helper whose every importer is left out goes too
-        extra = {h for h, who in users.items() if h in sources and h not in out and who <= out}
-        out |= extra
-        changed = bool(extra)
-    return out
-
-
-def _is_kernel(f: Path) -> bool:
-    return f.parts[0] == "kernels" and f.suffix in (".py", ".cu") and f.name != "__init__.py"
 
 
 def task(tag: str) -> Task | None:

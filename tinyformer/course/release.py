@@ -41,7 +41,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinyformer.course.definition import COURSE, Assignment, assignment, due, task, withheld_kernels
+from tinyformer.course.definition import COURSE, Assignment, assignment, due, task
+from tinyformer.course.files import withheld_kernels
 from tinyformer.course.grader import data as grading_data
 from tinyformer.course.grader import secret
 from tinyformer.course.grader.data import HANDOUTS, data_path

@@ -19,7 +19,7 @@ It reads the course's definition (`tinyformer.course.definition`) and its marker
 (`markers`), which the release tooling shares, and imports nothing of that tooling
 (`release`, `sync`, `handout`, ...): the release imports this package (`data`, to write a
 release's self-check data), and the rule of which kernels a release withholds, which both
-follow, is `definition.withheld_kernels`.
+follow, is `course.files.withheld_kernels`.
 
 After this import `tinyformer.course.grader.grade` is the function; the module is
 `sys.modules["tinyformer.course.grader.grade"]`.

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyformer.course.definition import Assignment, due, withheld_kernels
+from tinyformer.course.definition import Assignment, due
+from tinyformer.course.files import withheld_kernels
 from tinyformer.course.grader import _wire
 from tinyformer.course.grader._sandbox import as_user
 from tinyformer.course.markers import MarkerError, strip_source, syntax_of
