@@ -28,8 +28,8 @@ import tinyformer
 from tinyformer.cli import main
 from tinyformer.course import COURSE
 from tinyformer.course.definition import KernelCheck, Task
-from tinyformer.course.grader import grade
 from tinyformer.course.grader.data import data_path
+from tinyformer.course.grader.grade import grade
 from tinyformer.course.markers import CUDA, MarkerError, find_regions, strip_source, stub_message
 
 INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent

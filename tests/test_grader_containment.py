@@ -152,7 +152,7 @@ def test_secrets_within_the_users_reach_are_refused(monkeypatch, a2_data):
         package.mkdir()
         monkeypatch.setattr(_room, "instructor_folders", lambda: [package])
         with pytest.raises(ValueError, match=f"instructor's tinyformer folder {package} is read"):
-            from tinyformer.course.grader import grade
+            from tinyformer.course.grader.grade import grade
 
             grade("A2", public / "sub", secret=secret, tasks=["A2.1"], user="nobody")
         package.chmod(0o700)

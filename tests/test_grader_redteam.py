@@ -13,7 +13,7 @@ import pytest
 
 import tinyformer
 from tinyformer.cli import main
-from tinyformer.course.grader import grade
+from tinyformer.course.grader.grade import grade
 
 INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
 

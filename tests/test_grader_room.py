@@ -34,7 +34,7 @@ import pytest
 import tinyformer
 from tinyformer.course import COURSE
 from tinyformer.course.definition import CHECKS_PACKAGE
-from tinyformer.course.grader import grade
+from tinyformer.course.grader.grade import grade
 
 INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent
 GRADER = INSTRUCTOR / "tinyformer" / "course" / "grader"

@@ -29,8 +29,8 @@ from tinyformer.cli import main
 from tinyformer.course.definition import A2, A3, COURSE
 from tinyformer.course.files import solution_files
 from tinyformer.course.grader import data as grading_data
-from tinyformer.course.grader import grade
 from tinyformer.course.grader.data import data_path
+from tinyformer.course.grader.grade import grade
 from tinyformer.course.markers import strip_source
 
 INSTRUCTOR = Path(tinyformer.__file__).resolve().parent.parent

@@ -33,8 +33,8 @@ import zipfile
 from pathlib import Path
 
 from tinyformer.course.definition import assignment
-from tinyformer.course.grader import has_solutions
 from tinyformer.course.grader import secret as grading_secret
+from tinyformer.course.grader.grade import has_solutions
 
 __all__ = ["write_autograder"]
 

@@ -165,7 +165,7 @@ def _sync(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from tinyformer.course.grader import GradeInterrupted, SubmissionError, grade
+    from tinyformer.course.grader.grade import GradeInterrupted, SubmissionError, grade
 
     if not args.memory >= 0:
         raise ValueError(f"--memory: need MiB >= 0, got {args.memory}")

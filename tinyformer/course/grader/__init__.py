@@ -21,15 +21,6 @@ It reads the course's definition (`tinyformer.course.definition`) and its marker
 release's self-check data), and the rule of which kernels a release withholds, which both
 follow, is `course.files.withheld_kernels`.
 
-After this import `tinyformer.course.grader.grade` is the function; the module is
-`sys.modules["tinyformer.course.grader.grade"]`.
+This file imports nothing: the grader's child imports `_wire` from here, and must not load the
+rest of the grader with it. Callers import `grade` from `tinyformer.course.grader.grade`.
 """
-
-from tinyformer.course.grader._room import GradeInterrupted
-from tinyformer.course.grader._tree import SubmissionError
-from tinyformer.course.grader.grade import CheckResult, Grade, grade, has_solutions, is_tree
-
-__all__ = [
-    "CheckResult", "Grade", "GradeInterrupted", "SubmissionError", "grade", "has_solutions",
-    "is_tree",
-]  # fmt: skip

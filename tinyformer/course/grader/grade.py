@@ -35,12 +35,17 @@ from typing import Any
 from tinyformer.course.definition import Assignment, Task, assignment
 from tinyformer.course.grader import _room, _tree, _verdicts
 from tinyformer.course.grader import data as grading_data
+from tinyformer.course.grader._room import GradeInterrupted
 from tinyformer.course.grader._sandbox import Child, ChildGone, Limits, reaping
 from tinyformer.course.grader._text import clean
+from tinyformer.course.grader._tree import SubmissionError
 from tinyformer.course.grader.secret import read_secret
 from tinyformer.course.markers import solution_regions
 
-__all__ = ["CheckResult", "Grade", "grade", "has_solutions", "is_tree"]
+__all__ = [
+    "CheckResult", "Grade", "GradeInterrupted", "SubmissionError", "grade", "has_solutions",
+    "is_tree",
+]  # fmt: skip
 
 DEFAULT_TIMEOUT = 120.0  # seconds per task and phase; a correct task takes under 2 s
 OUTPUT_CHARS = 4000  # of one check's report
