@@ -57,10 +57,6 @@ class KernelCheck:
                 f"{INPUT_KINDS}, got {self.inputs!r}"
             )
 
-    @property
-    def arrays(self) -> int:
-        return len(self.inputs)
-
     def draw(
         self, rng: np.random.Generator, shape: tuple[int, ...], dtype: str, strided: bool
     ) -> list[np.ndarray]:
