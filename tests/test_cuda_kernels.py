@@ -132,7 +132,7 @@ extern "C" __global__ void survivors(float* out) {
 }
 extern "C" __global__ void survivors_by_block(float* out) {
     // Which threads return early changes from block to block; each block's barrier waits for
-    // its own survivors (the emulator runs every block on one set of OS threads).
+    // its own survivors (the emulator reuses one set of fibers, and their stacks, for every block).
     __shared__ float cell[1];
     if ((threadIdx.x + blockIdx.x) % 2) return;
     if (threadIdx.x == blockIdx.x % 2) cell[0] = 7.0f + blockIdx.x;
@@ -147,6 +147,17 @@ extern "C" __global__ void where_am_i(int* out) {
 extern "C" __global__ void count(unsigned long long* total, double* sum, double value) {
     atomicAdd(total, 1ull);
     atomicAdd(sum, value);
+}
+extern "C" __global__ void unsynced(float* out, float stamp) {
+    // No barrier between the write and the read: a race on a GPU.
+    __shared__ float cell[64];
+    cell[threadIdx.x] = stamp + threadIdx.x;
+    out[threadIdx.x] = cell[(threadIdx.x + 1) % 64];
+}
+extern "C" __global__ void stuck(float* out) {
+    // Thread 0 waits for the block, its warp's other lanes for their warp: neither can open.
+    if (threadIdx.x == 0) __syncthreads(); else __syncwarp();
+    out[threadIdx.x] = 1.0f;
 }
 """
 
@@ -181,6 +192,28 @@ def test_emulated_blocks_each_meet_at_a_barrier_of_their_own(probe):
     probe.launch("survivors_by_block", 4, 64, (out,))
     block, thread = np.divmod(np.arange(4 * 64), 64)
     np.testing.assert_array_equal(out.get(), np.where((block + thread) % 2, -1.0, 7.0 + block))
+
+
+def test_a_missing_barrier_reads_what_later_threads_have_not_written(probe):
+    # Threads run in rank order, each up to its next barrier: without one, every thread but
+    # the last reads its neighbour's cell before the neighbour writes it, on every run.
+    for stamp in (100.0, 200.0):  # the cells keep the last launch's values, as on a GPU
+        out = to_fake(np.full(64, -1.0, np.float32))
+        probe.launch("unsynced", 1, 64, (out, stamp))
+        written = stamp + (np.arange(64) + 1) % 64
+        got = out.get()
+        assert (got[:63] != written[:63]).all() and got[63] == written[63]
+
+
+def test_threads_stuck_at_barriers_that_cannot_open_are_an_error_not_a_hang(probe):
+    out = to_fake(np.zeros(64, np.float32))
+    with pytest.raises(
+        RuntimeError,
+        match=r"stuck: block \(0, 0, 0\) can never go on: "
+        r"1 threads wait at __syncthreads\(\) and 31 at a warp's barrier",
+    ):
+        probe.launch("stuck", 1, 64, (out,))
+    probe.launch("survivors", 1, 64, (out,))  # the next launch starts clean
 
 
 def test_emulated_grid_and_block_indices_in_three_dimensions(probe):

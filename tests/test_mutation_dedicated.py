@@ -2,8 +2,9 @@
 fail (test_mutation.py plants bugs for the generic checks; both count in the summary line).
 
 The generic suite draws a few elements per side, compares float32 to 1e-4 and has no model
-properties, so these slips pass it: a CUDA loop that strides by a warp instead of a block, an
-online log-sum-exp that forgets to rescale, a Swin mask that mixes images, MAE position
+properties, so these slips pass it: a CUDA loop that strides by a warp instead of a block, a
+block sum without the barrier between writing and reading its warps' partial sums, an online
+log-sum-exp that forgets to rescale, a Swin mask that mixes images, MAE position
 embeddings added by slot instead of by patch, a recurrent layer that drops h0 past its first
 layer, a loosened gradcheck, a float32 erf good to 1e-4.
 
@@ -48,6 +49,9 @@ CUDA = [  # op (its .cu file), the kernel check that must fail, the change
     ("softmax", "softmax", (
         "for (int j = threadIdx.x; j < cols; j += blockDim.x) yr[j] *= inv;",
         "for (int j = threadIdx.x; j < cols; j += 32) yr[j] *= inv;")),
+    ("softmax", "softmax", (  # the warps' partial sums read before all are written
+        "if (lane == 0) partial[warp] = v;\n    __syncthreads();\n    return warp_sum(",
+        "if (lane == 0) partial[warp] = v;\n    return warp_sum(")),
     ("log_softmax", "log_softmax", ("s = s * exp(m - v) + T(1);", "s = s + T(1);")),
     ("cross_entropy", "cross_entropy", (
         "total = block_sum(total);", "total = warp_sum(total);")),

@@ -24,8 +24,9 @@
 #
 # We compile the source with NVRTC, NVIDIA's runtime compiler, which needs no GPU; then run it:
 # on a GPU through CuPy if this machine has one, else on tinyformer's CPU **emulator**, which
-# runs every CUDA thread as an OS thread (slow, but the indexing, shuffles and barriers are
-# real). Last, what a GPU changes: launches, syncs, occupancy and memory coalescing.
+# runs every CUDA thread as a fiber, one at a time up to its next barrier (slow, but the indexing,
+# shuffles and barriers are real). Last, what a GPU changes: launches, syncs, occupancy and memory
+# coalescing.
 
 # %%
 import functools
@@ -627,11 +628,11 @@ except (_nvrtc.NvrtcUnavailable, OSError) as error:
 # **Question:** the emulator ran every kernel here, and agreed with NumPy. Name three things it
 # cannot tell you about the same kernel on a GPU.
 # <!-- ANSWER: its speed (launch cost, occupancy, coalescing, warp divergence are not modelled:
-# OS threads, blocks one after another); the real outcome of a data race (a missing
-# __syncthreads gives "merely unpredictable" results on the emulator, undefined ones on a GPU,
-# possibly right every time here and wrong there); resource limits (registers, 48 KB static
-# shared memory per block, 1024 threads per block are not enforced), and float details of
-# the GPU's expf (fast-math intrinsics differ from glibc in the last bits). -->
+# threads take turns, blocks one after another); the real outcome of a data race (a missing
+# __syncthreads reads a value not yet written on the emulator, every run; on a GPU the result is
+# undefined, and can be right on one GPU and wrong on the next); resource limits (registers, 48 KB
+# static shared memory per block, 1024 threads per block are not enforced), and float details of the
+# GPU's expf (fast-math intrinsics differ from glibc in the last bits). -->
 #
 # **Question:** version 1 starts 64 threads for 64 rows; version 2 starts 64 x 128. On an
 # H100 SXM (132 SMs, 2048 resident threads each), what fraction of the GPU does each use?

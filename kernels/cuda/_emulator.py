@@ -3,9 +3,9 @@
 
 This is how CI, and any laptop, checks every `.cu` kernel against its NumPy reference: the
 fake device's arrays are host memory, so the emulated kernel reads and writes them in place.
-It is slow (one OS thread per CUDA thread) and proves nothing about speed; it proves the
-indexing, the reductions and the barriers. Compiled libraries are cached by a hash of
-everything that went into them, under `tinyformer.data.cache_dir()/cuda-emulator`.
+It is slow (every CUDA thread a fiber on one OS thread, blocks one after another) and proves nothing
+about speed; it proves the indexing, the reductions and the barriers. Compiled libraries are cached
+by a hash of everything that went into them, under `tinyformer.data.cache_dir()/cuda-emulator`.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ def _compiler() -> str:
 def _launchers(entries: dict[str, Any]) -> str:
     """One C function per entry point: run it on a grid, arguments as cuLaunchKernel takes them."""
     return "".join(
-        f'\nextern "C" void tf_launch_{name}(const unsigned* dims, void** args) {{\n'
-        f"    tf_emu::launch(dims, [&] {{ tf_emu::call({name}, args); }});\n}}\n"
+        f'\nextern "C" const char* tf_launch_{name}(const unsigned* dims, void** args) {{\n'
+        f"    return tf_emu::launch(dims, [&] {{ tf_emu::call({name}, args); }});\n}}\n"
         for name in entries
     )
 
@@ -132,4 +132,8 @@ class EmulatedModule:
             ]
         )
         grid = (ctypes.c_uint * 6)(*dims)
-        getattr(self.library, f"tf_launch_{name}")(grid, pointers)
+        function = getattr(self.library, f"tf_launch_{name}")
+        function.restype = ctypes.c_char_p
+        failed = function(grid, pointers)
+        if failed:
+            raise RuntimeError(f"{name}: {failed.decode()}")

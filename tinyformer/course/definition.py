@@ -273,7 +273,7 @@ A4 = Assignment(
 _KERNELS = "docs/kernels.md"
 _A5_MODULE = "tinyformer.course.assignments.a5.kernels"
 # Rows of 1 column, of lengths that are not multiples of 32, and longer than the 256-thread
-# block; small, because the emulator runs one OS thread per CUDA thread.
+# block; small, because the emulator runs the CUDA threads one at a time.
 _A5_CUDA_SHAPES = ((1, 1), (4, 16), (3, 5, 33), (2, 300), (2, 700))
 
 A5 = Assignment(

@@ -5,7 +5,7 @@ The kernel is `softmax.cu`, beside this file; this module compiles it and launch
 one block per row, through tinyformer's CUDA runtime (`kernels/cuda/_runtime.py`). The input
 decides where it runs: a CuPy array launches on the GPU (CuPy compiles the source with NVRTC);
 an array of the fake device runs the same source on the CPU emulator (compiled with the host's
-C++ compiler, one OS thread per CUDA thread), which is how the grader checks it on any machine.
+C++ compiler, the CUDA threads taking turns), which is how the grader checks it on any machine.
 
     x = to_device(np.ones((4, 100), np.float32), "fake")  # "cuda" on a GPU
     y = softmax_forward(x)  # a (4, 100) float32 array on x's device
