@@ -219,3 +219,16 @@ def test_no_assignment_package_imports_its_modules():
         tree = ast.parse(init.read_text(encoding="utf-8"))
         imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
         assert imports == [], f"{init.relative_to(INSTRUCTOR)} imports {ast.unparse(imports[0])}"
+
+
+def test_the_children_of_a_grade_share_one_cache_in_its_room(tmp_path):
+    # Numba's and the CUDA emulator's: A5.3's hidden tests load the build its visible checks
+    # made, instead of compiling softmax.cu again in a HOME of their own.
+    from tinyformer.course.grader._sandbox import Child, Limits
+
+    child = Child(tmp_path / "tree", tmp_path / "deps", tmp_path, Limits(10.0), True, set())
+    env = child._environment(tmp_path / "work")
+    assert env["TINYFORMER_CACHE"] == env["NUMBA_CACHE_DIR"]
+    assert (
+        Path(env["TINYFORMER_CACHE"]).parent == tmp_path and env["HOME"] != env["TINYFORMER_CACHE"]
+    )

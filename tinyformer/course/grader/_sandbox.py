@@ -208,7 +208,7 @@ class Child:
     def _environment(self, work: Path) -> dict[str, str]:
         return {
             "PATH": os.defpath, "HOME": str(work), "TMPDIR": str(work), "LANG": "C.UTF-8",
-            "NUMBA_CACHE_DIR": str(self._cache()),
+            "NUMBA_CACHE_DIR": str(self._cache()), "TINYFORMER_CACHE": str(self._cache()),
             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         }  # fmt: skip
 
@@ -231,10 +231,11 @@ class Child:
         _landlock.restrict(read, write)
 
     def _cache(self) -> Path:
-        """The grade's one Numba cache. Its children are one submission's, run one after the
-        other, so sharing it lets them compile the kernels once, not once per task; what a
-        child leaves there reaches only its own submission's later tasks, and the room, cache
-        included, is removed with the grade."""
+        """The grade's one cache: Numba's, and the CUDA emulator's builds (tinyformer's cache
+        folder). Its children are one submission's, run one after the other, so sharing it
+        lets them compile the kernels once, not once per task; what a child leaves there
+        reaches only its own submission's later tasks, and the room, cache included, is
+        removed with the grade."""
         return self.room / "numba-cache"
 
     def _private_folder(self, user: dict[str, Any]) -> Path:
