@@ -232,3 +232,21 @@ def test_the_children_of_a_grade_share_one_cache_in_its_room(tmp_path):
     assert (
         Path(env["TINYFORMER_CACHE"]).parent == tmp_path and env["HOME"] != env["TINYFORMER_CACHE"]
     )
+
+
+def test_the_graded_tree_is_compiled_but_for_the_students_files(tmp_path):
+    # Children cannot write to the tree, so without the grader's compile each one compiled the
+    # library from source; the student's files are left to the child.
+    from tinyformer.course.grader import _tree
+
+    a = COURSE["A2"]
+    student = {rel: b"x = 1\n" for rel in a.files}
+    for dest in (tmp_path / "first", tmp_path / "second"):  # the second from the first's compile
+        _tree.build_tree(a, dest, student, False)
+        _tree.compile_library(a, dest)
+        for rel in a.files:
+            assert not Path(importlib.util.cache_from_source(str(dest / rel))).exists(), rel
+        source = dest / "tinyformer" / "ops" / "shared.py"
+        data = Path(importlib.util.cache_from_source(str(source))).read_bytes()
+        assert int.from_bytes(data[4:8], "little") == 0b11  # hash-based, checked at import
+        assert data[8:16] == importlib.util.source_hash(source.read_bytes())

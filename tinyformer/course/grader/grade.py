@@ -359,6 +359,7 @@ def grade(
         room = Path(tmp)  # 0700: this grade's, and its user's
         kernels = any(t.kernel is not None for t in a.tasks)
         missing = _tree.build_tree(a, room / "tree", files, kernels)
+        _tree.compile_library(a, room / "tree")
         _tree.deps_folder(room / "deps", kernels)
         if user is not None:
             _tree.readable(room / "tree")
