@@ -117,6 +117,10 @@ class EmulatedModule:
     def __init__(self, library: ctypes.CDLL, entries: dict[str, Any]) -> None:
         self.library = library
         self.entries = entries
+        self.launchers = {}  # entry point -> its C launcher, which returns null or what failed
+        for name in entries:
+            self.launchers[name] = getattr(library, f"tf_launch_{name}")
+            self.launchers[name].restype = ctypes.c_char_p
 
     def launch(self, name: str, dims: Sequence[int], values: Sequence[Any]) -> None:
         """Launch `name` with grid+block `dims` (six ints); `values`: host arrays for pointers,
@@ -132,8 +136,6 @@ class EmulatedModule:
             ]
         )
         grid = (ctypes.c_uint * 6)(*dims)
-        function = getattr(self.library, f"tf_launch_{name}")
-        function.restype = ctypes.c_char_p
-        failed = function(grid, pointers)
+        failed = self.launchers[name](grid, pointers)
         if failed:
             raise RuntimeError(f"{name}: {failed.decode()}")

@@ -4,10 +4,12 @@ Each task of a grade gets its own child (`_child.py`), started in a new session 
 wall-clock deadline, an address-space limit, a cap on the size of any file it writes (its
 output included), a minimal environment, and optionally another user (`Limits.user`, when the
 grader runs as root). It gets a private folder of its own (a random name in the grade's room:
-its working folder, HOME, TMPDIR and Numba cache), made afresh for it and removed after it, so
-that nothing one child writes reaches a later one and no name says which task or phase it
-serves. Where the kernel has Landlock (`_landlock`), the child may write in that folder only,
-read only its tree, its packages and the system, and signal nobody outside. Its output goes to
+its working folder, HOME and TMPDIR), made afresh for it and removed after it, so that nothing
+one child writes there reaches a later one and no name says which task or phase it serves.
+Beside it, the grade's one cache (Numba's and the CUDA emulator's builds) is shared by the
+grade's children, one submission's, so that its kernels compile once. Where the kernel has
+Landlock (`_landlock`), the child may write in those two folders only, read only its tree, its
+packages and the system, and signal nobody outside. Its output goes to
 an unlinked file the grader keeps open, so no path of the child's can redirect what the grader
 reads back. It is told the copy of the release it grades and nothing else.
 
@@ -236,11 +238,11 @@ class Child:
         lets them compile the kernels once, not once per task; what a child leaves there
         reaches only its own submission's later tasks, and the room, cache included, is
         removed with the grade."""
-        return self.room / "numba-cache"
+        return self.room / "cache"
 
     def _private_folder(self, user: dict[str, Any]) -> Path:
         """A fresh folder with a random name: the child's working folder, HOME and TMPDIR
-        (and the grade's Numba cache, made by the first child)."""
+        (and the grade's cache, made by the first child)."""
         work = self.room / secrets.token_hex(8)
         work.mkdir(mode=0o700)
         folders = [work]

@@ -40,8 +40,7 @@ from tinyformer.course.markers import MarkerError, strip_source, syntax_of
 
 __all__ = [
     "MAX_FILE_BYTES", "SubmissionError", "build_tree", "compile_library", "deps_folder",
-    "kernels_source",
-    "package_source", "read_submission", "readable",
+    "kernels_source", "package_source", "read_submission", "readable",
 ]  # fmt: skip
 
 SKIPPED = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
