@@ -12,6 +12,10 @@ process, `GOMP_SPINCOUNT` set, the other settings as tinyformer applies them), o
 once beside a process that keeps one core busy (any other work: a second notebook, a test run,
 a browser). A cell is the median over rounds of each run's median ms/iter (after its first
 fifth).
+
+A number in --spins runs with that spin and `TINYFORMER_THREADS=all` (every kernel on the
+whole pool, whatever the neighbour does); "default" runs with tinyformer's own settings (on
+Linux a long spin, and the kernels on the cores other processes leave idle: tinyformer/cores.py).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pathlib import Path
 from benchmarks.inprocess_vs_cli import ROOT, SCRIPT, _clean_env, _cpu_model
 
 BUSY = "while True: pass"
+DEFAULT = "default"  # tinyformer's own settings
 
 
 def run_once(spin: str, iters: int, neighbour: bool) -> float:
@@ -35,7 +40,8 @@ def run_once(spin: str, iters: int, neighbour: bool) -> float:
     busy = subprocess.Popen([sys.executable, "-c", BUSY]) if neighbour else None
     try:
         with tempfile.TemporaryDirectory(prefix="bench-spin-") as out:
-            env = _clean_env(GOMP_SPINCOUNT=spin)
+            extra = {} if spin == DEFAULT else {"GOMP_SPINCOUNT": spin, "TINYFORMER_THREADS": "all"}
+            env = _clean_env(**extra)
             cmd = [sys.executable, "-c", SCRIPT.format(iters=iters), out]
             subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
             ms = json.loads((Path(out) / "log.json").read_text())["ms"]
@@ -50,13 +56,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iters", type=int, default=60, help="iterations per run (60)")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each cell (2)")
-    parser.add_argument("--spins", default="0,1000,10000,100000", help="GOMP_SPINCOUNT values")
+    parser.add_argument("--spins", default="0,1000,10000,100000,default",
+                        help="GOMP_SPINCOUNT values, or 'default'")  # fmt: skip
     parser.add_argument("--json", type=Path, default=ROOT / "bench-results/spin_under_load.json")
     args = parser.parse_args()
     spins = [s.strip() for s in args.spins.split(",") if s.strip()]
-    bad = [s for s in spins if not s.isdigit()]
+    bad = [s for s in spins if not s.isdigit() and s != DEFAULT]
     if bad or not spins:
-        parser.error(f"--spins must be non-negative integers separated by commas, got {bad}")
+        parser.error(
+            f"--spins must be non-negative integers or 'default', separated by commas, got {bad}"
+        )
     for name, value in (("--iters", args.iters), ("--rounds", args.rounds)):
         if value < 5 if name == "--iters" else value < 1:
             parser.error(f"{name} is too small: {value}")

@@ -29,6 +29,9 @@ def pytest_configure(config):
     # holds a core another process's kernel is waiting for, so every parallel kernel waits a
     # scheduler tick: small kernels ran ~50x slower. Workers that sleep at once cost a wake-up.
     os.environ.setdefault("GOMP_SPINCOUNT", "0")
+    # The kernels use the whole pool whatever the suite's other processes do, so that what a
+    # test sees does not depend on the load (tests/test_cores.py tests the sharing itself).
+    os.environ.setdefault("TINYFORMER_THREADS", "all")
     # CI runs as root, where `tinyformer grade` refuses to run a submission without --user;
     # the suite grades its own trees and replays attacks with the grader's other walls.
     # (tests/test_grader_security.py unsets it where it tests the refusal.)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyformer import cli, runtime
+from tinyformer import cli, cores, runtime
 
 # What the child prints: BLAS thread counts and GOMP_SPINCOUNT before importing tinyformer,
 # after importing it, and after its first op, and whether the environment changed otherwise.
@@ -54,9 +54,11 @@ def test_settings_are_applied_at_the_first_op_not_at_import():
     assert report["imported"]["blas"] == report["before"]["blas"]
     assert report["imported"]["spin"] is None
     assert not any(k.startswith("applied") for k in report["imported"]["applied"])
-    # The first op puts every BLAS library on one thread and sets the short spin.
+    # The first op puts every BLAS library on one thread and sets the spin: long where the
+    # kernels share the cores (Linux), short elsewhere.
     assert report["first_op"]["blas"] and set(report["first_op"]["blas"]) == {1}
-    assert report["first_op"]["spin"] == runtime.SPIN
+    shared = cores.measure() is not None
+    assert report["first_op"]["spin"] == (runtime.SPIN_SHARED if shared else runtime.SPIN)
     assert report["env_changes"] == ["GOMP_SPINCOUNT"]
 
 
@@ -67,8 +69,11 @@ def test_a_users_own_settings_are_kept():
     assert report["env_changes"] == []
     keep = _probe(**{runtime.THREADS_VAR: "keep"})
     assert keep["first_op"]["blas"] == keep["before"]["blas"]
-    # BLAS keeps its threads; the OpenMP workers spin as briefly as ever.
+    # BLAS keeps its threads; the OpenMP workers spin briefly, the kernels use every thread.
     assert keep["first_op"]["spin"] == runtime.SPIN
+    every = _probe(**{runtime.THREADS_VAR: "all"})
+    assert every["first_op"]["blas"] and set(every["first_op"]["blas"]) == {1}
+    assert every["first_op"]["spin"] == runtime.SPIN
 
 
 def test_an_unknown_threads_value_is_refused_at_every_op(monkeypatch):

@@ -21,8 +21,9 @@ elements of its first array; of the largest, for a list of arrays) is below its 
 measured threshold runs on the calling thread alone (Numba's thread count set to 1 around the
 call; the kernels read it to size their work). The thresholds are data, measured on this machine
 per primitive by `python -m benchmarks.one_thread`, which writes `tinyformer/thread_table.py`;
-a primitive not in the table always uses the pool. Forced blocks use the pool at every size, so
-that the tests reach the kernels' parallel paths.
+a primitive not in the table always uses the pool. A larger call runs on the threads that
+`cores.threads()` grants: the cores other processes leave idle (Linux), else the whole pool.
+Forced blocks use the pool at every size, so that the tests reach the kernels' parallel paths.
 
 Kernel files are imported on the first dispatch. A backend whose library is not installed (no
 numba, no cupy) is skipped silently, and the references run; any other error in a kernel file is
@@ -42,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import runtime
+from tinyformer import cores, runtime
 from tinyformer.backend import array_module, is_emulated
 from tinyformer.backend import device as parse_device
 
@@ -267,8 +268,11 @@ def call(name: str, *args: Any, **kwargs: Any) -> Any:
     forced = bool(_forced) and _forced[-1]
     if impl.when is not None and not forced and not impl.when(*args, **kwargs):
         return ref.fn(*args, **kwargs)
-    if below and not forced and work(args[0]) < below:
-        return runtime.on_one_thread(impl.fn, *args, **kwargs)
+    if impl.backend != "numba" or forced:
+        return impl.fn(*args, **kwargs)
+    share = 1 if below and work(args[0]) < below else cores.threads()
+    if share:
+        return runtime.on_threads(share, impl.fn, *args, **kwargs)
     return impl.fn(*args, **kwargs)
 
 

@@ -8,18 +8,21 @@ most once (docs/cli.md, "Process settings"):
   splits each matrix product's rows over Numba's workers instead, so that one thread pool does
   all the work: with two pools on two cores, each must leave the cores to the other, and
   waking a sleeping worker is slow.
-- Numba's OpenMP threading layer first, and its workers busy-wait briefly between kernels
-  (`GOMP_SPINCOUNT`, which libgomp reads once, when Numba loads it at its first parallel
-  kernel): long enough to catch the next kernel of a step, too short to hold a core that
-  another process (a second notebook, a test run) needs. libgomp's own default spins 300
-  times longer, and beside one busy process every parallel kernel then waits for a turn.
+- Numba's OpenMP threading layer first, and on Linux its workers busy-wait long enough between
+  kernels to catch the next kernel of a step (`GOMP_SPINCOUNT`, which libgomp reads once, when
+  Numba loads it at its first parallel kernel), while the kernels run on the cores other
+  processes leave idle (`tinyformer.cores`): a spinning worker on a core another process (a
+  second notebook, a test run) wants would make every parallel kernel wait for a turn.
+  Elsewhere the workers spin briefly and the kernels use every thread.
 - glibc keeps up to 256 MiB of freed memory (`mallopt`), so that each step's fresh arrays reuse
   it instead of faulting in new pages.
 
 Your own settings win: a BLAS thread variable (`OPENBLAS_NUM_THREADS`, `OMP_NUM_THREADS`, ...),
 a BLAS thread count you set (threadpoolctl) below the number of CPUs, `GOMP_SPINCOUNT`,
 `NUMBA_THREADING_LAYER`, `MALLOC_*_` variables. `TINYFORMER_THREADS=keep` leaves BLAS, the
-threading layer and malloc as they are (the OpenMP workers still spin briefly).
+threading layer and malloc as they are (the OpenMP workers spin briefly, and the kernels use
+every thread); `TINYFORMER_THREADS=all` applies every setting but has the kernels use every
+thread whatever other processes do, with the brief spin.
 
 Only two settings need a fresh process (glibc and OpenBLAS read them at start-up): the training
 commands and `python -m benchmarks` restart themselves once with `RUNTIME_ENV`.
@@ -34,6 +37,8 @@ import platform
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from tinyformer import cores
 
 __all__ = [
     "BENCH_ENV",
@@ -56,8 +61,11 @@ BLAS_THREAD_VARS = (
     "MKL_NUM_THREADS",
     "BLIS_NUM_THREADS",
 )
-# Spins of an idle OpenMP worker before it sleeps: about as fast as 100,000 alone, and as fast
-# as sleeping at once beside a busy process (python -m benchmarks.spin_under_load).
+# Spins of an idle OpenMP worker before it sleeps. Where `cores` can see what other processes
+# use (Linux), the kernels run on the cores they leave idle, so the workers may spin long enough
+# to catch every kernel of a step. Elsewhere, and with TINYFORMER_THREADS=keep, briefly: long
+# spins beside a busy process make every kernel wait for a turn (benchmarks/spin_under_load.py).
+SPIN_SHARED = "100000"
 SPIN = "1000"
 MALLOC_KEEP = 256 * 2**20
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
@@ -128,15 +136,19 @@ def _numba_layer_loaded() -> bool:
     return bool(parallel._is_initialized)
 
 
-def _apply_spin() -> str:
+def _apply_spin(share: bool) -> str:
+    shared = share and cores.measure() is not None
+    cores.enable(shared)
     if "GOMP_SPINCOUNT" in os.environ:
         return f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']} (yours)"
     # Other libraries' OpenMP runtimes do not matter (PyTorch's wheel brings its own libgomp);
     # Numba's libgomp reads the variable when Numba loads it, at its first parallel kernel.
     if _numba_layer_loaded():
         return "libgomp's default (Numba's threads started before tinyformer's first op)"
-    os.environ["GOMP_SPINCOUNT"] = SPIN
-    return f"GOMP_SPINCOUNT={SPIN}"
+    spin = SPIN_SHARED if shared else SPIN
+    os.environ["GOMP_SPINCOUNT"] = spin
+    why = "kernels use the cores other processes leave idle" if shared else "short"
+    return f"GOMP_SPINCOUNT={spin} ({why})"
 
 
 def _apply_layer(keep: bool) -> str:
@@ -174,10 +186,11 @@ def _apply_malloc(keep: bool) -> str:
 _numba_threads: list = []  # Numba's own (get, set) of the calling thread's count, once launched
 
 
-def on_one_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` with Numba's thread count at 1 for the calling thread, then put
-    back: its parallel kernels then run on this thread alone, waking no worker (the registry's
-    small calls). Numba's count is per calling thread, so other threads keep theirs."""
+def on_threads(n: int, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` with Numba's thread count at most `n` for the calling thread, then
+    put back: its parallel kernels then wake no more than n - 1 workers (the registry's small
+    calls run on one thread; see `cores` for the rest). Numba's count is per calling thread,
+    so other threads keep theirs."""
     if not _numba_threads:
         from numba.np.ufunc import parallel
 
@@ -187,13 +200,18 @@ def on_one_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         _numba_threads[:] = [parallel._get_num_threads, parallel._set_num_threads]
     get, set_ = _numba_threads
     threads = get()
-    if threads == 1:
+    if threads <= n:
         return fn(*args, **kwargs)
-    set_(1)
+    set_(n)
     try:
         return fn(*args, **kwargs)
     finally:
         set_(threads)
+
+
+def on_one_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` on the calling thread alone (`on_threads(1, ...)`)."""
+    return on_threads(1, fn, *args, **kwargs)
 
 
 def apply_settings() -> dict[str, str]:
@@ -201,14 +219,14 @@ def apply_settings() -> dict[str, str]:
     was done about each, as `settings()` does."""
     if not _applied:
         choice = os.environ.get(THREADS_VAR, "").strip().lower()
-        if choice not in ("", "keep"):
+        if choice not in ("", "keep", "all"):
             raise ValueError(
                 f"environment variable {THREADS_VAR}: unknown value {os.environ[THREADS_VAR]!r}; "
-                "set it to 'keep' or leave it unset"
+                "set it to 'keep' or 'all', or leave it unset"
             )
         keep = choice == "keep"
         _applied["blas"] = _apply_blas(keep)
-        _applied["openmp spin"] = _apply_spin()
+        _applied["openmp spin"] = _apply_spin(share=not choice)
         _applied["numba layer"] = _apply_layer(keep)
         _applied["malloc"] = _apply_malloc(keep)
     return dict(_applied)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 FLOATS = ("float32", "float64")
@@ -14,6 +15,13 @@ FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 # prove >= 0 (a[-1] is the last element) with a select per element, and LLVM then compiles the
 # loop's loads and stores as gathers and scatters instead of vector moves.
 U = np.uint64
+
+
+def pool_size() -> int:
+    """The number of parts a kernel splits a sum into: the size of Numba's pool, not the
+    threads a call runs on (the registry may run a call on fewer, see `tinyformer.cores`), so
+    that a sum adds the same parts in the same order, to the bit, whatever that count."""
+    return numba.config.NUMBA_NUM_THREADS
 
 
 def flat(x: np.ndarray) -> np.ndarray:

@@ -45,7 +45,15 @@ from tinyformer.kernels.numba._conv2d_images import (
     images_forward,
     per_image,
 )
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, element_strides, read_only, span
+from tinyformer.kernels.numba._rows import (
+    FASTMATH,
+    FLOATS,
+    U,
+    element_strides,
+    pool_size,
+    read_only,
+    span,
+)
 from tinyformer.kernels.numba._tasks import claim, new_counter
 from tinyformer.registry import kernel
 
@@ -368,7 +376,7 @@ def conv2d_backward(gy, x, w, stride, padding, dilation, groups):
     # gw: gy is zero off the image, so every grid position up to the last image's rows counts.
     rows, offsets = _taps(per, kh, kw, dh * wp, dw)
     positions = (n - 1) * slot * wp + ho * wp
-    parts = max(1, min(numba.get_num_threads(), -(-positions // RUN)))
+    parts = max(1, min(pool_size(), -(-positions // RUN)))
     gyb, xp = read_only(gyb), read_only(xp)
     partial = _weight_grad(gyb, front, xp, rows, offsets, positions, groups, parts)
     return gx, partial.sum(axis=0).reshape(w.shape), sums.sum(axis=0)

@@ -7,11 +7,10 @@ threads ever write the same memory and the result does not depend on scheduling.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import njit, prange
 
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, pool_size
 from tinyformer.registry import kernel
 
 
@@ -75,7 +74,7 @@ def layer_norm_backward(gy, x, w, mu, rstd):
     x = np.ascontiguousarray(x)
     d = x.shape[1]
     w = np.ones(d, x.dtype) if w is None else np.ascontiguousarray(w, x.dtype)
-    chunks = numba.get_num_threads()
+    chunks = pool_size()
     gx = np.empty_like(x)
     gw_parts, gb_parts = np.zeros((chunks, d), x.dtype), np.zeros((chunks, d), x.dtype)
     _backward(np.ascontiguousarray(gy), x, w, mu, rstd, gx, gw_parts, gb_parts)

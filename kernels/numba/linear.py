@@ -21,12 +21,11 @@ BLAS anyway.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._blas import blas_one_thread
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, read_only
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, pool_size, read_only
 from tinyformer.registry import kernel
 
 MIN_ROWS = 64  # below this, one BLAS call on one thread is as quick as splitting it
@@ -94,7 +93,7 @@ def linear_forward(x2: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.nd
     # Every array C-contiguous and read-only, so that the kernel compiles once per dtype
     x2, w = read_only(np.ascontiguousarray(x2)), read_only(np.ascontiguousarray(w))
     y = np.empty((x2.shape[0], w.shape[0]), x2.dtype)
-    workers = max(1, min(numba.get_num_threads(), x2.shape[0]))
+    workers = max(1, min(pool_size(), x2.shape[0]))
     bias = read_only(np.ascontiguousarray(b) if b is not None else np.zeros(w.shape[0], x2.dtype))
     _forward(x2, w, bias, b is not None, workers, y)
     return y
@@ -104,7 +103,7 @@ def linear_forward(x2: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.nd
 def linear_backward(gy2, x2, w, need_x: bool, need_w: bool, need_b: bool):
     gy2, x2, w = (read_only(np.ascontiguousarray(a)) for a in (gy2, x2, w))
     rows, (n_out, n_in) = gy2.shape[0], w.shape
-    workers = max(1, min(numba.get_num_threads(), rows))
+    workers = max(1, min(pool_size(), rows))
     dtype = gy2.dtype
     gx = np.empty((rows, n_in) if need_x else (0, n_in), dtype)
     gw = np.empty((n_out, n_in) if need_w else (0, n_in), dtype)
