@@ -15,9 +15,9 @@ cores. A core others use more than a third of the time is theirs:
 
     threads = usable CPUs - floor(others + 2/3),  at least 1, at most Numba's count
 
-Linux only; elsewhere, or with `TINYFORMER_THREADS=keep`, the kernels always use every thread.
-The kernels split their work by the pool's size, not by the threads running it, so a gradient
-is the same to the bit whichever count a call ran with.
+Linux only; elsewhere, or with `TINYFORMER_THREADS=keep` or `all`, the kernels always use every
+thread. The kernels split their sums by the pool's size, not by the threads running them, so a
+gradient is the same to the bit whichever count a call ran with.
 """
 
 from __future__ import annotations
