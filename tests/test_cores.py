@@ -156,3 +156,12 @@ def test_linear_and_layer_norm_gradients_are_the_same_bits_on_one_thread(rows):
             whole, alone = (r if isinstance(r, tuple) else (r,) for r in (whole, alone))
             for a, b in zip(whole, alone, strict=True):
                 np.testing.assert_array_equal(a, b)
+
+
+def test_explain_says_when_the_pool_runs_on_fewer_threads(monkeypatch):
+    monkeypatch.setattr(cores, "threads", lambda: 1)
+    assert "other processes keep cores busy: the pool runs on 1 now" in registry.explain(
+        "softmax.forward", size=10**6
+    )
+    monkeypatch.setattr(cores, "threads", lambda: 0)
+    assert "other processes" not in registry.explain("softmax.forward", size=10**6)

@@ -310,13 +310,15 @@ def _threads_why(name: str, below: int, work_size: int | None) -> str:
     source = f"measured {thread_table.MEASURED} by python -m benchmarks.one_thread"
     if _forced and _forced[-1]:
         return "; on the thread pool at every size (a forced prefer() block)"
+    share = cores.threads()
+    shared = f"; other processes keep cores busy: the pool runs on {share} now" if share else ""
     if not below:
-        return f"; on the thread pool at every size ({name} has no one-thread threshold)"
+        return f"; on the thread pool at every size ({name} has no one-thread threshold){shared}"
     rule = f"on one thread for calls whose work is under {below} elements, else on the pool"
     if work_size is None:
-        return f"; {rule} ({source})"
+        return f"; {rule} ({source}){shared}"
     branch = "one thread" if work_size < below else "the thread pool"
-    return f"; a call of {work_size} elements runs on {branch}: {rule} ({source})"
+    return f"; a call of {work_size} elements runs on {branch}: {rule} ({source}){shared}"
 
 
 def explain(name: str, dtype: Any = np.float32, device: Any = None, size: int | None = None) -> str:
