@@ -66,17 +66,41 @@ def scripted(monkeypatch):
     return clock, samples
 
 
+def _calls(clock, seconds):
+    """Kernel calls every 0.1 s for `seconds` (none of them due to measure)."""
+    for _ in range(round(seconds / 0.1)):
+        clock[0] += 0.1
+        cores.threads()
+
+
 def test_threads_follow_the_load_at_most_every_interval(scripted):
     clock, samples = scripted
     samples.append((2, 0, 0))
     assert cores.threads() == 0  # the first sample: nothing to compare with yet, all threads
-    clock[0] += 0.1
-    assert cores.threads() == 0  # not due: no sample taken (the list is empty)
-    clock[0] += cores.INTERVAL
+    _calls(clock, 0.4)  # not due: no sample taken (the list is empty)
+    clock[0] += 0.2
     samples.append((2, 0 + 90, 30))  # others: 60 ticks in 0.6 s = 1 core
     assert cores.threads() == 1
-    clock[0] += cores.INTERVAL
-    samples.append((2, 90 + 100, 30 + 95))  # others gone: this process used both cores
+    _calls(clock, 0.4)
+    clock[0] += 0.15
+    samples.append((2, 90 + 110, 30 + 105))  # others gone: this process used both cores
+    assert cores.threads() == 0
+
+
+def test_a_quiet_spell_starts_a_fresh_window_with_every_thread(scripted):
+    clock, samples = scripted
+    samples.append((2, 0, 0))
+    cores.threads()
+    _calls(clock, 0.4)
+    clock[0] += 0.15
+    samples.append((2, 55, 0))  # a neighbour on one core: 1 thread
+    assert cores.threads() == 1
+    clock[0] += 3.0  # no kernel call while another process ran on both cores
+    samples.append((2, 55 + 600, 0))
+    assert cores.threads() == 0  # not held against the next half second
+    _calls(clock, 0.4)
+    clock[0] += 0.15
+    samples.append((2, 655 + 95, 0 + 90))  # and this process alone since
     assert cores.threads() == 0
 
 

@@ -11,7 +11,8 @@ else wants their core.
 
 How: every half second (at the next kernel call after it), the CPU time that processes other
 than this one spent on the CPUs this process may use, from /proc/stat and /proc/self/stat, in
-cores. A core others use more than a third of the time is theirs:
+cores; after more than half a second without a kernel call, a fresh half second starts with
+every thread. A core others use more than a third of the time is theirs:
 
     threads = usable CPUs - floor(others + 2/3),  at least 1, at most Numba's count
 
@@ -33,8 +34,8 @@ THEIRS = 1 / 3  # a core others use this share of the time or more is theirs
 _BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (not idle, iowait, steal)
 
 # "next": when to measure again (None: never); "sample", "at": the last sample and its time;
-# "threads": the last answer (0: all of them)
-_state: dict = {"next": 0.0, "threads": 0, "sample": None}
+# "seen": the last call's time; "threads": the last answer (0: all of them)
+_state: dict = {"next": 0.0, "threads": 0, "sample": None, "at": 0.0, "seen": 0.0}
 _clock = time.monotonic
 
 
@@ -85,7 +86,7 @@ def _hz() -> float:
 
 def enable(on: bool) -> None:
     """Measure and share the cores (`on`, the default on Linux), or always use every thread."""
-    _state.update(next=0.0 if on else None, threads=0, sample=None)
+    _state.update(next=0.0 if on else None, threads=0, sample=None, at=0.0, seen=0.0)
 
 
 def threads() -> int:
@@ -95,15 +96,21 @@ def threads() -> int:
     if due is None:
         return 0
     now = _clock()
+    quiet, _state["seen"] = now - _state["seen"], now  # since this process's last kernel call
     if now < due:
         return _state["threads"]
     sample = measure()
     if sample is None:  # not Linux: never try again
         enable(False)
         return 0
-    last, last_at = _state["sample"], _state.get("at", now)
+    last, last_at = _state["sample"], _state["at"]
     _state.update(sample=sample, at=now, next=now + INTERVAL)
-    if last is not None and now > last_at:
+    if quiet > INTERVAL:
+        # This process ran no kernel for a while (a notebook between cells, the other side of
+        # a benchmark taking its turn): what others did then says little about now. Start a
+        # new window with every thread.
+        _state["threads"] = 0
+    elif last is not None and now > last_at:
         cpus, ticks, mine = sample
         others = others_busy(ticks - last[1], mine - last[2], now - last_at, _hz())
         share = threads_for(cpus, others, cpus)
