@@ -189,3 +189,14 @@ def test_explain_says_when_the_pool_runs_on_fewer_threads(monkeypatch):
     )
     monkeypatch.setattr(cores, "threads", lambda: 0)
     assert "other processes" not in registry.explain("softmax.forward", size=10**6)
+
+
+def test_a_forked_child_does_not_compare_with_its_parents_sample(scripted, monkeypatch):
+    clock, samples = scripted
+    samples.append((2, 0, 5000))  # the parent's: its own ticks are far above the child's
+    cores.threads()
+    _calls(clock, 0.4)
+    clock[0] += 0.15
+    monkeypatch.setattr(cores, "_pid", lambda: -1)  # now in the child
+    samples.append((2, 10, 0))
+    assert cores.threads() == 0  # not "others used 5010 ticks": a fresh window

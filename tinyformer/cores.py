@@ -36,7 +36,7 @@ _BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (not idle, io
 # "next": when to measure again (None: never); "sample", "at": the last sample and its time;
 # "seen": the last call's time; "threads": the last answer (0: all of them)
 _state: dict = {"next": 0.0, "threads": 0, "sample": None, "at": 0.0, "seen": 0.0}
-_clock = time.monotonic
+_clock, _pid = time.monotonic, os.getpid
 
 
 def _cpu_ticks(stat: str, cpus: set[int]) -> int:
@@ -103,12 +103,12 @@ def threads() -> int:
     if sample is None:  # not Linux: never try again
         enable(False)
         return 0
-    last, last_at = _state["sample"], _state["at"]
-    _state.update(sample=sample, at=now, next=now + INTERVAL)
-    if quiet > INTERVAL:
+    last, last_at, pid = _state["sample"], _state["at"], _state.get("pid")
+    _state.update(sample=sample, at=now, next=now + INTERVAL, pid=_pid())
+    if quiet > INTERVAL or pid != _state["pid"]:
         # This process ran no kernel for a while (a notebook between cells, the other side of
-        # a benchmark taking its turn): what others did then says little about now. Start a
-        # new window with every thread.
+        # a benchmark taking its turn), or it is a forked child holding its parent's sample:
+        # the last sample says little about now. Start a new window with every thread.
         _state["threads"] = 0
     elif last is not None and now > last_at:
         cpus, ticks, mine = sample
