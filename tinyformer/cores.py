@@ -12,7 +12,7 @@ else wants their core.
 How: every half second (at the next kernel call after it), the CPU time that processes other
 than this one spent on the CPUs this process may use, from /proc/stat and /proc/self/stat, in
 cores; after more than half a second without a kernel call, a fresh half second starts with
-every thread. A core others use more than a third of the time is theirs:
+every thread. A core others use a third of the time or more is theirs:
 
     threads = usable CPUs - floor(others + 2/3),  at least 1, at most Numba's count
 
