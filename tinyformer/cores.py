@@ -33,9 +33,9 @@ INTERVAL = 0.5  # seconds between measurements
 THEIRS = 1 / 3  # a core others use this share of the time or more is theirs
 _BUSY_FIELDS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (not idle, iowait, steal)
 
-# "next": when to measure again (None: never); "sample", "at": the last sample and its time;
-# "seen": the last call's time; "threads": the last answer (0: all of them)
-_state: dict = {"next": 0.0, "threads": 0, "sample": None, "at": 0.0, "seen": 0.0}
+# "next": when to measure again (None: never); "sample", "at", "pid": the last sample, its time
+# and process; "seen": the last call's time; "threads": the last answer (0: all of them)
+_state: dict = {"next": 0.0, "threads": 0, "sample": None, "at": 0.0, "pid": None, "seen": 0.0}
 _clock, _pid = time.monotonic, os.getpid
 
 
@@ -86,7 +86,7 @@ def _hz() -> float:
 
 def enable(on: bool) -> None:
     """Measure and share the cores (`on`, the default on Linux), or always use every thread."""
-    _state.update(next=0.0 if on else None, threads=0, sample=None, at=0.0, seen=0.0)
+    _state.update(next=0.0 if on else None, threads=0, sample=None, at=0.0, pid=None, seen=0.0)
 
 
 def threads() -> int:
@@ -103,7 +103,7 @@ def threads() -> int:
     if sample is None:  # not Linux: never try again
         enable(False)
         return 0
-    last, last_at, pid = _state["sample"], _state["at"], _state.get("pid")
+    last, last_at, pid = _state["sample"], _state["at"], _state["pid"]
     _state.update(sample=sample, at=now, next=now + INTERVAL, pid=_pid())
     if quiet > INTERVAL or pid != _state["pid"]:
         # This process ran no kernel for a while (a notebook between cells, the other side of

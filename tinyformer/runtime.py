@@ -63,7 +63,7 @@ BLAS_THREAD_VARS = (
 )
 # Spins of an idle OpenMP worker before it sleeps. Where `cores` can see what other processes
 # use (Linux), the kernels run on the cores they leave idle, so the workers may spin long enough
-# to catch every kernel of a step. Elsewhere, and with TINYFORMER_THREADS=keep, briefly: long
+# to catch every kernel of a step. Elsewhere, and with TINYFORMER_THREADS=keep or all, briefly: long
 # spins beside a busy process make every kernel wait for a turn (benchmarks/spin_under_load.py).
 SPIN_SHARED = "100000"
 SPIN = "1000"
@@ -136,9 +136,7 @@ def _numba_layer_loaded() -> bool:
     return bool(parallel._is_initialized)
 
 
-def _apply_spin(share: bool) -> str:
-    shared = share and cores.measure() is not None
-    cores.enable(shared)
+def _apply_spin(shared: bool) -> str:
     if "GOMP_SPINCOUNT" in os.environ:
         return f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']} (yours)"
     # Other libraries' OpenMP runtimes do not matter (PyTorch's wheel brings its own libgomp);
@@ -226,7 +224,9 @@ def apply_settings() -> dict[str, str]:
             )
         keep = choice == "keep"
         _applied["blas"] = _apply_blas(keep)
-        _applied["openmp spin"] = _apply_spin(share=not choice)
+        shared = not choice and cores.measure() is not None  # Linux, unless keep or all
+        cores.enable(shared)
+        _applied["openmp spin"] = _apply_spin(shared)
         _applied["numba layer"] = _apply_layer(keep)
         _applied["malloc"] = _apply_malloc(keep)
     return dict(_applied)
