@@ -72,6 +72,9 @@ def test_both_names_for_one_argument_is_an_error_naming_them():
         ("x.max(dim=1)", 1, False), ("x.min(dim=1)", 1, False),
         ("x.max(1, keepdim=True)", 1, True), ("tf.max(x, dim=0)", 0, False),
         ("tf.min(x.data, dim=-1, keepdim=True)", -1, True),
+        # a positional dim on the methods, as in `_, predicted = outputs.max(1)`
+        ("x.max(1)", 1, False), ("x.min(-1)", -1, False), ("x.max(0, True)", 0, True),
+        ("x.min(np.int64(1))", 1, False),
     ],
 )  # fmt: skip
 def test_max_and_min_with_pytorchs_names_return_values_and_indices(call, axis, keep):
@@ -87,6 +90,24 @@ def test_max_and_min_with_pytorchs_names_return_values_and_indices(call, axis, k
     assert np.array_equal(x.max(axis=1).data, X.max(axis=1))
     with pytest.raises(TypeError, match="keepdim= goes with a dim"):
         x.max(keepdim=True)
+
+
+def test_a_positional_dim_on_the_methods_is_pytorchs_and_on_the_op_numpys():
+    # The tutorials' accuracy line on a batch of two: with the values alone, the unpacking
+    # succeeded and `predicted` held the second row's largest logit, not the classes.
+    logits = tf.tensor(np.array([[0.1, 2.0, 0.3], [1.5, 0.2, 0.1]], np.float32), requires_grad=True)
+    _, predicted = logits.max(1)
+    assert predicted.data.tolist() == [1, 0]
+    values, _ = logits.max(1)
+    values.sum().backward()
+    assert logits.grad.tolist() == [[0, 1, 0], [1, 0, 0]]
+    assert np.array_equal(tf.ops.max(tf.tensor(X), 1).data, X.max(1))  # the op: NumPy's axis
+    with pytest.raises(TypeError, match="got dim 1 twice"):
+        tf.tensor(X).max(1, dim=1)
+    with pytest.raises(TypeError, match="got keepdim twice"):
+        tf.tensor(X).min(1, True, keepdim=True)
+    with pytest.raises(TypeError, match="takes dim and keepdim"):
+        tf.tensor(X).max(1, True, 2)
 
 
 def test_size_is_the_count_and_called_the_shape():

@@ -32,7 +32,7 @@ import numpy as np
 from tinyformer import backend, engine
 from tinyformer.array_facts import ArrayFacts, as_array
 from tinyformer.inplace import InPlaceOps
-from tinyformer.torch_names import TorchSpellings, max_names, torch_names
+from tinyformer.torch_names import TorchSpellings, max_method_names, torch_names
 
 __all__ = ["Tensor"]
 
@@ -272,11 +272,11 @@ class Tensor(ArrayFacts, InPlaceOps, TorchSpellings):
     def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         return _ops.mean(self, axis, keepdims)
 
-    @max_names
+    @max_method_names
     def max(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         return _ops.max(self, axis, keepdims)
 
-    @max_names
+    @max_method_names
     def min(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         return _ops.min(self, axis, keepdims)
 

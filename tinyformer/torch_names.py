@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from tinyformer.tensor import Tensor
 
 __all__ = [
-    "ElementCount", "MaxResult", "TorchSpellings", "max_names", "shape_arg", "torch_names",
+    "ElementCount", "MaxResult", "TorchSpellings", "max_method_names", "max_names", "shape_arg",
+    "torch_names",
 ]  # fmt: skip
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])
@@ -79,12 +80,27 @@ class MaxResult(NamedTuple):
     indices: Tensor
 
 
-def max_names(fn: Fn) -> Fn:
-    """`fn` (max or min): with PyTorch's `dim=`, PyTorch's (values, indices) pair."""
+def max_names(fn: Fn, *, positional_dim: bool = False) -> Fn:
+    """`fn` (max or min): with PyTorch's `dim=`, PyTorch's (values, indices) pair.
+
+    positional_dim: an int in the first place after the tensor is PyTorch's `dim` as well
+    (`x.max(1)`, `x.max(1, True)`), as the Tensor methods read it: `_, predicted =
+    outputs.max(1)` is in every classification tutorial. The op `tf.ops.max(x, 1)` keeps
+    NumPy's positional axis."""
     op = fn.__name__
 
     @functools.wraps(fn)
     def with_torch_pair(*args: Any, **kwargs: Any) -> Any:
+        if positional_dim and len(args) >= 2 and _is_int(args[1]):
+            if len(args) > 3:
+                raise TypeError(f"{op}: takes dim and keepdim (PyTorch's), got {len(args) - 1}")
+            if "dim" in kwargs or "axis" in kwargs:
+                raise TypeError(f"{op}: got dim {args[1]!r} twice, by place and by name")
+            if len(args) == 3:
+                if "keepdim" in kwargs or "keepdims" in kwargs:
+                    raise TypeError(f"{op}: got keepdim twice, by place and by name")
+                kwargs["keepdim"] = args[2]
+            args, kwargs = args[:1], {**kwargs, "dim": args[1]}
         if "keepdim" in kwargs and "dim" not in kwargs:  # x.max(1, keepdim=True): PyTorch's
             if len(args) < 2:
                 raise TypeError(f"{op}: keepdim= goes with a dim (PyTorch's names)")
@@ -104,6 +120,15 @@ def max_names(fn: Fn) -> Fn:
         return MaxResult(values, indices)
 
     return with_torch_pair  # type: ignore[return-value]
+
+
+def max_method_names(fn: Fn) -> Fn:
+    """`Tensor.max` and `Tensor.min`: `max_names` with PyTorch's positional dim."""
+    return max_names(fn, positional_dim=True)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
 class SortResult(NamedTuple):
