@@ -129,6 +129,7 @@ METHOD_ARGS = {
     "scatter": (1, np.array([[0], [2]]), 0.5), "scatter_": (1, np.array([[0], [2]]), 0.5),
     "index_fill": (1, np.array([0, 2]), 0.5), "index_fill_": (1, np.array([0, 2]), 0.5),
     "narrow": (1, 1, 2), "index_select": (1, np.array([2, 0])), "remainder": (0.7,),
+    "clamp_": (0.6, 1.2), "clip_": (None, 1.2), "new_tensor": (np.ones(3),),
 }  # fmt: skip
 RECEIVERS = {"outer": (3,), "item": (1,)}  # shapes other than (2, 3)
 NO_TENSOR = {  # return no Tensor

@@ -77,6 +77,9 @@ CASES = {  # name -> (tinyformer call, torch call), each on a fresh copy of X
         lambda t: t.index_fill_(1, tf.tensor([3, 0]), -2.0),
         lambda t: t.index_fill_(1, torch.tensor([3, 0]), -2.0),
     ),
+    "clamp_": (lambda t: t.clamp_(-2.0, 3.5), lambda t: t.clamp_(-2.0, 3.5)),
+    "clamp_ a max alone": (lambda t: t.clamp_(max=1.0), lambda t: t.clamp_(max=1.0)),
+    "clip_": (lambda t: t.clip_(min=0.5, max=4.0), lambda t: t.clip_(min=0.5, max=4.0)),
 }
 
 

@@ -38,13 +38,16 @@ from tinyformer.creation import (
     empty,
     from_numpy,
     full,
+    full_like,
     linspace,
     multinomial,
     ones,
     ones_like,
     rand,
+    rand_like,
     randint,
     randn,
+    randn_like,
     randperm,
     tensor,
     zeros,
@@ -76,6 +79,7 @@ from tinyformer.ops import (
     gather,
     log,
     log1p,
+    log_softmax,
     logsumexp,
     masked_fill,
     matmul,
@@ -98,6 +102,7 @@ from tinyformer.ops import (
     scatter,
     sigmoid,
     sin,
+    softmax,
     split,
     sqrt,
     squeeze,
@@ -114,21 +119,38 @@ from tinyformer.ops import (
     var,
     where,
 )
+from tinyformer.piecewise import ceil, floor, isfinite, isinf, isnan, round, sign, trunc
 from tinyformer.random import Generator, get_rng_state, manual_seed, set_rng_state
 from tinyformer.serialization import load, save
 from tinyformer.tensor import Tensor
-from tinyformer.torch_functions import (
+
+# tf.all and tf.any are left out of __all__, as tf.bool below: a star import would hide
+# Python's own all and any.
+from tinyformer.torch_functions import (  # noqa: F401, A004
+    all,
+    allclose,
+    any,
     argwhere,
+    bmm,
+    eq,
     finfo,
     flip,
+    ge,
+    gt,
     iinfo,
+    index_fill,
     index_select,
+    isclose,
+    le,
+    lt,
     max,
     min,
     narrow,
+    ne,
     nonzero,
     numel,
     sort,
+    t,
     unbind,
 )
 
@@ -169,7 +191,9 @@ __all__ = [
     "LongTensor", "empty", "inference_mode", "int8", "int16", "is_inference_mode_enabled",
     "linspace", "load", "randperm", "save", "short", "uint8", "argwhere", "finfo", "flip",
     "iinfo", "index_select", "narrow", "nonzero", "numel", "sort", "unbind", "backends",
-    "remainder",
+    "remainder", "allclose", "bmm", "ceil", "floor", "full_like", "isclose", "isfinite",
+    "isinf", "isnan", "log_softmax", "rand_like", "randn_like", "round", "sign", "softmax",
+    "trunc", "eq", "ne", "lt", "le", "gt", "ge", "index_fill", "t",
     "Device", "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "amax", "amin",
     "arange", "argmax", "argmin", "argsort", "cat", "chunk", "clamp", "clip", "clone",
     "concatenate", "cos", "cuda", "cumsum", "detect_anomaly", "device", "div", "double", "einsum",

@@ -19,8 +19,9 @@ from tinyformer.tensor import Tensor, _data
 
 __all__ = [
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "IntTensor", "LongTensor",
-    "arange", "empty", "from_numpy", "full", "linspace", "multinomial", "ones", "ones_like",
-    "rand", "randint", "randn", "randperm", "tensor", "zeros", "zeros_like",
+    "arange", "empty", "from_numpy", "full", "full_like", "linspace", "multinomial", "ones",
+    "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "tensor",
+    "zeros", "zeros_like",
 ]  # fmt: skip
 
 
@@ -66,16 +67,44 @@ def full(
     return Tensor(array, requires_grad=requires_grad)
 
 
-def zeros_like(x: Tensor, requires_grad: bool = False) -> Tensor:
-    """On `x`'s device, with its shape and dtype."""
-    data = _data(x)
-    return Tensor(backend.get_array_module(data).zeros_like(data), requires_grad=requires_grad)
+def zeros_like(
+    x: Tensor, requires_grad: bool = False, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """Zeros with `x`'s shape, on its device and with its dtype unless given."""
+    shape, dtype, device = _like(x, dtype, device)
+    return zeros(*shape, dtype=dtype, requires_grad=requires_grad, device=device)
 
 
-def ones_like(x: Tensor, requires_grad: bool = False) -> Tensor:
-    """On `x`'s device, with its shape and dtype."""
-    data = _data(x)
-    return Tensor(backend.get_array_module(data).ones_like(data), requires_grad=requires_grad)
+def ones_like(
+    x: Tensor, requires_grad: bool = False, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """Ones with `x`'s shape, on its device and with its dtype unless given."""
+    shape, dtype, device = _like(x, dtype, device)
+    return ones(*shape, dtype=dtype, requires_grad=requires_grad, device=device)
+
+
+def full_like(
+    x: Tensor,
+    fill_value: float,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+) -> Tensor:
+    """`fill_value` everywhere, with `x`'s shape, on its device and with its dtype unless
+    given."""
+    shape, dtype, device = _like(x, dtype, device)
+    return full(shape, fill_value, dtype, requires_grad, device)
+
+
+def _like(x: Any, dtype: Any, device: Any) -> tuple[tuple[int, ...], Any, Any]:
+    """(shape, dtype, device) for a `*_like` function: x's unless given."""
+    data = _data(x) if isinstance(x, Tensor) else as_array(x, None)
+    return (
+        data.shape,
+        data.dtype if dtype is None else dtype,
+        backend.device_of(data) if device is None else device,
+    )
 
 
 def empty(
@@ -162,6 +191,44 @@ def rand(
     """Uniform samples in [0, 1) from tinyformer's generator."""
     array = _random.numpy_generator(generator).random(_shape(shape)).astype(dtype)
     return Tensor(array, requires_grad=requires_grad, device=device)
+
+
+def randn_like(
+    x: Tensor,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    generator: _random.Generator | None = None,
+) -> Tensor:
+    """`randn` with `x`'s shape, on its device and with its dtype unless given."""
+    shape, dtype, device = _like(x, dtype, device)
+    _need_float("randn_like", dtype)
+    return randn(
+        *shape, dtype=dtype, requires_grad=requires_grad, device=device, generator=generator
+    )
+
+
+def rand_like(
+    x: Tensor,
+    *,
+    dtype: Any = None,
+    requires_grad: bool = False,
+    device: Any = None,
+    generator: _random.Generator | None = None,
+) -> Tensor:
+    """`rand` with `x`'s shape, on its device and with its dtype unless given."""
+    shape, dtype, device = _like(x, dtype, device)
+    _need_float("rand_like", dtype)
+    return rand(
+        *shape, dtype=dtype, requires_grad=requires_grad, device=device, generator=generator
+    )
+
+
+def _need_float(op: str, dtype: Any) -> None:
+    # Cast to an integer dtype, the samples would round silently; PyTorch refuses them too.
+    if np.dtype(dtype).kind != "f":
+        raise TypeError(f"{op}: samples need a floating dtype, got {np.dtype(dtype)}")
 
 
 def randint(

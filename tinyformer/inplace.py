@@ -1,6 +1,6 @@
 """In-place operations on a Tensor, as PyTorch spells them: `copy_`, `zero_`, `fill_`,
-`normal_`, `uniform_`, `masked_fill_`, `scatter_`, `index_fill_`, `add_`, `sub_`, `mul_`,
-`div_`, `t[index] = value` and `x += y` (also -=, *=, /=).
+`normal_`, `uniform_`, `masked_fill_`, `scatter_`, `index_fill_`, `clamp_`, `add_`, `sub_`,
+`mul_`, `div_`, `t[index] = value` and `x += y` (also -=, *=, /=).
 
 Each writes into the tensor's array (shared with its views), bumps the memory's version
 counter (`t._version`; see `tinyformer/versions.py`) and returns the tensor itself
@@ -118,6 +118,13 @@ class InPlaceOps:
         """Set the slices `index` (integers) along `dim` to `value`."""
         self._check_leaf("index_fill_")
         return self._replace("index_fill_", self.index_fill(dim, index, value))
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+        """Clamp every element into [min, max] (either bound may be None)."""
+        self._check_leaf("clamp_")
+        return self._replace("clamp_", self.clamp(min, max))
+
+    clip_ = clamp_
 
     def add_(self, other: Any, *, alpha: float = 1) -> Tensor:
         """self += alpha * other (`other` broadcasts to this shape)."""

@@ -32,12 +32,13 @@ import numpy as np
 from tinyformer import backend, engine
 from tinyformer.array_facts import ArrayFacts, as_array
 from tinyformer.inplace import InPlaceOps
+from tinyformer.piecewise import PiecewiseMethods
 from tinyformer.torch_names import TorchSpellings, max_method_names, torch_names
 
 __all__ = ["Tensor"]
 
 
-class Tensor(ArrayFacts, InPlaceOps, TorchSpellings):
+class Tensor(ArrayFacts, InPlaceOps, PiecewiseMethods, TorchSpellings):
     """An array that can record the ops applied to it and differentiate through them.
 
     Args:

@@ -12,12 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from tinyformer import ops
+from tinyformer import backend, ops
+from tinyformer.autograd import OpError
 from tinyformer.tensor import Tensor
 
 __all__ = [
-    "argwhere", "finfo", "flip", "iinfo", "index_select", "max", "min", "narrow", "nonzero",
-    "numel", "sort", "unbind",
+    "all", "allclose", "any", "argwhere", "bmm", "eq", "finfo", "flip", "ge", "gt", "iinfo",
+    "index_fill", "index_select", "isclose", "le", "lt", "max", "min", "narrow", "ne", "nonzero",
+    "numel", "sort", "t", "unbind",
 ]  # fmt: skip
 
 
@@ -90,3 +92,77 @@ def min(input: Any, dim: Any = None, **kwargs: Any) -> Any:  # noqa: A001, A002
     """As `torch.min`: the smallest element; with `dim`, (values, indices); with a tensor
     `other` in dim's place, the elementwise minimum; with `axis=`, NumPy's values."""
     return _extreme("min", input, dim, kwargs)
+
+
+def bmm(input: Any, mat2: Any) -> Tensor:  # noqa: A002
+    """Batched matrix product of (B, n, m) and (B, m, p) -> (B, n, p), as `torch.bmm`: `matmul`
+    that refuses other shapes (matmul would broadcast them)."""
+    x, y = _as_tensor(input), _as_tensor(mat2)
+    if x.ndim != 3 or y.ndim != 3 or x.shape[0] != y.shape[0] or x.shape[2] != y.shape[1]:
+        raise OpError(f"bmm: expected (B, n, m) and (B, m, p), got shapes {x.shape} and {y.shape}")
+    return ops.matmul(x, y)
+
+
+def isclose(
+    input: Any,  # noqa: A002
+    other: Any,
+    rtol: float = 1e-05,
+    atol: float = 1e-08,
+    equal_nan: bool = False,
+) -> Tensor:
+    """True where |input - other| <= atol + rtol |other| (elementwise, no gradient)."""
+    x, y = _as_tensor(input), _as_tensor(other)
+    xp = backend.get_array_module(x.data)
+    return Tensor(xp.isclose(x.data, y.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def allclose(
+    input: Any,  # noqa: A002
+    other: Any,
+    rtol: float = 1e-05,
+    atol: float = 1e-08,
+    equal_nan: bool = False,
+) -> bool:
+    """Whether every element is close (`isclose`), a Python bool, as `torch.allclose`."""
+    return bool(isclose(input, other, rtol, atol, equal_nan).data.all())
+
+
+# Comparisons, reductions to a bool and the rest of PyTorch's functions that are methods here.
+def eq(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _as_tensor(input).eq(other)
+
+
+def ne(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _as_tensor(input).ne(other)
+
+
+def lt(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _as_tensor(input).lt(other)
+
+
+def le(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _as_tensor(input).le(other)
+
+
+def gt(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _as_tensor(input).gt(other)
+
+
+def ge(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _as_tensor(input).ge(other)
+
+
+def all(input: Any, *args: Any, **kwargs: Any) -> Tensor:  # noqa: A001, A002
+    return _as_tensor(input).all(*args, **kwargs)
+
+
+def any(input: Any, *args: Any, **kwargs: Any) -> Tensor:  # noqa: A001, A002
+    return _as_tensor(input).any(*args, **kwargs)
+
+
+def t(input: Any) -> Tensor:  # noqa: A002
+    return _as_tensor(input).t()
+
+
+def index_fill(input: Any, dim: int, index: Any, value: Any) -> Tensor:  # noqa: A002
+    return _as_tensor(input).index_fill(dim, index, value)

@@ -346,6 +346,17 @@ class TorchSpellings:
         """A tensor of ones of `size` on x's device, in x's dtype unless `dtype` is given."""
         return self._new("ones", size, dtype)
 
+    def new_tensor(self, data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+        """A copy of `data` on x's device, in x's dtype unless `dtype` is given."""
+        src = data.data if hasattr(data, "grad_fn") else data  # a Tensor's array, or data
+        xp = backend.get_array_module(src) if backend.is_device_array(src) else np
+        array = xp.array(src, copy=True)
+        return type(self)(
+            array.astype(self.dtype if dtype is None else dtype, copy=False),
+            requires_grad=requires_grad,
+            device=self.device,
+        )
+
     def _new(self, make: str, size: tuple, dtype: Any) -> Tensor:
         xp = backend.get_array_module(self.data)  # on x's device, as PyTorch's new_* are
         return type(self)(

@@ -178,6 +178,10 @@ class Module:
                 if buf is not None:
                     yield (f"{module_name}.{name}" if module_name else name), buf
 
+    def buffers(self) -> Iterator[Tensor]:
+        for _, buf in self.named_buffers():
+            yield buf
+
     def num_parameters(self, trainable_only: bool = False) -> int:
         """The number of parameter elements (shared parameters counted once)."""
         return sum(p.size for p in self.parameters() if p.requires_grad or not trainable_only)

@@ -1,0 +1,147 @@
+"""PyTorch functions and methods that tutorial code calls and the op suite has no spec for:
+the step functions and float tests (`tinyformer/piecewise.py`), `bmm`, `isclose`/`allclose`,
+`softmax`/`log_softmax` at the top level, the `*_like` creators, `clamp_`, `new_tensor` and
+`Module.buffers`."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+import pytest
+
+import tinyformer as torch  # as pasted code calls it
+from tinyformer import OpError, nn
+from tinyformer.nn import functional as F
+
+V = np.array([[1.5, -2.5, 0.5, np.nan], [np.inf, -np.inf, 0.4, -0.6]], np.float32)
+
+
+@pytest.mark.parametrize("name", ["sign", "round", "floor", "ceil", "trunc"])
+def test_step_functions_give_numpys_values_as_functions_and_methods(name):
+    x = torch.tensor(V)
+    want = getattr(np, name)(V)
+    for got in (getattr(torch, name)(x), getattr(x, name)(), getattr(torch, name)(V)):
+        np.testing.assert_array_equal(got.data, want)
+        assert got.dtype == V.dtype and not got.requires_grad
+
+
+def test_round_halves_to_even_and_takes_decimals():
+    x = torch.tensor([0.5, 1.5, 2.5, -0.5, 1.25])
+    assert x.round().tolist() == [0.0, 2.0, 2.0, -0.0, 1.0]
+    np.testing.assert_allclose(x.round(decimals=1).data, [0.5, 1.5, 2.5, -0.5, 1.2])
+
+
+@pytest.mark.parametrize("name", ["isnan", "isinf", "isfinite"])
+def test_float_tests_are_boolean_tensors(name):
+    got = getattr(torch, name)(torch.tensor(V))
+    np.testing.assert_array_equal(got.data, getattr(np, name)(V))
+    assert got.dtype == np.bool_ and getattr(torch.tensor(V), name)().data.tolist() == got.tolist()
+
+
+def test_rounding_carries_no_gradient_and_the_straight_through_estimator_does():
+    x = torch.tensor([0.2, 1.7, -1.4], requires_grad=True)
+    w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (x.round() * w).sum().backward()  # the rounded values are constants: w gets them
+    assert w.grad.tolist() == [0.0, 2.0, -1.0] and x.grad is None
+    x.grad = None
+    (x + (x.round() - x).detach()).pow(2).sum().backward()  # gradient 2 round(x), as PyTorch
+    assert x.grad.tolist() == [0.0, 4.0, -2.0]
+
+
+def test_bmm_multiplies_batches_and_refuses_other_shapes():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))
+    x = torch.tensor(a, requires_grad=True)
+    y = torch.bmm(x, torch.tensor(b))
+    np.testing.assert_allclose(y.data, a @ b)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad, np.ones((2, 3, 5)) @ b.transpose(0, 2, 1))
+    for shapes in [((3, 4), (4, 5)), ((2, 3, 4), (3, 4, 5)), ((2, 3, 4), (2, 5, 4))]:
+        with pytest.raises(OpError, match=r"bmm: expected \(B, n, m\) and \(B, m, p\)"):
+            torch.bmm(torch.zeros(shapes[0]), torch.zeros(shapes[1]))
+
+
+def test_isclose_and_allclose_follow_their_tolerances():
+    a = torch.tensor([1.0, 2.0, np.nan])
+    b = torch.tensor([1.0 + 1e-6, 2.1, np.nan])
+    assert torch.isclose(a, b).tolist() == [True, False, False]
+    assert torch.isclose(a, b, atol=0.2, equal_nan=True).tolist() == [True, True, True]
+    assert torch.allclose(a[:1], b[:1]) is True
+    assert torch.allclose(a, b) is False and torch.allclose(a, b, atol=0.2, equal_nan=True)
+
+
+def test_softmax_and_log_softmax_at_the_top_level_are_the_functional_ones():
+    x = torch.tensor(np.random.default_rng(1).standard_normal((3, 5)))
+    np.testing.assert_array_equal(torch.softmax(x, dim=-1).data, F.softmax(x, dim=-1).data)
+    np.testing.assert_array_equal(torch.log_softmax(x, 1).data, F.log_softmax(x, 1).data)
+
+
+@pytest.mark.parametrize("make", ["randn_like", "rand_like", "zeros_like", "ones_like"])
+def test_like_creators_take_shape_dtype_and_device_from_their_argument(make):
+    x = torch.zeros(2, 3, dtype=torch.float64)
+    y = getattr(torch, make)(x)
+    assert y.shape == (2, 3) and y.dtype == np.float64 and y.device == x.device
+    assert getattr(torch, make)(x, dtype=torch.float32).dtype == np.float32
+    on_fake = getattr(torch, make)(x.to("fake"))
+    assert str(on_fake.device).startswith("fake") and on_fake.dtype == np.float64
+
+
+def test_random_like_creators_draw_from_the_seed_and_refuse_integer_dtypes():
+    x = torch.zeros(4)
+    torch.manual_seed(3)
+    a = torch.randn_like(x)
+    torch.manual_seed(3)
+    np.testing.assert_array_equal(a.data, torch.randn(4).data)
+    assert 0 <= torch.rand_like(x).data.min() and torch.rand_like(x).data.max() < 1
+    with pytest.raises(TypeError, match="randn_like: samples need a floating dtype, got int64"):
+        torch.randn_like(torch.tensor([1, 2]))
+    assert torch.full_like(x, 7).tolist() == [7.0] * 4
+
+
+def test_clamp_in_place_writes_refuses_a_parameter_and_records_a_history():
+    x = torch.tensor([-1.0, 0.5, 2.0])
+    assert x.clamp_(0, 1) is x and x.tolist() == [0.0, 0.5, 1.0]
+    assert x.clip_(max=0.25).tolist() == [0.0, 0.25, 0.25]
+    p = torch.tensor([-1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="clamp_: a leaf Variable that requires grad"):
+        p.clamp_(0, 1)
+    with torch.no_grad():
+        p.clamp_(min=0)
+    assert p.tolist() == [0.0, 2.0]
+    q = torch.tensor([0.1, 3.0], requires_grad=True)
+    h = q * 2
+    h.clamp_(max=1.0)
+    h.sum().backward()
+    assert q.grad.tolist() == [2.0, 0.0]  # the clamped element passes nothing back
+
+
+def test_new_tensor_copies_onto_the_tensors_device_in_its_dtype():
+    x = torch.zeros(2, dtype=torch.float64)
+    y = x.new_tensor([1, 2])
+    assert y.dtype == np.float64 and y.tolist() == [1.0, 2.0]
+    assert x.new_tensor(x).data is not x.data
+    assert x.new_tensor([1, 2], dtype=torch.int64).dtype == np.int64
+    assert str(x.to("fake").new_tensor([1.0]).device).startswith("fake")
+
+
+def test_module_buffers_are_every_registered_buffer():
+    model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    assert [b.shape for b in model.buffers()] == [(3,), (3,), ()]
+    assert [n for n, _ in model.named_buffers()] == [
+        "1.running_mean", "1.running_var", "1.num_batches_tracked",
+    ]  # fmt: skip
+
+
+def test_comparison_and_reduction_functions_are_the_methods():
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        np.testing.assert_array_equal(getattr(torch, name)(x, 2.0).data, getattr(x, name)(2.0).data)
+    assert bool(torch.all(x > 0)) and not bool(torch.any(x > 4))
+    assert torch.any(x > 3, dim=1).tolist() == [False, True]
+    assert torch.t(x).tolist() == [[1.0, 3.0], [2.0, 4.0]]
+    assert torch.index_fill(x, 1, torch.tensor([0]), -1.0).tolist() == [[-1.0, 2.0], [-1.0, 4.0]]
+    namespace: dict = {}
+    exec("from tinyformer import *", namespace)
+    assert "all" not in namespace and "any" not in namespace  # Python's own stay in reach
+    assert builtins.all([1]) and not builtins.any([0])
