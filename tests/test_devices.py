@@ -133,7 +133,7 @@ METHOD_ARGS = {
 }  # fmt: skip
 RECEIVERS = {"outer": (3,), "item": (1,)}  # shapes other than (2, 3)
 NO_TENSOR = {  # return no Tensor
-    "dim", "numel", "tolist", "item", "retain_grad", "backward",
+    "dim", "numel", "nelement", "tolist", "item", "retain_grad", "backward",
     "register_post_accumulate_grad_hook",
 }  # fmt: skip
 ELSEWHERE = {"cpu": "cpu"}  # methods that move the tensor, and where to

@@ -145,3 +145,11 @@ def test_comparison_and_reduction_functions_are_the_methods():
     exec("from tinyformer import *", namespace)
     assert "all" not in namespace and "any" not in namespace  # Python's own stay in reach
     assert builtins.all([1]) and not builtins.any([0])
+
+
+def test_nelement_is_numel():
+    assert (
+        torch.zeros(3, 4).nelement()
+        == 12
+        == sum(p.nelement() for p in nn.Linear(3, 3).parameters())
+    )

@@ -203,6 +203,8 @@ class TorchSpellings:
         """The element count (also `x.size`, NumPy's name)."""
         return self.data.size
 
+    nelement = numel  # PyTorch's older name, in makemore and many tutorials
+
     def tolist(self) -> Any:
         """The values as nested Python lists (a number for a 0-d tensor)."""
         return self.data.tolist()
