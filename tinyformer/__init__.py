@@ -119,13 +119,13 @@ from tinyformer.ops import (
     var,
     where,
 )
-from tinyformer.piecewise import ceil, floor, isfinite, isinf, isnan, round, sign, trunc
+
+# tf.all, tf.any and tf.round are left out of __all__, as tf.bool below: a star import would
+# hide Python's own all, any and round.
+from tinyformer.piecewise import ceil, floor, isfinite, isinf, isnan, round, sign, trunc  # noqa: F401, A004
 from tinyformer.random import Generator, get_rng_state, manual_seed, set_rng_state
 from tinyformer.serialization import load, save
 from tinyformer.tensor import Tensor
-
-# tf.all and tf.any are left out of __all__, as tf.bool below: a star import would hide
-# Python's own all and any.
 from tinyformer.torch_functions import (  # noqa: F401, A004
     all,
     allclose,
@@ -192,7 +192,7 @@ __all__ = [
     "linspace", "load", "randperm", "save", "short", "uint8", "argwhere", "finfo", "flip",
     "iinfo", "index_select", "narrow", "nonzero", "numel", "sort", "unbind", "backends",
     "remainder", "allclose", "bmm", "ceil", "floor", "full_like", "isclose", "isfinite",
-    "isinf", "isnan", "log_softmax", "rand_like", "randn_like", "round", "sign", "softmax",
+    "isinf", "isnan", "log_softmax", "rand_like", "randn_like", "sign", "softmax",
     "trunc", "eq", "ne", "lt", "le", "gt", "ge", "index_fill", "t",
     "Device", "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "amax", "amin",
     "arange", "argmax", "argmin", "argsort", "cat", "chunk", "clamp", "clip", "clone",
