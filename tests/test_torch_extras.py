@@ -154,3 +154,9 @@ def test_nelement_is_numel():
         == 12
         == sum(p.nelement() for p in nn.Linear(3, 3).parameters())
     )
+
+
+def test_isclose_refuses_tensors_on_two_devices():
+    with pytest.raises(ValueError, match="isclose: expected all arrays on one device"):
+        torch.isclose(torch.zeros(2).to("fake"), torch.zeros(2))
+    assert torch.allclose(torch.zeros(2).to("fake"), torch.zeros(2).to("fake"))

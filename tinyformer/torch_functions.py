@@ -112,6 +112,7 @@ def isclose(
 ) -> Tensor:
     """True where |input - other| <= atol + rtol |other| (elementwise, no gradient)."""
     x, y = _as_tensor(input), _as_tensor(other)
+    backend.check_same_device("isclose", x.data, y.data)
     xp = backend.get_array_module(x.data)
     return Tensor(xp.isclose(x.data, y.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
