@@ -200,3 +200,32 @@ def test_a_forked_child_does_not_compare_with_its_parents_sample(scripted, monke
     monkeypatch.setattr(cores, "_pid", lambda: -1)  # now in the child
     samples.append((2, 10, 0))
     assert cores.threads() == 0  # not "others used 5010 ticks": a fresh window
+
+
+@pytest.mark.parametrize("batch", [1, 3, 4])
+def test_convolution_gradients_are_the_same_bits_on_one_thread(batch):
+    # The path (per image or on one grid; stamps or phases) and the weight gradient's partial
+    # sums follow the pool's size, not the threads a call gets while other processes are busy:
+    # a U-Net trains to the same numbers on a busy machine as on an idle one.
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch, 3, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    gy = rng.standard_normal((batch, 5, 8, 8)).astype(np.float32)
+    wt = rng.standard_normal((3, 4, 2, 2)).astype(np.float32)  # upsampling: kernel = stride
+    gt = rng.standard_normal((batch, 4, 16, 16)).astype(np.float32)
+    w3 = rng.standard_normal((3, 4, 3, 3)).astype(np.float32)  # stride 3, 3x3 taps: phases
+    g3 = rng.standard_normal((batch, 4, 24, 24)).astype(np.float32)
+    pool = numba.config.NUMBA_NUM_THREADS
+    calls = [
+        lambda: registry.call("conv2d.backward", gy, x, w, (1, 1), (1, 1), (1, 1), 1),
+        lambda: registry.call(
+            "conv_transpose2d.backward", gt, x, wt, (2, 2), (0, 0), (0, 0), (1, 1), 1
+        ),
+        lambda: registry.call(
+            "conv_transpose2d.backward", g3, x, w3, (3, 3), (0, 0), (0, 0), (1, 1), 1
+        ),
+    ]
+    with registry.prefer("numba", force=True):
+        for call in calls:
+            for a, b in zip(_on(pool, call), _on(1, call), strict=True):
+                np.testing.assert_array_equal(a, b)

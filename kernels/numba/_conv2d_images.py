@@ -23,7 +23,8 @@ F - s(i, j) with the kernel unflipped ran 4x slower):
     gx[n, c, r, q] = (W2 gcols)[c, r wp + pw + q]   W2[c, (o, i, j)] = w[o, c, kh-1-i, kw-1-j]
     gw^T += cols G^T                                G[o, t] = ggrid[o, F + t], t < m
 G is copied transposed: OpenBLAS multiplies by a transposed operand at about half the speed.
-Each worker sums its gw^T in its own copy; the copies are added at the end.
+Worker p sums the gw^T of images p, p + P, ... (P the pool's size) in its own copy; the copies
+are added at the end, so the sum's order does not depend on the threads a call runs on.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._blas import blas_one_thread
-from tinyformer.kernels.numba._rows import FASTMATH, U, read_only
+from tinyformer.kernels.numba._rows import FASTMATH, U, pool_size, read_only
 from tinyformer.kernels.numba._tasks import claim, new_counter
 
 # Grid positions per image (Ho wp) up to which the products beat conv2d.py's loops (AMD Zen 4,
@@ -50,11 +51,13 @@ def grid_width(w: int, kw: int, pw: int, dw: int) -> int:
 
 def per_image(x, w, padding, dilation, groups) -> bool:
     """this path applies: one group, at most POSITIONS grid positions per image, a batch for
-    every worker, and BLAS on one thread"""
+    every worker of the pool, and BLAS on one thread"""
+    # The pool's size, not the threads this call gets (tinyformer.cores): the two paths round
+    # differently, and a busy machine must not train to other numbers.
     (ph, pw), (dh, dw) = padding, dilation
     ho = x.shape[2] + 2 * ph - dh * (w.shape[2] - 1)
     positions = ho * grid_width(x.shape[3], w.shape[3], pw, dw)
-    workers = numba.get_num_threads()
+    workers = pool_size()
     return groups == 1 and positions <= POSITIONS and x.shape[0] >= workers and blas_one_thread()
 
 
@@ -175,7 +178,7 @@ def images_backward(gy, x, w, padding, dilation):
     (ph, pw), (dh, dw) = padding, dilation
     flipped = np.asarray(w, x.dtype)[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
     w2 = read_only(np.ascontiguousarray(flipped).reshape(c, co * kh * kw))
-    workers = numba.get_num_threads()
+    workers = pool_size()  # one partial sum of gw per share of the images, whatever the threads
     gx, parts = np.empty(x.shape, x.dtype), np.empty((workers, c * kh * kw, co), x.dtype)
     sums = np.empty((n, co), x.dtype)
     gy, x = (read_only(np.ascontiguousarray(a, x.dtype)) for a in (gy, x))

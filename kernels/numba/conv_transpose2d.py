@@ -23,9 +23,11 @@ train` runs): each image is then one matrix product. x[n] is already a (Ci, H W)
     y[n, o, r kh + i, q kw + j] = b[o] + P[(o, i, j), r W + q]      (the stamps, interleaved)
 and backward gathers G = gy[n] into the phase layout of P, then two products per image:
     gx[n] = W G                  (Ci, Co kh kw) @ (Co kh kw, H W), straight into gx[n]
-    gW   += x[n] G^T             one partial sum per worker, added at the end
-Numba's workers claim images one at a time (each calls BLAS itself, hence one BLAS thread); a
-worker's P or G stays in its core's cache between the product and the copy. BLAS does these
+    gW   += x[n] G^T             one partial sum per share of images, added at the end
+Numba's workers claim images one at a time in the forward (each calls BLAS itself, hence one
+BLAS thread); the backward gives worker p images p, p + P, ... (P the pool's size), so that gW
+sums in the same order on any number of threads. A worker's P or G stays in its core's cache
+between the product and the copy. BLAS does these
 products at ~110 GFLOP/s a core; the phase loops above reach about half that. Batches smaller
 than the worker count, groups, and BLAS with its own threads take the phase loops.
 """
@@ -37,7 +39,7 @@ import numpy as np
 from numba import njit, prange
 
 from tinyformer.kernels.numba._blas import blas_one_thread
-from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, read_only
+from tinyformer.kernels.numba._rows import FASTMATH, FLOATS, U, pool_size, read_only
 from tinyformer.kernels.numba._tasks import claim, new_counter
 from tinyformer.kernels.numba.conv2d import (
     RUN,
@@ -112,7 +114,7 @@ def _stamps_tile(x, w, stride, padding, output_padding, dilation, groups) -> boo
         and tuple(output_padding) == (0, 0)
         and tuple(dilation) == (1, 1)
         and groups == 1
-        and x.shape[0] >= numba.get_num_threads()
+        and x.shape[0] >= pool_size()  # the pool's, as the path must not change with the load
         and blas_one_thread()
     )
 
@@ -153,23 +155,21 @@ def _stamp(x, wt, b, kh, kw, workers, y):
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def _unstamp(gy, x, w2, kh, kw, workers, gx, gw_parts, sums):
-    """gx[n] = w2 G, gw_parts[p] = sum of x[n] G^T over worker p's images, sums[n, o] = the sum
-    of gy[n, o]; G[(o, i, j), r W + q] = gy[n, o, r kh + i, q kw + j]. Worker p sums the images
-    it claims into gw_parts[p]."""
+    """gx[n] = w2 G, gw_parts[p] = sum of x[n] G^T over images p, p + workers, ..., sums[n, o] =
+    the sum of gy[n, o]; G[(o, i, j), r W + q] = gy[n, o, r kh + i, q kw + j]. Fixed shares, not
+    claimed: each image lands in the same partial sum every run, on any number of threads."""
     n, ci, h, w = x.shape
     co, taps = gy.shape[1], w2.shape[1]
     src = gy.reshape(-1)  # flat, unsigned indices: no row views (their reference counts)
     wo, hw = U(w * kw), U(h * w)
     plane = U(h * kh) * wo
-    tasks = new_counter()  # images are claimed one at a time (_tasks.py)
     for p in prange(workers):
         phases = np.empty((taps, h * w), x.dtype)  # G for one image
         dst = phases.reshape(-1)
         part = np.empty((ci, taps), x.dtype)
         acc = gw_parts[p]
         acc[:] = 0
-        img = claim(tasks)
-        while img < n:
+        for img in range(p, n, workers):
             for o in range(co):
                 start = U(img * co + o) * plane
                 total = gy.dtype.type(0)
@@ -192,7 +192,6 @@ def _unstamp(gy, x, w2, kh, kw, workers, gx, gw_parts, sums):
             np.dot(w2, phases, gx[img].reshape(ci, h * w))
             np.dot(x[img].reshape(ci, h * w), phases.T, part)
             acc += part
-            img = claim(tasks)
 
 
 def _forward_tiles(x, w, b):
@@ -210,7 +209,7 @@ def _backward_tiles(gy, x, w):
     n, ci, h, width = x.shape
     _, co, kh, kw = w.shape
     w2 = read_only(np.ascontiguousarray(w, x.dtype).reshape(ci, co * kh * kw))
-    workers = numba.get_num_threads()
+    workers = pool_size()  # shares of the images, and partial sums of gw: the pool's count
     gx = np.empty(x.shape, x.dtype)
     parts = np.empty((workers, ci, co * kh * kw), x.dtype)
     sums = np.empty((n, co), x.dtype)
@@ -277,6 +276,6 @@ def conv_transpose2d_backward(gy, x, w, stride, padding, output_padding, dilatio
 
     # gw[c, (o, i, j)] = sum_n sum_pixels x[n, c] phases[(o, i, j), n]
     src = read_only(_grid(x, 0, 0, 0, h, width, n * h * width)[0])
-    parts = max(1, min(workers, -(-n * h * width // RUN)))
+    parts = max(1, min(pool_size(), -(-n * h * width // RUN)))  # not the threads: same bits
     partial = _weight_grad(src, 0, flat, rows, offsets, n * h * width, groups, parts)
     return gx, partial.sum(axis=0).reshape(w.shape), sums.sum(axis=0)
