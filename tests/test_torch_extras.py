@@ -156,7 +156,9 @@ def test_nelement_is_numel():
     )
 
 
-def test_isclose_refuses_tensors_on_two_devices():
+def test_isclose_refuses_tensors_on_two_devices_and_shapes_that_do_not_broadcast():
+    with pytest.raises(OpError, match=r"isclose: shapes \(2,\) and \(3,\) do not broadcast"):
+        torch.allclose(torch.zeros(2), torch.zeros(3))
     with pytest.raises(ValueError, match="isclose: expected all arrays on one device"):
         torch.isclose(torch.zeros(2).to("fake"), torch.zeros(2))
     assert torch.allclose(torch.zeros(2).to("fake"), torch.zeros(2).to("fake"))

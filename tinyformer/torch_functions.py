@@ -113,6 +113,10 @@ def isclose(
     """True where |input - other| <= atol + rtol |other| (elementwise, no gradient)."""
     x, y = _as_tensor(input), _as_tensor(other)
     backend.check_same_device("isclose", x.data, y.data)
+    try:
+        np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        raise OpError(f"isclose: shapes {x.shape} and {y.shape} do not broadcast") from None
     xp = backend.get_array_module(x.data)
     return Tensor(xp.isclose(x.data, y.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
