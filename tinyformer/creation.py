@@ -202,11 +202,7 @@ def randn_like(
     generator: _random.Generator | None = None,
 ) -> Tensor:
     """`randn` with `x`'s shape, on its device and with its dtype unless given."""
-    shape, dtype, device = _like(x, dtype, device)
-    _need_float("randn_like", dtype)
-    return randn(
-        *shape, dtype=dtype, requires_grad=requires_grad, device=device, generator=generator
-    )
+    return _random_like(randn, "randn_like", x, dtype, requires_grad, device, generator)
 
 
 def rand_like(
@@ -218,17 +214,16 @@ def rand_like(
     generator: _random.Generator | None = None,
 ) -> Tensor:
     """`rand` with `x`'s shape, on its device and with its dtype unless given."""
+    return _random_like(rand, "rand_like", x, dtype, requires_grad, device, generator)
+
+
+def _random_like(draw, op, x, dtype, requires_grad, device, generator) -> Tensor:
     shape, dtype, device = _like(x, dtype, device)
-    _need_float("rand_like", dtype)
-    return rand(
+    if np.dtype(dtype).kind != "f":  # the samples would round silently; PyTorch refuses too
+        raise TypeError(f"{op}: samples need a floating dtype, got {np.dtype(dtype)}")
+    return draw(
         *shape, dtype=dtype, requires_grad=requires_grad, device=device, generator=generator
     )
-
-
-def _need_float(op: str, dtype: Any) -> None:
-    # Cast to an integer dtype, the samples would round silently; PyTorch refuses them too.
-    if np.dtype(dtype).kind != "f":
-        raise TypeError(f"{op}: samples need a floating dtype, got {np.dtype(dtype)}")
 
 
 def randint(
