@@ -3,6 +3,8 @@ idle, measured from /proc/stat; a sum's parts do not depend on the threads a cal
 
 from __future__ import annotations
 
+import functools
+
 import numba
 import numpy as np
 import pytest
@@ -229,3 +231,40 @@ def test_convolution_gradients_are_the_same_bits_on_one_thread(batch):
         for call in calls:
             for a, b in zip(_on(pool, call), _on(1, call), strict=True):
                 np.testing.assert_array_equal(a, b)
+
+
+def _benchmark_calls():
+    """(label, primitive, args, kwargs) of the benchmarks' kernel cases at small sizes: the GPT
+    primitives (benchmarks/kernels.py), linear's products and the vision ones."""
+    from benchmarks.kernels import _cases
+    from benchmarks.vision import vision_cases
+
+    cases = _cases(dict(B=4, T=16, C=32, nh=2, V=11, layers=1)) + vision_cases(quick=True)
+    calls = [
+        (f"{c.primitive} {c.label}", c.primitive.split("[")[0], c.args, c.kwargs) for c in cases
+    ]
+    rng = np.random.default_rng(0)
+    x, w, gy = (rng.standard_normal(s).astype(np.float32) for s in ((70, 24), (40, 24), (70, 40)))
+    calls.append(("linear.forward", "linear.forward", (x, w, w[0]), {}))
+    calls.append(("linear.backward", "linear.backward", (gy, x, w, True, True, True), {}))
+    return calls
+
+
+def test_every_benchmarked_numba_kernel_gives_the_same_bits_on_one_thread():
+    # Whatever the threads a call gets (tinyformer.cores gives fewer while other processes are
+    # busy), a kernel must round the same: the training's numbers may not follow the load.
+    pool = numba.config.NUMBA_NUM_THREADS
+    checked = set()
+    for label, name, args, kwargs in _benchmark_calls():
+        if "numba" not in registry.backends(name):
+            continue
+        call = functools.partial(registry.call, name, *args, **kwargs)
+        with registry.prefer("numba", force=True):
+            whole, alone = _on(pool, call), _on(1, call)
+        whole, alone = (r if isinstance(r, tuple) else (r,) for r in (whole, alone))
+        for a, b in zip(whole, alone, strict=True):
+            if isinstance(a, np.ndarray):
+                np.testing.assert_array_equal(a, b, err_msg=label)
+        checked.add(name)
+    numba_primitives = {p for p in registry.primitives() if "numba" in registry.backends(p)}
+    assert checked == numba_primitives - {"adamw.step_many"}, sorted(numba_primitives - checked)
