@@ -33,7 +33,11 @@ def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
     """`axis` (None, an int or a tuple, possibly negative) as a sorted tuple of positive axes."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
+    if not isinstance(axes, (tuple, list)) or not all(
+        isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes
+    ):
+        raise OpError(f"{op}: axis must be an int or a tuple of ints, got {axis!r}")
     out = []
     for a in axes:
         if not -ndim <= a < max(ndim, 1):
