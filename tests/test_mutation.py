@@ -49,11 +49,15 @@ CASES = [
 
 
 def _on_drawn_cases(body, examples: int) -> None:
-    """Run `body(draw)` on `examples` hypothesis-drawn cases (generated only, never shrunk)."""
+    """Run `body(draw)` on `examples` hypothesis-drawn cases (generated only, never shrunk).
+    The same cases every run (derandomize): a planted bug caught once is caught every time, and
+    the kill rate does not move with the draws (random draws missed the rare einsum case with a
+    broadcast summed letter about once in 40 runs)."""
 
     @settings(
         max_examples=examples,
         database=None,
+        derandomize=True,
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
