@@ -99,7 +99,7 @@ def full_like(
 
 def _like(x: Any, dtype: Any, device: Any) -> tuple[tuple[int, ...], Any, Any]:
     """(shape, dtype, device) for a `*_like` function: x's unless given."""
-    data = _data(x) if isinstance(x, Tensor) else as_array(x, None)
+    data = x.data if isinstance(x, Tensor) else as_array(x, None)
     return (
         data.shape,
         data.dtype if dtype is None else dtype,

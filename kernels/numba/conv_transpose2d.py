@@ -27,9 +27,9 @@ and backward gathers G = gy[n] into the phase layout of P, then two products per
 Numba's workers claim images one at a time in the forward (each calls BLAS itself, hence one
 BLAS thread); the backward gives worker p images p, p + P, ... (P the pool's size), so that gW
 sums in the same order on any number of threads. A worker's P or G stays in its core's cache
-between the product and the copy. BLAS does these
-products at ~110 GFLOP/s a core; the phase loops above reach about half that. Batches smaller
-than the worker count, groups, and BLAS with its own threads take the phase loops.
+between the product and the copy. BLAS does these products at ~110 GFLOP/s a core; the phase
+loops above reach about half that. Batches smaller than the pool, groups, and BLAS with its own
+threads take the phase loops.
 """
 
 from __future__ import annotations
