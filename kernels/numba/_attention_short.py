@@ -46,7 +46,7 @@ from tinyformer.kernels.numba._fastexp import exp_nonpositive
 from tinyformer.kernels.numba._rowmax import four_row_maxima
 from tinyformer.kernels.numba._rows import FASTMATH, U
 from tinyformer.kernels.numba._tasks import claim, new_counter
-from tinyformer.kernels.numba._tile import tile8, tile16, tile32, tile_by_element
+from tinyformer.kernels.numba._tile import tile8, tile16, tile32, tile_by_element, wide_tiles
 from tinyformer.kernels.numba._transpose import copy_transposed
 
 # Key loops run to a multiple of this. 16 (one 512-bit vector) wastes more keys on causal
@@ -58,6 +58,7 @@ SHORT_HEAD = 128  # and head sizes up to this
 # fall into the same few sets of the L1 cache.
 KEY_ROW = SHORT_KEYS + 8
 FEATURE_ROW = SHORT_HEAD + 8
+WIDE = wide_tiles()  # tiles of 32 columns only where they fit the vector registers (_tile.py)
 
 
 @njit(fastmath=FASTMATH, cache=True)
@@ -152,18 +153,20 @@ def _rows_times(b_row: int):
     @njit(fastmath=FASTMATH, cache=True)
     def four_rows_times(a, a_row, a_col, i0, b, k, m, out, o0, o_row, t0):
         """out[o0 + r o_row + j] = sum_t a[(i0 + r) a_row + t a_col] b[t b_row + j] for r < 4,
-        j < m, t0 <= t < k, in register tiles of 32, 16 and 8 columns (_tile.py); the last m % 8
-        columns (odd head sizes) one at a time. (S = Q K^T: a = Q, b = K^T, j over keys; P V and
-        dS K: a = P or dS, j over features; dK = dS^T Q and dV = P^T dY: a_row = 1 and a_col =
-        KEY_ROW read dS or P transposed; t0 = the first query that sees the keys. `out` is
-        scratch, or for four rows of dQ, dK or dV the gradient itself, o_row its row stride.)"""
+        j < m, t0 <= t < k, in register tiles of 32 (where WIDE), 16 and 8 columns (_tile.py);
+        the last m % 8 columns (odd head sizes) one at a time. (S = Q K^T: a = Q, b = K^T, j
+        over keys; P V and dS K: a = P or dS, j over features; dK = dS^T Q and dV = P^T dY:
+        a_row = 1 and a_col = KEY_ROW read dS or P transposed; t0 = the first query that sees
+        the keys. `out` is scratch, or for four rows of dQ, dK or dV the gradient itself, o_row
+        its row stride.)"""
         a_step, a_term, mu, o_at, o_u = U(a_row), U(a_col), U(m), U(o0), U(o_row)
         a_at = U(i0) * a_step
         j = U(0)
-        while j + U(32) <= mu:
-            tile32(a, a_at, a_step, a_term, b, j, b_u, t0, k, out, o_at + j, o_u)
-            j += U(32)
-        if j + U(16) <= mu:
+        if WIDE:  # a compile-time constant: Numba drops the branch it does not take
+            while j + U(32) <= mu:
+                tile32(a, a_at, a_step, a_term, b, j, b_u, t0, k, out, o_at + j, o_u)
+                j += U(32)
+        while j + U(16) <= mu:
             tile16(a, a_at, a_step, a_term, b, j, b_u, t0, k, out, o_at + j, o_u)
             j += U(16)
         if j + U(8) <= mu:

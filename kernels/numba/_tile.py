@@ -15,7 +15,8 @@ How: `tile8`, `tile16` and `tile32` are Numba intrinsics that emit the loop over
 LLVM IR. The 4 x width accumulators are vectors of 8 elements that live in registers (4 x 4 of
 them for tile32: 16 of AVX-512's 32); each step of t loads width/8 vectors of b's row, reads
 four elements of a, broadcasts each, and does 4 x width/8 fused multiply-adds. The outputs are
-stored once, at the end. In isolation, float32, one core: 100-105 GFLOP/s for 4 x 32 x 64, and
+stored once, at the end. `tile32` only where `wide_tiles()`: AVX2's 16 registers
+cannot hold it. In isolation, float32, one core: 100-105 GFLOP/s for 4 x 32 x 64, and
 56-87 at 8-16 keys.
 
 Callers keep every index in bounds: the loads and stores are not checked. Each function has a
@@ -25,15 +26,30 @@ the overload runs.
 
 from __future__ import annotations
 
+import llvmlite.binding
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
+from numba.core import cgutils, config
 from numba.extending import intrinsic, overload, register_jitable
 
 from tinyformer.kernels.numba._rows import U
 
 LANES = 8  # elements per vector: one AVX register of float32, two of float64
 ROWS = 4
+
+
+def wide_tiles() -> bool:
+    """Whether `tile32` fits the registers of the CPU Numba compiles for: its 16 accumulators,
+    four row vectors of b and a broadcast need 21 vector registers. AVX-512 has 32; AVX2 has 16,
+    and there LLVM keeps some accumulators on the stack, loading and storing them every term
+    (two passes of `tile16`, 11 registers each, were 7% faster forward and 12% backward at the
+    baby GPT's attention shapes, docs/kernels.md). A CPU named in NUMBA_CPU_NAME (portable
+    caches) without NUMBA_CPU_FEATURES counts as the smaller."""
+    if config.CPU_FEATURES is not None:
+        return "+avx512f" in config.CPU_FEATURES.split(",")
+    if config.CPU_NAME not in (None, "host"):
+        return False
+    return bool(llvmlite.binding.get_host_cpu_features().get("avx512f"))
 
 
 @register_jitable
