@@ -162,3 +162,46 @@ def test_isclose_refuses_tensors_on_two_devices_and_shapes_that_do_not_broadcast
     with pytest.raises(ValueError, match="isclose: expected all arrays on one device"):
         torch.isclose(torch.zeros(2).to("fake"), torch.zeros(2))
     assert torch.allclose(torch.zeros(2).to("fake"), torch.zeros(2).to("fake"))
+
+
+def test_flatten_takes_pytorchs_start_and_end_dims():
+    # "Learning PyTorch with examples": nn.Sequential(nn.Linear(3, 1), nn.Flatten(0, 1)) turns
+    # (N, 1) predictions into (N,); Flatten took no arguments and refused it.
+    x = torch.randn(2, 3, 4, 5, requires_grad=True)
+    assert nn.Flatten()(x).shape == (2, 60)
+    assert nn.Flatten(0, 1)(x).shape == (6, 4, 5)
+    assert nn.Flatten(start_dim=-3, end_dim=-2)(x).shape == (2, 12, 5)
+    model = nn.Sequential(nn.Linear(3, 1), nn.Flatten(0, 1))
+    out = model(torch.randn(7, 3))
+    assert out.shape == (7,)
+    out.sum().backward()
+    assert model[0].weight.grad.shape == (1, 3)
+    assert "start_dim=0, end_dim=1" in repr(model)
+    with pytest.raises(
+        OpError, match=r"flatten: start_dim=4 is out of range for shape \(2, 3, 4, 5\)"
+    ):
+        nn.Flatten(4)(x)
+    with pytest.raises(TypeError, match="Flatten: end_dim must be an int, got 1.5"):
+        nn.Flatten(0, 1.5)
+
+
+def test_unflatten_splits_one_axis():
+    x = torch.randn(2, 10, 3, requires_grad=True)
+    assert nn.Unflatten(1, (2, 5))(x).shape == (2, 2, 5, 3)
+    assert nn.Unflatten(-2, (5, -1))(x).shape == (2, 5, 2, 3)
+    y = nn.Unflatten(2, [3, 1])(x)
+    assert y.shape == (2, 10, 3, 1)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad, np.ones((2, 10, 3), np.float32))
+    with pytest.raises(ValueError, match=r"axis 1 of shape \(2, 10, 3\) has 10 elements.*\(3, 4\)"):
+        nn.Unflatten(1, (3, 4))(x)
+    with pytest.raises(
+        ValueError, match=r"axis 1 of shape \(2, 10, 3\) has 10 elements.*\(3, -1\)"
+    ):
+        nn.Unflatten(1, (3, -1))(x)
+    with pytest.raises(ValueError, match="dim 3 is out of range"):
+        nn.Unflatten(3, (1, 1))(x)
+    with pytest.raises(ValueError, match="one -1"):
+        nn.Unflatten(1, (-1, -1))
+    with pytest.raises(TypeError, match="must be ints"):
+        nn.Unflatten(1, (2.0, 5))

@@ -14,6 +14,7 @@ from tinyformer.nn.conv import (
     Flatten,
     MaxPool2d,
     MaxUnpool2d,
+    Unflatten,
     Unfold,
     Upsample,
 )
@@ -58,6 +59,6 @@ __all__ = [
     "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm",
     "RNN", "RNNBase", "RNNCell", "ReLU", "Rearrange", "Reduce", "Sequential", "SiLU", "Sigmoid",
     "Softmax", "StateDictError", "Tanh", "Transformer", "TransformerDecoder",
-    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unfold",
-    "Upsample", "functional", "init", "utils",
+    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unflatten",
+    "Unfold", "Upsample", "functional", "init", "utils",
 ]  # fmt: skip

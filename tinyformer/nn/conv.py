@@ -15,11 +15,12 @@ from tinyformer.nn import init
 from tinyformer.nn.module import Module, Parameter
 from tinyformer.ops import reshape
 from tinyformer.ops._im2col import pair
+from tinyformer.ops.reshape import flatten
 from tinyformer.tensor import Tensor
 
 __all__ = [
     "AdaptiveAvgPool2d", "AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose2d", "Flatten",
-    "MaxPool2d", "MaxUnpool2d", "Unfold", "Upsample",
+    "MaxPool2d", "MaxUnpool2d", "Unflatten", "Unfold", "Upsample",
 ]  # fmt: skip
 
 IntPair = int | Sequence[int]
@@ -276,7 +277,53 @@ class Upsample(Module):
 
 
 class Flatten(Module):
-    """(N, d1, d2, ...) -> (N, d1 * d2 * ...)."""
+    """Axes start_dim..end_dim merged into one, as PyTorch's: by default (N, d1, d2, ...) ->
+    (N, d1 * d2 * ...); `Flatten(0, 1)` merges the first two."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        for name, value in (("start_dim", start_dim), ("end_dim", end_dim)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"Flatten: {name} must be an int, got {value!r}")
+        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
 
     def forward(self, x: Tensor) -> Tensor:
-        return reshape(x, x.shape[0], math.prod(x.shape[1:]))
+        return flatten(x, self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Axis `dim` split into `unflattened_size`, as PyTorch's: `Unflatten(1, (2, 5))` takes
+    (N, 10, ...) to (N, 2, 5, ...); one size may be -1 (inferred)."""
+
+    def __init__(self, dim: int, unflattened_size: Sequence[int]) -> None:
+        super().__init__()
+        sizes = tuple(unflattened_size)
+        if not sizes or any(
+            isinstance(n, bool) or not isinstance(n, (int, np.integer)) for n in sizes
+        ):
+            raise TypeError(f"Unflatten: unflattened_size must be ints, got {unflattened_size!r}")
+        if sum(n == -1 for n in sizes) > 1 or any(n < -1 for n in sizes):
+            raise ValueError(
+                f"Unflatten: unflattened_size {sizes} may hold one -1 and no other negative"
+            )
+        self.dim, self.unflattened_size = int(dim), tuple(int(n) for n in sizes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        ndim, sizes = len(x.shape), self.unflattened_size
+        if not -ndim <= self.dim < ndim:
+            raise ValueError(f"Unflatten: dim {self.dim} is out of range for shape {x.shape}")
+        axis = self.dim % ndim
+        side, known = x.shape[axis], math.prod(n for n in sizes if n != -1)
+        fits = side % known == 0 if -1 in sizes and known else side == math.prod(sizes)
+        if not fits:
+            raise ValueError(
+                f"Unflatten: axis {self.dim} of shape {x.shape} has {side} elements, which do not "
+                f"split into {sizes}"
+            )
+        return reshape(x, *x.shape[:axis], *sizes, *x.shape[axis + 1 :])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
