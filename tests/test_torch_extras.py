@@ -205,3 +205,93 @@ def test_unflatten_splits_one_axis():
         nn.Unflatten(1, (-1, -1))
     with pytest.raises(TypeError, match="must be ints"):
         nn.Unflatten(1, (2.0, 5))
+
+
+def test_var_and_std_take_pytorchs_unbiased():
+    x = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    t = torch.tensor(x)
+    np.testing.assert_allclose(t.var(1, unbiased=False).data, x.var(1), rtol=1e-5)
+    np.testing.assert_allclose(t.std(dim=0, unbiased=True).data, x.std(0, ddof=1), rtol=1e-5)
+    np.testing.assert_allclose(torch.var(t, unbiased=False).data, x.var(), rtol=1e-5)
+    with pytest.raises(TypeError, match="var: got unbiased=False and correction=0; pass one"):
+        t.var(unbiased=False, correction=0)
+    with pytest.raises(TypeError, match="std: unbiased must be a bool, got 0"):
+        t.std(unbiased=0)
+
+
+def test_equal_is_a_python_bool_of_shape_and_values():
+    a = torch.tensor([[1.0, 2.0]])
+    assert torch.equal(a, a.clone()) is True
+    assert torch.equal(a, torch.tensor([1.0, 2.0])) is False  # same values, other shape
+    assert torch.equal(a, torch.tensor([[1.0, 3.0]])) is False
+    assert torch.equal(torch.tensor([np.nan]), torch.tensor([np.nan])) is False
+
+
+def test_repeat_interleave_repeats_each_element_and_sends_gradients_back():
+    assert torch.repeat_interleave(torch.tensor([1, 2]), 2).tolist() == [1, 1, 2, 2]
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    assert torch.repeat_interleave(x, 2).tolist() == [1, 1, 2, 2, 3, 3, 4, 4]  # flattened
+    y = torch.repeat_interleave(x, torch.tensor([1, 3]), dim=0)
+    assert y.tolist() == [[1, 2], [3, 4], [3, 4], [3, 4]]
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad, [[1, 1], [3, 3]])
+    assert torch.repeat_interleave(torch.tensor(5.0), 3).tolist() == [5, 5, 5]
+    for bad in (-1, [1, 2, 3], 1.5):
+        with pytest.raises(OpError, match=r"repeat_interleave: repeats must be a count >= 0 or 2"):
+            torch.repeat_interleave(x, bad, dim=1)
+    with pytest.raises(OpError, match=r"dim 2 is out of range for shape \(2, 2\)"):
+        torch.repeat_interleave(x, 2, dim=2)
+
+
+def test_eye_and_as_tensor():
+    np.testing.assert_array_equal(torch.eye(3).data, np.eye(3, dtype=np.float32))
+    assert torch.eye(2, 4, dtype=torch.long).data.tolist() == [[1, 0, 0, 0], [0, 1, 0, 0]]
+    with pytest.raises(ValueError, match="eye: m must be an int >= 0, got -1"):
+        torch.eye(2, -1)
+    a = np.zeros(3)
+    t = torch.as_tensor(a)  # shares memory and keeps float64, as torch.as_tensor
+    a[0] = 7
+    assert t.dtype == np.float64 and t.tolist() == [7, 0, 0]
+    assert torch.as_tensor(t) is t
+    assert torch.as_tensor(t, dtype=torch.float32).dtype == np.float32
+    assert torch.as_tensor([1.0, 2.0]).dtype == np.float32
+
+
+def test_set_grad_enabled_as_a_call_a_block_and_a_decorator():
+    w = torch.ones(2, requires_grad=True)
+    try:
+        torch.set_grad_enabled(False)
+        assert not torch.is_grad_enabled() and not (w * 2).requires_grad
+    finally:
+        torch.set_grad_enabled(True)
+    assert (w * 2).requires_grad
+    with torch.set_grad_enabled(False):
+        assert not (w * 2).requires_grad
+    assert torch.is_grad_enabled()
+
+    @torch.set_grad_enabled(False)
+    def f():
+        return w * 2
+
+    assert torch.is_grad_enabled() and not f().requires_grad and torch.is_grad_enabled()
+    with pytest.raises(TypeError, match="set_grad_enabled: mode must be a bool, got 'no'"):
+        torch.set_grad_enabled("no")
+
+
+def test_mT_swaps_the_last_two_axes():
+    x = torch.randn(2, 3, 4)
+    assert x.mT.shape == (2, 4, 3)
+    np.testing.assert_array_equal(x.mT.data, np.swapaxes(x.data, -1, -2))
+    with pytest.raises(ValueError, match=r"mT: needs at least 2 axes, got shape \(3,\)"):
+        _ = torch.randn(3).mT
+
+
+def test_clip_grad_value_clamps_every_gradient_in_place():
+    model = nn.Linear(3, 2)
+    model(torch.randn(4, 3) * 10).sum().backward()
+    grad = model.weight.grad
+    nn.utils.clip_grad_value_(model.parameters(), 0.5)
+    assert model.weight.grad is grad and np.abs(grad).max() <= 0.5
+    assert np.abs(model.bias.grad).max() <= 0.5
+    with pytest.raises(ValueError, match="clip_value must be >= 0, got -1"):
+        nn.utils.clip_grad_value_(model.parameters(), -1)

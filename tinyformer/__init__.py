@@ -25,6 +25,7 @@ from tinyformer.autograd import (
     is_grad_enabled,
     is_inference_mode_enabled,
     no_grad,
+    set_grad_enabled,
 )
 from tinyformer.backend import Device, device
 from tinyformer.creation import (
@@ -35,7 +36,9 @@ from tinyformer.creation import (
     IntTensor,
     LongTensor,
     arange,
+    as_tensor,
     empty,
+    eye,
     from_numpy,
     full,
     full_like,
@@ -133,6 +136,7 @@ from tinyformer.torch_functions import (  # noqa: F401, A004
     argwhere,
     bmm,
     eq,
+    equal,
     finfo,
     flip,
     ge,
@@ -149,6 +153,7 @@ from tinyformer.torch_functions import (  # noqa: F401, A004
     ne,
     nonzero,
     numel,
+    repeat_interleave,
     sort,
     t,
     unbind,
@@ -193,7 +198,8 @@ __all__ = [
     "iinfo", "index_select", "narrow", "nonzero", "numel", "sort", "unbind", "backends",
     "remainder", "allclose", "bmm", "ceil", "floor", "full_like", "isclose", "isfinite",
     "isinf", "isnan", "log_softmax", "rand_like", "randn_like", "sign", "softmax",
-    "trunc", "eq", "ne", "lt", "le", "gt", "ge", "index_fill", "t",
+    "trunc", "eq", "ne", "lt", "le", "gt", "ge", "index_fill", "t", "as_tensor", "eye", "equal",
+    "repeat_interleave", "set_grad_enabled",
     "Device", "Function", "GradcheckError", "OpError", "Tensor", "abs", "add", "amax", "amin",
     "arange", "argmax", "argmin", "argsort", "cat", "chunk", "clamp", "clip", "clone",
     "concatenate", "cos", "cuda", "cumsum", "detect_anomaly", "device", "div", "double", "einsum",

@@ -37,6 +37,7 @@ from tinyformer.grad_mode import (
     is_grad_enabled,
     is_inference_mode_enabled,
     no_grad,
+    set_grad_enabled,
 )
 from tinyformer.tensor import Tensor
 
@@ -53,6 +54,7 @@ __all__ = [
     "is_inference_mode_enabled",
     "no_grad",
     "queue_callback",
+    "set_grad_enabled",
 ]
 
 

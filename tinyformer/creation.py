@@ -19,9 +19,9 @@ from tinyformer.tensor import Tensor, _data
 
 __all__ = [
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "IntTensor", "LongTensor",
-    "arange", "empty", "from_numpy", "full", "full_like", "linspace", "multinomial", "ones",
-    "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "tensor",
-    "zeros", "zeros_like",
+    "arange", "as_tensor", "empty", "eye", "from_numpy", "full", "full_like", "linspace",
+    "multinomial", "ones", "ones_like", "rand", "rand_like", "randint", "randn", "randn_like",
+    "randperm", "tensor", "zeros", "zeros_like",
 ]  # fmt: skip
 
 
@@ -34,6 +34,27 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: An
 def from_numpy(array: np.ndarray) -> Tensor:
     """A tensor sharing memory with `array`."""
     return Tensor(array)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """`data` as a tensor, sharing its memory where it can, as `torch.as_tensor`: a tensor comes
+    back itself (cast or moved only if asked), an array of the kept dtype is not copied."""
+    if isinstance(data, Tensor):
+        out = data if dtype is None else data.to(dtype)
+        return out if device is None else out.to(device)
+    return Tensor(as_array(data, dtype), device=device)
+
+
+def eye(
+    n: int, m: int | None = None, *, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False,
+    device: Any = None,
+) -> Tensor:  # fmt: skip
+    """The n x m identity matrix (m = n by default), as `torch.eye`."""
+    for name, side in (("n", n), ("m", n if m is None else m)):
+        if isinstance(side, bool) or not isinstance(side, (int, np.integer)) or side < 0:
+            raise ValueError(f"eye: {name} must be an int >= 0, got {side!r}")
+    array = backend.array_module(device).eye(n, m, dtype=dtype)
+    return Tensor(array, requires_grad=requires_grad)
 
 
 def _shape(shape: Sequence[Any]) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from tinyformer import backend
 
 __all__ = [
     "check_finite", "detect_anomaly", "enable_grad", "inference_mode", "is_grad_enabled",
-    "is_inference_mode_enabled", "no_grad",
+    "is_inference_mode_enabled", "no_grad", "set_grad_enabled",
 ]  # fmt: skip
 
 # Read by `Function.apply` and the backward engine on every call (tinyformer/autograd.py).
@@ -98,6 +98,34 @@ class inference_mode(_GradMode):  # noqa: N801
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class set_grad_enabled(_GradMode):  # noqa: N801
+    """Turn graph recording on or off, as `torch.set_grad_enabled(mode)`: at once when called,
+    so `tf.set_grad_enabled(False)` alone switches it off; as a `with` block or decorator, back
+    to what it was at the end."""
+
+    def __init__(self, mode: bool) -> None:
+        global _grad_enabled
+        if not isinstance(mode, (bool, np.bool_)):
+            raise TypeError(f"set_grad_enabled: mode must be a bool, got {mode!r}")
+        self.enabled, self._prev = bool(mode), _grad_enabled
+        _grad_enabled = self.enabled
+
+    def __enter__(self) -> None:  # already set when made
+        pass
+
+    def __call__(self, fn: Callable) -> Callable:
+        global _grad_enabled
+        _grad_enabled = self._prev  # as a decorator it applies only inside calls of fn
+        mode = self.enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with set_grad_enabled(mode):
                 return fn(*args, **kwargs)
 
         return wrapper

@@ -282,12 +282,18 @@ class Tensor(ArrayFacts, InPlaceOps, PiecewiseMethods, TorchSpellings):
         return _ops.min(self, axis, keepdims)
 
     @torch_names
-    def var(self, axis: Any = None, keepdims: bool = False, correction: int = 1) -> Tensor:
-        return _ops.var(self, axis, keepdims, correction=correction)
+    def var(
+        self, axis: Any = None, keepdims: bool = False, correction: int = 1, *,
+        unbiased: bool | None = None,
+    ) -> Tensor:  # fmt: skip
+        return _ops.var(self, axis, keepdims, correction=correction, unbiased=unbiased)
 
     @torch_names
-    def std(self, axis: Any = None, keepdims: bool = False, correction: int = 1) -> Tensor:
-        return _ops.std(self, axis, keepdims, correction=correction)
+    def std(
+        self, axis: Any = None, keepdims: bool = False, correction: int = 1, *,
+        unbiased: bool | None = None,
+    ) -> Tensor:  # fmt: skip
+        return _ops.std(self, axis, keepdims, correction=correction, unbiased=unbiased)
 
     @torch_names
     def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Tensor:
@@ -322,6 +328,13 @@ class Tensor(ArrayFacts, InPlaceOps, PiecewiseMethods, TorchSpellings):
     def T(self) -> Tensor:  # noqa: N802
         """All axes reversed, as `numpy.ndarray.T`."""
         return _ops.permute(self, *reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> Tensor:  # noqa: N802
+        """The last two axes swapped (a batch of matrices, each transposed), as PyTorch's."""
+        if self.ndim < 2:
+            raise ValueError(f"mT: needs at least 2 axes, got shape {self.shape}")
+        return _ops.transpose(self, -2, -1)
 
     def expand(self, *shape: Any) -> Tensor:
         return _ops.expand(self, *shape)

@@ -19,7 +19,7 @@ from tinyformer.tensor import Tensor
 __all__ = [
     "all", "allclose", "any", "argwhere", "bmm", "eq", "finfo", "flip", "ge", "gt", "iinfo",
     "index_fill", "index_select", "isclose", "le", "lt", "max", "min", "narrow", "ne", "nonzero",
-    "numel", "sort", "t", "unbind",
+    "numel", "repeat_interleave", "sort", "t", "unbind", "equal",
 ]  # fmt: skip
 
 
@@ -171,3 +171,42 @@ def t(input: Any) -> Tensor:  # noqa: A002
 
 def index_fill(input: Any, dim: int, index: Any, value: Any) -> Tensor:  # noqa: A002
     return _as_tensor(input).index_fill(dim, index, value)
+
+
+def equal(input: Any, other: Any) -> bool:  # noqa: A002
+    """True if the two have the same shape and the same elements, as `torch.equal` (a Python
+    bool, not a tensor; NaN is not equal to itself)."""
+    a, b = _as_tensor(input).data, _as_tensor(other).data
+    if backend.device_of(a) != backend.device_of(b):
+        raise OpError(
+            f"equal: tensors on two devices ({backend.device_of(a)} and {backend.device_of(b)})"
+        )
+    xp = backend.get_array_module(a)
+    return bool(a.shape == b.shape and xp.array_equal(a, b))
+
+
+def repeat_interleave(input: Any, repeats: Any, dim: int | None = None) -> Tensor:  # noqa: A002
+    """Each element repeated `repeats` times along `dim`, as `torch.repeat_interleave`
+    (`[1, 2]` twice each: `[1, 1, 2, 2]`); `repeats` an int or one count per element of that
+    axis; without `dim` the flattened input. An index_select, so gradients flow back."""
+    x = _as_tensor(input)
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    if x.ndim == 0:  # a 0-d tensor repeats as a 1-element one, as in PyTorch
+        x = x.reshape(1)
+    if not -x.ndim <= dim < x.ndim:  # (`max` here is tf.max: no builtins in this module)
+        raise OpError(f"repeat_interleave: dim {dim} is out of range for shape {x.shape}")
+    n = x.shape[dim]
+    counts = np.asarray(repeats.tolist() if isinstance(repeats, Tensor) else repeats)
+    if (
+        counts.dtype.kind not in "iu"
+        or counts.ndim > 1
+        or counts.size not in (1, n)
+        or (counts < 0).any()
+    ):
+        raise OpError(
+            f"repeat_interleave: repeats must be a count >= 0 or {n} of them (one per element "
+            f"along dim {dim}), got {repeats!r}"
+        )
+    index = np.repeat(np.arange(n), counts.reshape(-1))
+    return x.index_select(dim, index)

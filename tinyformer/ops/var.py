@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import expand_reduced, normalize_axes
 from tinyformer.ops.sqrt import sqrt
@@ -43,16 +45,35 @@ class Var(Function):
 
 
 @torch_names
-def var(x: Tensor, axis: Any = None, keepdims: bool = False, *, correction: int = 1) -> Tensor:
-    """Variance over `axis`, dividing by `n - correction`."""
+def var(
+    x: Tensor, axis: Any = None, keepdims: bool = False, *, correction: int = 1,
+    unbiased: bool | None = None,
+) -> Tensor:  # fmt: skip
+    """Variance over `axis`, dividing by `n - correction`; PyTorch's older `unbiased=False` is
+    `correction=0` (True: 1)."""
+    correction = _correction("var", correction, unbiased)
     axes = normalize_axes(axis, x.ndim, "var")
     return Var.apply(x, axis=axes, keepdims=keepdims, correction=correction)
 
 
 @torch_names
-def std(x: Tensor, axis: Any = None, keepdims: bool = False, *, correction: int = 1) -> Tensor:
+def std(
+    x: Tensor, axis: Any = None, keepdims: bool = False, *, correction: int = 1,
+    unbiased: bool | None = None,
+) -> Tensor:  # fmt: skip
     """Standard deviation over `axis`, as `sqrt(var)`."""
+    correction = _correction("std", correction, unbiased)
     return sqrt(var(x, axis, keepdims, correction=correction))
+
+
+def _correction(op: str, correction: int, unbiased: bool | None) -> int:
+    if unbiased is None:
+        return correction
+    if not isinstance(unbiased, (bool, np.bool_)):
+        raise TypeError(f"{op}: unbiased must be a bool, got {unbiased!r}")
+    if correction != 1:
+        raise TypeError(f"{op}: got unbiased={unbiased} and correction={correction}; pass one")
+    return int(unbiased)
 
 
 def _sample(draw) -> Sample:

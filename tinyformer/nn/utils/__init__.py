@@ -1,8 +1,8 @@
 """`torch.nn.utils`'s names: gradient clipping (`nn.utils.clip_grad_norm_(model.parameters(), 1.0)`
-runs as written; `tinyformer.optim` re-exports it for the optimizers' users),
+and `clip_grad_value_` run as written; `tinyformer.optim` re-exports it for the optimizers' users),
 and `nn.utils.rnn`, sequences of different lengths for the recurrent layers."""
 
 from tinyformer.nn.utils import rnn
-from tinyformer.nn.utils.clip import clip_grad_norm_
+from tinyformer.nn.utils.clip import clip_grad_norm_, clip_grad_value_
 
-__all__ = ["clip_grad_norm_", "rnn"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]

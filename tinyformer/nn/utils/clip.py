@@ -15,7 +15,7 @@ import numpy as np
 from tinyformer import backend, registry
 from tinyformer.tensor import Tensor
 
-__all__ = ["clip_grad_norm_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
 
 @registry.reference("clip_grad_norm.many")
@@ -48,3 +48,13 @@ def clip_grad_norm_(parameters: Iterable[Any], max_norm: float, eps: float = 1e-
     if not grads:
         return Tensor(np.zeros((), np.float64))
     return Tensor(registry.call("clip_grad_norm.many", grads, max_norm=max_norm, eps=eps))
+
+
+def clip_grad_value_(parameters: Iterable[Any], clip_value: float) -> None:
+    """Clamp every gradient into [-clip_value, clip_value], in place, as PyTorch's."""
+    if not clip_value >= 0:  # NaN too
+        raise ValueError(f"clip_grad_value_: clip_value must be >= 0, got {clip_value}")
+    for p in parameters:
+        if p.grad is not None:
+            xp = backend.get_array_module(p.grad)
+            xp.clip(p.grad, -clip_value, clip_value, out=p.grad)
