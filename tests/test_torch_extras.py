@@ -295,3 +295,64 @@ def test_clip_grad_value_clamps_every_gradient_in_place():
     assert np.abs(model.bias.grad).max() <= 0.5
     with pytest.raises(ValueError, match="clip_value must be >= 0, got -1"):
         nn.utils.clip_grad_value_(model.parameters(), -1)
+
+
+def test_dcgan_pieces_run_as_the_tutorial_writes_them():
+    # PyTorch's DCGAN tutorial: ReLU(True), LeakyReLU(0.2, inplace=True), BCELoss on a
+    # Sigmoid's output, and weights_init calling nn.init on `m.weight.data`.
+    net_g = nn.Sequential(
+        nn.ConvTranspose2d(8, 4, 4, 1, 0, bias=False), nn.BatchNorm2d(4), nn.ReLU(True),
+        nn.ConvTranspose2d(4, 3, 4, 2, 1, bias=False), nn.Tanh(),
+    )  # fmt: skip
+    net_d = nn.Sequential(
+        nn.Conv2d(3, 4, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(4, 1, 4, 1, 0, bias=False), nn.Sigmoid(),
+    )  # fmt: skip
+
+    def weights_init(m):
+        if m.__class__.__name__.find("Conv") != -1:
+            nn.init.normal_(m.weight.data, 0.0, 0.02)
+        elif m.__class__.__name__.find("BatchNorm") != -1:
+            nn.init.normal_(m.weight.data, 1.0, 0.02)
+            nn.init.constant_(m.bias.data, 0)
+
+    torch.manual_seed(0)
+    net_g.apply(weights_init)
+    net_d.apply(weights_init)
+    assert abs(float(net_d[0].weight.data.std()) - 0.02) < 0.005
+    assert (net_g[1].bias.data == 0).all()
+    fake = net_g(torch.randn(2, 8, 1, 1))
+    output = net_d(fake.detach()).view(-1)
+    err = nn.BCELoss()(output, torch.full((2,), 1.0))
+    err.backward()
+    assert fake.shape == (2, 3, 8, 8) and net_d[0].weight.grad is not None
+    assert "negative_slope=0.2" in repr(net_d)
+
+
+def test_leaky_relu_and_binary_cross_entropy_match_their_formulas():
+    x = torch.tensor([-2.0, 0.0, 3.0], requires_grad=True)
+    y = F.leaky_relu(x, 0.1)
+    y.sum().backward()
+    np.testing.assert_allclose(y.data, [-0.2, 0.0, 3.0])
+    np.testing.assert_allclose(x.grad, [0.1, 0.1, 1.0])  # at 0 the slope, as PyTorch
+    p = torch.tensor([0.2, 0.9, 1.0], requires_grad=True)
+    t = torch.tensor([0.0, 1.0, 0.0])
+    loss = F.binary_cross_entropy(p, t, reduction="none")
+    np.testing.assert_allclose(loss.data, [-np.log(0.8), -np.log(0.9), 100.0], rtol=1e-6)
+    loss.sum().backward()  # p = 1 against t = 0: the log clamps at -100, the slope at 1e-12
+    np.testing.assert_allclose(p.grad, [1 / 0.8, -1 / 0.9, 1e12], rtol=1e-5)
+    with pytest.raises(OpError, match=r"binary_cross_entropy: input must be probabilities in"):
+        F.binary_cross_entropy(torch.tensor([1.5]), torch.tensor([1.0]))
+    with pytest.raises(OpError, match="binary_cross_entropy: weight of shape"):
+        F.binary_cross_entropy(p, t, weight=np.ones(2))
+    with pytest.raises(OpError, match="leaky_relu: negative_slope must be a number"):
+        F.leaky_relu(x, "0.1")
+
+
+def test_grad_takes_one_input_tensor_and_refuses_create_graph():
+    x = torch.randn(2, 3, requires_grad=True)
+    y = (x**2).sum()
+    (g,) = torch.grad(y, x, retain_graph=True)  # one tensor, as torch.autograd.grad takes it
+    np.testing.assert_allclose(g, 2 * x.data, rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="create_graph=True"):
+        torch.grad(y, [x], create_graph=True)

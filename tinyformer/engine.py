@@ -368,13 +368,21 @@ def backward(
 
 def grad(
     outputs: Variable | Sequence[Variable],
-    inputs: Sequence[Variable],
+    inputs: Variable | Sequence[Variable],
     grad_outputs: Any | Sequence[Any] | None = None,
     retain_graph: bool = False,
+    create_graph: bool = False,
 ) -> list[Any]:
-    """Gradients of the outputs with respect to leaf `inputs`, returned as arrays (None where no
-    path leads); `.grad` attributes are left untouched, as in `torch.autograd.grad`."""
+    """Gradients of the outputs with respect to leaf `inputs` (one tensor or several), returned
+    as arrays (None where no path leads); `.grad` attributes are left untouched, as in
+    `torch.autograd.grad`. Gradients of gradients (`create_graph=True`) are not supported."""
+    if create_graph:
+        raise NotImplementedError(
+            "grad: create_graph=True (gradients of gradients) is not supported: backward "
+            "functions compute on arrays, so a gradient has no graph of its own"
+        )
     outputs = [outputs] if hasattr(outputs, "grad_fn") else list(outputs)
+    inputs = [inputs] if hasattr(inputs, "grad_fn") else list(inputs)
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
     elif hasattr(grad_outputs, "shape"):  # one Tensor or array

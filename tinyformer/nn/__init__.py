@@ -26,6 +26,7 @@ from tinyformer.nn.layers import (
     Hardswish,
     Identity,
     LayerNorm,
+    LeakyReLU,
     Linear,
     LogSoftmax,
     ModuleDict,
@@ -38,7 +39,14 @@ from tinyformer.nn.layers import (
     Softmax,
     Tanh,
 )
-from tinyformer.nn.losses import BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, MSELoss, NLLLoss
+from tinyformer.nn.losses import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    KLDivLoss,
+    MSELoss,
+    NLLLoss,
+)
 from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.multihead_attention import MultiheadAttention
 from tinyformer.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
@@ -52,13 +60,13 @@ from tinyformer.nn.transformer_layers import (
 )
 
 __all__ = [
-    "AdaptiveAvgPool2d", "Attention", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d",
+    "AdaptiveAvgPool2d", "Attention", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d",
     "BatchNorm2d", "Block", "Conv1d", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout",
     "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "Hardswish", "Identity", "KLDivLoss", "LSTM",
-    "LSTMCell", "LayerNorm", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool2d", "MaxUnpool2d",
-    "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm",
-    "RNN", "RNNBase", "RNNCell", "ReLU", "Rearrange", "Reduce", "Sequential", "SiLU", "Sigmoid",
-    "Softmax", "StateDictError", "Tanh", "Transformer", "TransformerDecoder",
-    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unflatten",
-    "Unfold", "Upsample", "functional", "init", "utils",
+    "LeakyReLU", "LSTMCell", "LayerNorm", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool2d",
+    "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss",
+    "Parameter", "RMSNorm", "RNN", "RNNBase", "RNNCell", "ReLU", "Rearrange", "Reduce",
+    "Sequential", "SiLU", "Sigmoid", "Softmax", "StateDictError", "Tanh", "Transformer",
+    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerEncoderLayer", "Unflatten", "Unfold", "Upsample", "functional", "init", "utils",
 ]  # fmt: skip

@@ -1,5 +1,6 @@
 """In-place parameter initialisers (`torch.nn.init` names), drawing from tinyformer's generator
-so that `tinyformer.manual_seed(s)` makes a model's initial weights reproducible."""
+so that `tinyformer.manual_seed(s)` makes a model's initial weights reproducible. Each takes a
+tensor or a tensor's array (`p.data`)."""
 
 from __future__ import annotations
 
@@ -43,9 +44,12 @@ def skip_init() -> Iterator[None]:
 
 
 def _write(tensor: Tensor, values: Any, name: str) -> Tensor:
-    """Fill `tensor` in place, as a PyTorch initialiser does: a write that bumps its version."""
-    tensor.data[...] = values
-    versions.bump(tensor.data, f"nn.init.{name}()")
+    """Fill `tensor` in place, as a PyTorch initialiser does: a write that bumps its version.
+    It may also be a tensor's array, `p.data`, as PyTorch code passes (`normal_(m.weight.data,
+    0.0, 0.02)`)."""
+    array = tensor.data if isinstance(tensor, Tensor) else tensor
+    array[...] = values
+    versions.bump(array, f"nn.init.{name}()")
     return tensor
 
 

@@ -17,6 +17,7 @@ from tinyformer.torch_names import torch_names
 
 __all__ = [
     "GELU",
+    "LeakyReLU",
     "Dropout",
     "Hardswish",
     "Embedding",
@@ -189,8 +190,27 @@ class Hardswish(Module):
 
 
 class ReLU(Module):
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace  # accepted for PyTorch's signature: the result is a new tensor
+
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x)
+
+
+class LeakyReLU(Module):
+    """x where positive, else negative_slope * x (`F.leaky_relu`)."""
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.inplace = inplace  # accepted for PyTorch's signature: the result is a new tensor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
 
 
 class SiLU(Module):

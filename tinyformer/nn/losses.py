@@ -9,7 +9,22 @@ import tinyformer.nn.functional as F
 from tinyformer.nn.module import Module
 from tinyformer.tensor import Tensor
 
-__all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "KLDivLoss", "MSELoss", "NLLLoss"]
+__all__ = ["BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "KLDivLoss", "MSELoss", "NLLLoss"]
+
+
+class BCELoss(Module):
+    """`F.binary_cross_entropy(input, target, ...)`: probabilities (a sigmoid's output) against
+    targets of the same shape; `weight` is data. From logits, `BCEWithLogitsLoss` is stabler."""
+
+    def __init__(self, weight: Any = None, reduction: str = "mean") -> None:
+        super().__init__()
+        self.weight, self.reduction = weight, reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}"
 
 
 class BCEWithLogitsLoss(Module):

@@ -12,6 +12,7 @@ from tinyformer.ops.astype import astype
 from tinyformer.ops.attention import scaled_dot_product_attention
 from tinyformer.ops.avg_pool2d import avg_pool2d
 from tinyformer.ops.batch_norm import batch_norm
+from tinyformer.ops.binary_cross_entropy import binary_cross_entropy
 from tinyformer.ops.binary_cross_entropy_with_logits import binary_cross_entropy_with_logits
 from tinyformer.ops.cat import cat, concatenate, stack
 from tinyformer.ops.clip import clamp, clip
@@ -37,6 +38,7 @@ from tinyformer.ops.hardswish import hardswish
 from tinyformer.ops.interpolate import interpolate
 from tinyformer.ops.kl_div import kl_div
 from tinyformer.ops.layer_norm import layer_norm
+from tinyformer.ops.leaky_relu import leaky_relu
 from tinyformer.ops.linear import linear
 from tinyformer.ops.log import log
 from tinyformer.ops.log1p import log1p
@@ -87,11 +89,12 @@ from tinyformer.ops.where import where
 
 __all__ = [
     "abs", "adaptive_avg_pool2d", "add", "amax", "amin", "argmax", "argmin", "argsort", "astype",
-    "avg_pool2d", "batch_norm", "binary_cross_entropy_with_logits", "cat", "chunk", "clamp",
+    "avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "cat",
+    "chunk", "clamp",
     "clip", "clone", "concatenate", "conv1d", "conv2d", "conv_transpose2d", "cos", "cross_entropy",
     "cumsum", "div", "dropout", "einsum", "embedding", "erf", "exp", "expand", "flatten", "gather",
-    "gelu", "getitem", "hardswish", "interpolate", "kl_div", "layer_norm", "linear", "log",
-    "log1p", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
+    "gelu", "getitem", "hardswish", "interpolate", "kl_div", "layer_norm", "leaky_relu", "linear",
+    "log", "log1p", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
     "max_unpool2d", "maximum", "mean", "meshgrid", "min", "minimum", "mse_loss", "mul", "neg",
     "nll_loss", "norm", "normalize", "one_hot", "outer", "pad", "permute", "pow", "prod", "relu",
     "remainder", "reshape", "rms_norm", "roll", "rsqrt", "scaled_dot_product_attention",

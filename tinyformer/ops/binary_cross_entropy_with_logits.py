@@ -75,16 +75,17 @@ class BinaryCrossEntropyWithLogits(Function):
 _OP = "binary_cross_entropy_with_logits"
 
 
-def _factor(name: str, value: Any, input: Tensor) -> np.ndarray | None:  # noqa: A002
-    """`weight` or `pos_weight`: data in input's dtype, which must broadcast to input."""
+def _factor(name: str, value: Any, input: Tensor, op: str = _OP) -> np.ndarray | None:  # noqa: A002
+    """`weight` or `pos_weight` of loss `op`: data in input's dtype, which must broadcast to
+    input."""
     if value is None:
         return None
     if isinstance(value, Tensor) and value.requires_grad:
-        raise OpError(f"{_OP}: {name} is data here, not a tensor that needs a gradient")
+        raise OpError(f"{op}: {name} is data here, not a tensor that needs a gradient")
     arr = data_of(value)
     if isinstance(value, Tensor) or backend.is_device_array(arr):
         if (where := backend.device_of(arr)) != input.device:
-            raise OpError(f"{_OP}: {name} is on {where} and input on {input.device}: move one")
+            raise OpError(f"{op}: {name} is on {where} and input on {input.device}: move one")
         arr = arr.astype(input.dtype, copy=False)
     else:  # host data (an ndarray, a list, a number): moved to input's device here
         arr = backend.to_device(np.asarray(arr, input.dtype), input.device)
@@ -94,7 +95,7 @@ def _factor(name: str, value: Any, input: Tensor) -> np.ndarray | None:  # noqa:
         fits = False
     if not fits:
         raise OpError(
-            f"{_OP}: {name} of shape {arr.shape} does not broadcast to input {input.shape}"
+            f"{op}: {name} of shape {arr.shape} does not broadcast to input {input.shape}"
         )
     return arr
 
