@@ -4,6 +4,7 @@ containers and transformer blocks; `tinyformer.nn.functional` holds the function
 einops is installed, importing them also lets einops take tinyformer tensors."""
 
 from tinyformer.nn import functional, init, utils
+from tinyformer.nn.activations import ELU, Softplus
 from tinyformer.nn.batchnorm import BatchNorm1d, BatchNorm2d
 from tinyformer.nn.conv import (
     AdaptiveAvgPool2d,
@@ -43,12 +44,16 @@ from tinyformer.nn.losses import (
     BCELoss,
     BCEWithLogitsLoss,
     CrossEntropyLoss,
+    HuberLoss,
     KLDivLoss,
+    L1Loss,
     MSELoss,
     NLLLoss,
+    SmoothL1Loss,
 )
 from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.multihead_attention import MultiheadAttention
+from tinyformer.nn.normalization import GroupNorm
 from tinyformer.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from tinyformer.nn.transformer import MLP, Attention, Block
 from tinyformer.nn.transformer_layers import (
@@ -62,11 +67,12 @@ from tinyformer.nn.transformer_layers import (
 __all__ = [
     "AdaptiveAvgPool2d", "Attention", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d",
     "BatchNorm2d", "Block", "Conv1d", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout",
-    "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "Hardswish", "Identity", "KLDivLoss", "LSTM",
-    "LeakyReLU", "LSTMCell", "LayerNorm", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool2d",
-    "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss",
-    "Parameter", "RMSNorm", "RNN", "RNNBase", "RNNCell", "ReLU", "Rearrange", "Reduce",
-    "Sequential", "SiLU", "Sigmoid", "Softmax", "StateDictError", "Tanh", "Transformer",
-    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
-    "TransformerEncoderLayer", "Unflatten", "Unfold", "Upsample", "functional", "init", "utils",
+    "ELU", "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "GroupNorm", "Hardswish", "HuberLoss",
+    "Identity", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear",
+    "LogSoftmax", "MLP", "MSELoss", "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict",
+    "ModuleList", "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm", "RNN", "RNNBase",
+    "RNNCell", "ReLU", "Rearrange", "Reduce", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss",
+    "Softmax", "Softplus", "StateDictError", "Tanh", "Transformer", "TransformerDecoder",
+    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unflatten",
+    "Unfold", "Upsample", "functional", "init", "utils",
 ]  # fmt: skip

@@ -9,7 +9,10 @@ import tinyformer.nn.functional as F
 from tinyformer.nn.module import Module
 from tinyformer.tensor import Tensor
 
-__all__ = ["BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "KLDivLoss", "MSELoss", "NLLLoss"]
+__all__ = [
+    "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss",
+    "MSELoss", "NLLLoss", "SmoothL1Loss",
+]  # fmt: skip
 
 
 class BCELoss(Module):
@@ -133,3 +136,36 @@ class NLLLoss(Module):
 
     def extra_repr(self) -> str:
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"
+
+
+class L1Loss(Module):
+    """`F.l1_loss(input, target)`: mean absolute error, shapes equal."""
+
+    def __init__(self, reduction: str = "mean") -> None:
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+        return F.l1_loss(input, target, self.reduction)
+
+
+class SmoothL1Loss(Module):
+    """`F.smooth_l1_loss(input, target, beta=beta)`: squared error below beta, absolute above."""
+
+    def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
+        super().__init__()
+        self.reduction, self.beta = reduction, beta
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+        return F.smooth_l1_loss(input, target, self.reduction, self.beta)
+
+
+class HuberLoss(Module):
+    """`F.huber_loss(input, target, delta=delta)`: squared error up to delta, then linear."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__()
+        self.reduction, self.delta = reduction, delta
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002
+        return F.huber_loss(input, target, self.reduction, self.delta)

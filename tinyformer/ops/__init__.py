@@ -21,6 +21,7 @@ from tinyformer.ops.conv1d import conv1d
 from tinyformer.ops.conv2d import conv2d
 from tinyformer.ops.conv_transpose2d import conv_transpose2d
 from tinyformer.ops.cos import cos
+from tinyformer.ops.cosine_similarity import cosine_similarity
 from tinyformer.ops.cross_entropy import cross_entropy
 from tinyformer.ops.cumsum import cumsum
 from tinyformer.ops.div import div
@@ -34,9 +35,11 @@ from tinyformer.ops.gather import gather
 from tinyformer.ops.gelu import gelu
 from tinyformer.ops.getitem import getitem
 from tinyformer.ops.getitem import index_put as index_put  # for Tensor.__setitem__; not public
+from tinyformer.ops.group_norm import group_norm
 from tinyformer.ops.hardswish import hardswish
 from tinyformer.ops.interpolate import interpolate
 from tinyformer.ops.kl_div import kl_div
+from tinyformer.ops.l1_loss import l1_loss
 from tinyformer.ops.layer_norm import layer_norm
 from tinyformer.ops.leaky_relu import leaky_relu
 from tinyformer.ops.linear import linear
@@ -74,7 +77,9 @@ from tinyformer.ops.scatter import scatter
 from tinyformer.ops.sigmoid import sigmoid
 from tinyformer.ops.silu import silu
 from tinyformer.ops.sin import sin
+from tinyformer.ops.smooth_l1_loss import huber_loss, smooth_l1_loss
 from tinyformer.ops.softmax import softmax
+from tinyformer.ops.softplus import elu, softplus
 from tinyformer.ops.split import chunk, split
 from tinyformer.ops.sqrt import sqrt
 from tinyformer.ops.squeeze import squeeze, unsqueeze
@@ -90,15 +95,15 @@ from tinyformer.ops.where import where
 __all__ = [
     "abs", "adaptive_avg_pool2d", "add", "amax", "amin", "argmax", "argmin", "argsort", "astype",
     "avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "cat",
-    "chunk", "clamp",
-    "clip", "clone", "concatenate", "conv1d", "conv2d", "conv_transpose2d", "cos", "cross_entropy",
-    "cumsum", "div", "dropout", "einsum", "embedding", "erf", "exp", "expand", "flatten", "gather",
-    "gelu", "getitem", "hardswish", "interpolate", "kl_div", "layer_norm", "leaky_relu", "linear",
-    "log", "log1p", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
+    "chunk", "clamp", "clip", "clone", "concatenate", "conv1d", "conv2d", "conv_transpose2d", "cos",
+    "cosine_similarity", "cross_entropy", "cumsum", "div", "dropout", "einsum", "elu", "embedding",
+    "erf", "exp", "expand", "flatten", "gather", "gelu", "getitem", "group_norm", "hardswish",
+    "huber_loss", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log",
+    "log1p", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
     "max_unpool2d", "maximum", "mean", "meshgrid", "min", "minimum", "mse_loss", "mul", "neg",
     "nll_loss", "norm", "normalize", "one_hot", "outer", "pad", "permute", "pow", "prod", "relu",
-    "remainder", "reshape", "rms_norm", "roll", "rsqrt", "scaled_dot_product_attention",
-    "scatter", "sigmoid", "silu", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std",
-    "sub", "sum", "tanh", "topk", "transpose", "tril", "triu", "unfold", "unsqueeze", "var",
-    "where",
+    "remainder", "reshape", "rms_norm", "roll", "rsqrt", "scaled_dot_product_attention", "scatter",
+    "sigmoid", "silu", "sin", "smooth_l1_loss", "softmax", "softplus", "split", "sqrt", "squeeze",
+    "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril", "triu", "unfold",
+    "unsqueeze", "var", "where",
 ]  # fmt: skip
