@@ -356,3 +356,29 @@ def test_grad_takes_one_input_tensor_and_refuses_create_graph():
     np.testing.assert_allclose(g, 2 * x.data, rtol=1e-6)
     with pytest.raises(NotImplementedError, match="create_graph=True"):
         torch.grad(y, [x], create_graph=True)
+
+
+def test_parameter_list_and_dict_register_their_parameters():
+    class Mixture(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scales = nn.ParameterList([nn.Parameter(torch.ones(2)), torch.zeros(3)])
+            self.named = nn.ParameterDict({"shift": nn.Parameter(torch.ones(2))})
+
+        def forward(self, x):
+            return x * self.scales[0] + self.named["shift"] + self.scales[1].sum()
+
+    m = Mixture()
+    assert list(m.state_dict()) == ["scales.0", "scales.1", "named.shift"]
+    assert len(m.scales) == 2 and "shift" in m.named and list(m.named) == ["shift"]
+    m(torch.ones(2)).sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    opt.step()
+    np.testing.assert_allclose(m.scales[0].data, [0.9, 0.9], rtol=1e-6)
+    m.scales.append(torch.ones(1))
+    assert len(list(m.parameters())) == 4
+    with pytest.raises(TypeError, match="ParameterList: '0' must be a Parameter or array data"):
+        nn.ParameterList(["not a number"])
+    with pytest.raises(KeyError, match="names must be non-empty strings without '.'"):
+        nn.ParameterDict({"a.b": torch.ones(1)})

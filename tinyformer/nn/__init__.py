@@ -54,6 +54,7 @@ from tinyformer.nn.losses import (
 from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.multihead_attention import MultiheadAttention
 from tinyformer.nn.normalization import GroupNorm
+from tinyformer.nn.parameters import ParameterDict, ParameterList
 from tinyformer.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from tinyformer.nn.transformer import MLP, Attention, Block
 from tinyformer.nn.transformer_layers import (
@@ -70,9 +71,9 @@ __all__ = [
     "ELU", "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "GroupNorm", "Hardswish", "HuberLoss",
     "Identity", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear",
     "LogSoftmax", "MLP", "MSELoss", "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict",
-    "ModuleList", "MultiheadAttention", "NLLLoss", "Parameter", "RMSNorm", "RNN", "RNNBase",
-    "RNNCell", "ReLU", "Rearrange", "Reduce", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss",
-    "Softmax", "Softplus", "StateDictError", "Tanh", "Transformer", "TransformerDecoder",
-    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unflatten",
-    "Unfold", "Upsample", "functional", "init", "utils",
+    "ModuleList", "MultiheadAttention", "NLLLoss", "Parameter", "ParameterDict", "ParameterList",
+    "RMSNorm", "RNN", "RNNBase", "RNNCell", "ReLU", "Rearrange", "Reduce", "Sequential", "SiLU",
+    "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "StateDictError", "Tanh", "Transformer",
+    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerEncoderLayer", "Unflatten", "Unfold", "Upsample", "functional", "init", "utils",
 ]  # fmt: skip
