@@ -98,3 +98,25 @@ def test_elu_and_softplus_stay_finite_far_out():
     (F.elu(x) + F.softplus(x)).sum().backward()
     assert np.isfinite(x.grad).all()
     np.testing.assert_allclose(F.softplus(x).data[[0, 4]], [0.0, 1000.0])
+
+
+@pytest.mark.parametrize(
+    "name, kw",
+    [
+        ("MaxPool1d", {"kernel_size": 2}),
+        ("MaxPool1d", {"kernel_size": 3, "stride": 1, "padding": 1, "dilation": 2}),
+        ("AvgPool1d", {"kernel_size": 3, "stride": 2}),
+        ("AvgPool1d", {"kernel_size": 3, "stride": 1, "padding": 1, "count_include_pad": False}),
+    ],
+)
+def test_pool1d_matches_pytorch(name, kw):
+    compare(getattr(nn, name)(**kw), getattr(torch.nn, name)(**kw), _x(2, 3, 9))
+
+
+def test_pool1d_errors_name_the_function():
+    with pytest.raises(
+        tf.OpError, match=r"max_pool1d: input must be \(N, C, L\), got shape \(3, 9\)"
+    ):
+        F.max_pool1d(tf.randn(3, 9), 2)
+    with pytest.raises(tf.OpError, match="avg_pool1d: stride must be an int >= 1, got 0"):
+        F.avg_pool1d(tf.randn(1, 3, 9), 2, stride=0)

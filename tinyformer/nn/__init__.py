@@ -8,11 +8,13 @@ from tinyformer.nn.activations import ELU, Softplus
 from tinyformer.nn.batchnorm import BatchNorm1d, BatchNorm2d
 from tinyformer.nn.conv import (
     AdaptiveAvgPool2d,
+    AvgPool1d,
     AvgPool2d,
     Conv1d,
     Conv2d,
     ConvTranspose2d,
     Flatten,
+    MaxPool1d,
     MaxPool2d,
     MaxUnpool2d,
     Unflatten,
@@ -66,14 +68,15 @@ from tinyformer.nn.transformer_layers import (
 )
 
 __all__ = [
-    "AdaptiveAvgPool2d", "Attention", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d",
-    "BatchNorm2d", "Block", "Conv1d", "Conv2d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout",
-    "ELU", "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "GroupNorm", "Hardswish", "HuberLoss",
-    "Identity", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear",
-    "LogSoftmax", "MLP", "MSELoss", "MaxPool2d", "MaxUnpool2d", "Module", "ModuleDict",
-    "ModuleList", "MultiheadAttention", "NLLLoss", "Parameter", "ParameterDict", "ParameterList",
-    "RMSNorm", "RNN", "RNNBase", "RNNCell", "ReLU", "Rearrange", "Reduce", "Sequential", "SiLU",
-    "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "StateDictError", "Tanh", "Transformer",
-    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
-    "TransformerEncoderLayer", "Unflatten", "Unfold", "Upsample", "functional", "init", "utils",
+    "AdaptiveAvgPool2d", "Attention", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss",
+    "BatchNorm1d", "BatchNorm2d", "Block", "Conv1d", "Conv2d", "ConvTranspose2d",
+    "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GRU", "GRUCell",
+    "GroupNorm", "Hardswish", "HuberLoss", "Identity", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell",
+    "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool1d", "MaxPool2d",
+    "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss",
+    "Parameter", "ParameterDict", "ParameterList", "RMSNorm", "RNN", "RNNBase", "RNNCell", "ReLU",
+    "Rearrange", "Reduce", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus",
+    "StateDictError", "Tanh", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+    "TransformerEncoder", "TransformerEncoderLayer", "Unflatten", "Unfold", "Upsample",
+    "functional", "init", "utils",
 ]  # fmt: skip

@@ -19,8 +19,8 @@ from tinyformer.ops.reshape import flatten
 from tinyformer.tensor import Tensor
 
 __all__ = [
-    "AdaptiveAvgPool2d", "AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose2d", "Flatten",
-    "MaxPool2d", "MaxUnpool2d", "Unflatten", "Unfold", "Upsample",
+    "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "Conv1d", "Conv2d", "ConvTranspose2d", "Flatten",
+    "MaxPool1d", "MaxPool2d", "MaxUnpool2d", "Unflatten", "Unfold", "Upsample",
 ]  # fmt: skip
 
 IntPair = int | Sequence[int]
@@ -212,6 +212,37 @@ class AvgPool2d(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.avg_pool2d(
+            x, self.kernel_size, self.stride, self.padding, count_include_pad=self.count_include_pad
+        )
+
+
+class MaxPool1d(Module):
+    """`F.max_pool1d` over (N, C, L) sequences."""
+
+    def __init__(
+        self, kernel_size: int, stride: int | None = None, padding: int = 0, dilation: int = 1
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation = dilation
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation)
+
+
+class AvgPool1d(Module):
+    """`F.avg_pool1d` over (N, C, L) sequences."""
+
+    def __init__(
+        self, kernel_size: int, stride: int | None = None, padding: int = 0, *,
+        count_include_pad: bool = True,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool1d(
             x, self.kernel_size, self.stride, self.padding, count_include_pad=self.count_include_pad
         )
 

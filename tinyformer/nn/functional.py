@@ -3,6 +3,7 @@ as F`). Each is defined, with its backward, in `tinyformer/ops/<name>.py`."""
 
 from tinyformer.ops import (
     adaptive_avg_pool2d,
+    avg_pool1d,
     avg_pool2d,
     batch_norm,
     binary_cross_entropy,
@@ -26,6 +27,7 @@ from tinyformer.ops import (
     leaky_relu,
     linear,
     log_softmax,
+    max_pool1d,
     max_pool2d,
     max_unpool2d,
     mse_loss,
@@ -47,6 +49,7 @@ from tinyformer.ops import (
 
 __all__ = [
     "adaptive_avg_pool2d",
+    "avg_pool1d",
     "avg_pool2d",
     "batch_norm",
     "binary_cross_entropy",
@@ -70,6 +73,7 @@ __all__ = [
     "leaky_relu",
     "linear",
     "log_softmax",
+    "max_pool1d",
     "max_pool2d",
     "max_unpool2d",
     "mse_loss",

@@ -65,6 +65,7 @@ from tinyformer.ops.one_hot import one_hot
 from tinyformer.ops.outer import outer
 from tinyformer.ops.pad import pad
 from tinyformer.ops.permute import permute, transpose
+from tinyformer.ops.pool1d import avg_pool1d, max_pool1d
 from tinyformer.ops.pow import pow
 from tinyformer.ops.prod import prod
 from tinyformer.ops.relu import relu
@@ -94,16 +95,16 @@ from tinyformer.ops.where import where
 
 __all__ = [
     "abs", "adaptive_avg_pool2d", "add", "amax", "amin", "argmax", "argmin", "argsort", "astype",
-    "avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "cat",
-    "chunk", "clamp", "clip", "clone", "concatenate", "conv1d", "conv2d", "conv_transpose2d", "cos",
-    "cosine_similarity", "cross_entropy", "cumsum", "div", "dropout", "einsum", "elu", "embedding",
-    "erf", "exp", "expand", "flatten", "gather", "gelu", "getitem", "group_norm", "hardswish",
-    "huber_loss", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log",
-    "log1p", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool2d",
-    "max_unpool2d", "maximum", "mean", "meshgrid", "min", "minimum", "mse_loss", "mul", "neg",
-    "nll_loss", "norm", "normalize", "one_hot", "outer", "pad", "permute", "pow", "prod", "relu",
-    "remainder", "reshape", "rms_norm", "roll", "rsqrt", "scaled_dot_product_attention", "scatter",
-    "sigmoid", "silu", "sin", "smooth_l1_loss", "softmax", "softplus", "split", "sqrt", "squeeze",
-    "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril", "triu", "unfold",
-    "unsqueeze", "var", "where",
+    "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "cat", "chunk", "clamp", "clip", "clone", "concatenate",
+    "conv1d", "conv2d", "conv_transpose2d", "cos", "cosine_similarity", "cross_entropy", "cumsum",
+    "div", "dropout", "einsum", "elu", "embedding", "erf", "exp", "expand", "flatten", "gather",
+    "gelu", "getitem", "group_norm", "hardswish", "huber_loss", "interpolate", "kl_div", "l1_loss",
+    "layer_norm", "leaky_relu", "linear", "log", "log1p", "log_softmax", "logsumexp", "masked_fill",
+    "matmul", "max", "max_pool1d", "max_pool2d", "max_unpool2d", "maximum", "mean", "meshgrid",
+    "min", "minimum", "mse_loss", "mul", "neg", "nll_loss", "norm", "normalize", "one_hot", "outer",
+    "pad", "permute", "pow", "prod", "relu", "remainder", "reshape", "rms_norm", "roll", "rsqrt",
+    "scaled_dot_product_attention", "scatter", "sigmoid", "silu", "sin", "smooth_l1_loss",
+    "softmax", "softplus", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
+    "transpose", "tril", "triu", "unfold", "unsqueeze", "var", "where",
 ]  # fmt: skip
