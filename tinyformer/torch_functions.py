@@ -17,9 +17,9 @@ from tinyformer.autograd import OpError
 from tinyformer.tensor import Tensor
 
 __all__ = [
-    "all", "allclose", "any", "argwhere", "bmm", "eq", "finfo", "flip", "ge", "gt", "iinfo",
-    "index_fill", "index_select", "isclose", "le", "lt", "max", "min", "narrow", "ne", "nonzero",
-    "numel", "repeat_interleave", "sort", "t", "unbind", "equal",
+    "all", "allclose", "any", "argwhere", "bmm", "eq", "equal", "finfo", "flip", "ge", "gt",
+    "iinfo", "index_fill", "index_select", "isclose", "le", "lt", "max", "min", "narrow", "ne",
+    "nonzero", "numel", "repeat_interleave", "sort", "t", "unbind",
 ]  # fmt: skip
 
 
@@ -194,7 +194,11 @@ def repeat_interleave(input: Any, repeats: Any, dim: int | None = None) -> Tenso
         x, dim = x.reshape(-1), 0
     if x.ndim == 0:  # a 0-d tensor repeats as a 1-element one, as in PyTorch
         x = x.reshape(1)
-    if not -x.ndim <= dim < x.ndim:  # (`max` here is tf.max: no builtins in this module)
+    if (
+        isinstance(dim, bool)
+        or not isinstance(dim, (int, np.integer))
+        or not -x.ndim <= dim < x.ndim
+    ):
         raise OpError(f"repeat_interleave: dim {dim} is out of range for shape {x.shape}")
     n = x.shape[dim]
     counts = np.asarray(repeats.tolist() if isinstance(repeats, Tensor) else repeats)
