@@ -382,3 +382,53 @@ def test_parameter_list_and_dict_register_their_parameters():
         nn.ParameterList(["not a number"])
     with pytest.raises(KeyError, match="names must be non-empty strings without '.'"):
         nn.ParameterDict({"a.b": torch.ones(1)})
+
+
+def test_a_leafs_grad_takes_pytorchs_in_place_calls():
+    # "What is torch.nn really?" clears its gradients with weights.grad.zero_(); older code
+    # with p.grad.data.zero_(). .grad is an array, which has no zero_: the engine hands out a
+    # NumPy array subclass that has the in-place calls and gives plain arrays from arithmetic.
+    w = torch.randn(3, 2, requires_grad=True)
+    (w * 2).sum().backward()
+    grad = w.grad
+    assert isinstance(grad, np.ndarray)
+    assert grad.zero_() is grad and w.grad is grad and (grad == 0).all()
+    (w * 2).sum().backward()  # accumulates into a new array, which has the calls too
+    w.grad.mul_(0.5).add_(torch.ones(3, 2), alpha=2).clamp_(max=2.5)
+    np.testing.assert_array_equal(w.grad, np.full((3, 2), 2.5))
+    w.grad.data.zero_()
+    assert (w.grad == 0).all()
+    w.grad *= 3  # in place: still the same array
+    assert hasattr(w.grad, "zero_")
+    assert type(w.grad * 2) is np.ndarray and type(w.grad.sum()) is np.float32
+    assert repr(w.grad).startswith("array(")
+    with torch.no_grad():
+        w -= w.grad * 0.1
+    w.grad.fill_(1.0).sub_(w.grad)
+    assert (w.grad == 0).all()
+
+
+def test_a_parameters_data_takes_pytorchs_in_place_calls():
+    # The Transformer tutorial's init_weights, and RL's soft target update, as written.
+    torch.manual_seed(0)
+    encoder, decoder = nn.Embedding(50, 8), nn.Linear(8, 50)
+    encoder.weight.data.uniform_(-0.1, 0.1)
+    decoder.bias.data.zero_()
+    decoder.weight.data.normal_(0.0, 0.02)
+    assert np.abs(encoder.weight.data).max() <= 0.1 and (decoder.bias.data == 0).all()
+    assert abs(float(decoder.weight.data.std()) - 0.02) < 0.005
+    target, tau = nn.Linear(8, 50), 0.25
+    for t, p in zip(target.parameters(), decoder.parameters()):
+        expected = tau * p.data + (1 - tau) * t.data
+        t.data.copy_(tau * p.data + (1 - tau) * t.data)
+        np.testing.assert_allclose(t.data, expected, rtol=1e-6)
+    # the arrays stay arrays: ops on them give plain ones, and the class survives .to()
+    out = decoder(encoder(torch.tensor([[1, 2]])))
+    assert type(out.data) is np.ndarray and type(decoder.weight.data * 2) is np.ndarray
+    decoder.to(torch.float64)
+    decoder.weight.data.fill_(1.0)
+    assert decoder.weight.dtype == np.float64 and (decoder.weight.data == 1).all()
+    torch.manual_seed(3)
+    a = nn.Linear(4, 4).weight.data.uniform_(-1, 1).copy()
+    torch.manual_seed(3)
+    np.testing.assert_array_equal(nn.Linear(4, 4).weight.data.uniform_(-1, 1), a)  # seeded

@@ -64,6 +64,11 @@ def _bce_with_logits(x, t, weight, pos_weight, reduction):
     )
 
 
+def _bce(p, t, weight, reduction):
+    weight = None if weight is None else torch.from_numpy(weight)
+    return TF.binary_cross_entropy(p, t, weight, reduction=reduction)
+
+
 def _class_weight(kwargs):
     weight = kwargs["weight"]
     return {**kwargs, "weight": None if weight is None else torch.from_numpy(weight)}
@@ -190,6 +195,17 @@ TORCH = {
     "unfold": lambda x, **kw: TF.unfold(x, **kw),
     "kl_div": lambda x, t, **kw: TF.kl_div(x, t, **kw),
     "batch_norm": _batch_norm,
+    "leaky_relu": lambda x, negative_slope: TF.leaky_relu(x, negative_slope),
+    "binary_cross_entropy": _bce,
+    "l1_loss": lambda x, t, reduction: TF.l1_loss(x, t, reduction=reduction),
+    "smooth_l1_loss": lambda x, t, **kw: TF.smooth_l1_loss(x, t, **kw),
+    "huber_loss": lambda x, t, **kw: TF.huber_loss(x, t, **kw),
+    "softplus": lambda x, beta, threshold: TF.softplus(x, beta, threshold),
+    "elu": lambda x, alpha: TF.elu(x, alpha),
+    "cosine_similarity": lambda a, b, axis: TF.cosine_similarity(a, b, dim=axis),
+    "group_norm": lambda x, *wb, num_groups, eps=1e-5: TF.group_norm(x, num_groups, *wb, eps=eps),
+    "max_pool1d": lambda x, **kw: TF.max_pool1d(x, **kw),
+    "avg_pool1d": lambda x, **kw: TF.avg_pool1d(x, **kw),
 }
 # Not compared, on purpose: dropout draws its mask from tinyformer's own generator, so no other
 # library can produce the same mask (its properties are tested in test_op_properties.py).

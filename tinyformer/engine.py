@@ -30,6 +30,7 @@ import numpy as np
 
 from tinyformer import backend, grad_mode, versions
 from tinyformer.grad_mode import check_finite
+from tinyformer.inplace_array import with_inplace
 
 __all__ = ["BackwardFunction", "Context", "Variable", "backward", "grad", "queue_callback"]
 
@@ -248,10 +249,10 @@ def _accumulate_leaf(
             captured[key] = g if captured[key] is None else captured[key] + g
         return
     if leaf.grad is not None:
-        leaf.grad = leaf.grad + g
+        leaf.grad = with_inplace(leaf.grad + g)
     else:  # a copy unless g's memory is g's alone (`_can_take`): g may be shared with another
         # input, be the caller's root gradient, or be a read-only broadcast view.
-        leaf.grad = g if taken is not None and _can_take(g, taken) else g.copy()
+        leaf.grad = with_inplace(g if taken is not None and _can_take(g, taken) else g.copy())
     for hook in leaf._hooks or ():
         hook(leaf)
 
@@ -301,7 +302,7 @@ def _backward_steps(
             for output, ref in node._retained.items():
                 if (tensor := ref()) is not None:
                     g = gys[output]
-                    tensor.grad = g.copy() if tensor.grad is None else tensor.grad + g
+                    tensor.grad = with_inplace(g.copy() if tensor.grad is None else tensor.grad + g)
         input_grads = _check_gradients(node, node.function.backward(node, *gys))
         for parent, output, g in zip(node.parents, node.parent_outputs, input_grads):
             if parent is None or g is None:

@@ -42,7 +42,8 @@ def all_flat(params, grads, ms, vs, **hyper) -> bool:
 def _update(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step) -> None:
     t = param.dtype.type
     _step(
-        *(a.reshape(-1) for a in (param, grad, m, v)),
+        # np.asarray: plain arrays (Numba reads p.data's subclass through a slower path)
+        *(np.asarray(a).reshape(-1) for a in (param, grad, m, v)),
         t(1 - lr * weight_decay), t(beta1), t(beta2), t(lr / (1 - beta1**step)),
         t(1 / (1 - beta2**step)), t(eps),
     )  # fmt: skip

@@ -19,19 +19,35 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend, versions
+from tinyformer.inplace_array import with_inplace
 from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
 __all__ = ["Module", "Parameter", "StateDictError"]
 
 
+_DATA = Tensor.__dict__["data"]  # the slot that holds every tensor's array
+
+
 class Parameter(Tensor):
-    """A tensor that is a trainable weight of a module: it always requires a gradient."""
+    """A tensor that is a trainable weight of a module: it always requires a gradient.
+
+    Its `.data` is an `InPlaceArray` (tinyformer/inplace_array.py): the NumPy array, which also
+    takes PyTorch's in-place calls, as `self.encoder.weight.data.uniform_(-r, r)` in pasted
+    code. Whatever array is stored (`module.to()`, `p.data = new`) is viewed that way."""
 
     __slots__ = ()
 
     def __init__(self, data: Any, requires_grad: bool = True) -> None:
         super().__init__(data.data if isinstance(data, Tensor) else data, requires_grad)
+
+    @property  # type: ignore[override]
+    def data(self) -> Any:
+        return _DATA.__get__(self)
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        _DATA.__set__(self, with_inplace(value))
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
