@@ -426,6 +426,8 @@ def test_a_parameters_data_takes_pytorchs_in_place_calls():
     out = decoder(encoder(torch.tensor([[1, 2]])))
     assert type(out.data) is np.ndarray and type(decoder.weight.data * 2) is np.ndarray
     decoder.to(torch.float64)
+    decoder.weight.data.copy_(np.full((8, 50), 2.0).T)  # a transposed (strided) source
+    assert (decoder.weight.data == 2).all()
     decoder.weight.data.fill_(1.0)
     assert decoder.weight.dtype == np.float64 and (decoder.weight.data == 1).all()
     torch.manual_seed(3)

@@ -67,28 +67,33 @@ class InPlaceArray(np.ndarray):
         return self
 
     def copy_(self, src: Any) -> InPlaceArray:
-        self[...] = np.asarray(getattr(src, "data", src))
+        self[...] = _values(src)
         return self
 
     def add_(self, other: Any, *, alpha: float = 1) -> InPlaceArray:
-        self += alpha * np.asarray(getattr(other, "data", other))
+        self += alpha * _values(other)
         return self
 
     def sub_(self, other: Any, *, alpha: float = 1) -> InPlaceArray:
-        self -= alpha * np.asarray(getattr(other, "data", other))
+        self -= alpha * _values(other)
         return self
 
     def mul_(self, other: Any) -> InPlaceArray:
-        self *= np.asarray(getattr(other, "data", other))
+        self *= _values(other)
         return self
 
     def div_(self, other: Any) -> InPlaceArray:
-        self /= np.asarray(getattr(other, "data", other))
+        self /= _values(other)
         return self
 
     def clamp_(self, min: float | None = None, max: float | None = None) -> InPlaceArray:  # noqa: A002
         np.clip(self, min, max, out=self)
         return self
+
+
+def _values(x: Any) -> Any:
+    """A tensor's array, or `x` as an array (a plain array's own `.data` is its buffer)."""
+    return x.data if hasattr(x, "grad_fn") else np.asarray(x)
 
 
 def with_inplace(array: Any) -> Any:
