@@ -37,8 +37,6 @@ def l1_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:  # n
     """Mean (or summed, or elementwise) absolute difference of `input` and `target`, whose
     shapes must be equal (a (N, 1) prediction against a (N,) target is refused, as in
     `mse_loss`)."""
-    if reduction not in ("mean", "sum", "none"):
-        raise OpError(f"l1_loss: reduction must be mean, sum or none, got {reduction!r}")
     return reduce_loss(
         "l1_loss", abs(input - same_shape_target("l1_loss", input, target)), reduction
     )
