@@ -224,24 +224,25 @@ def _owner(g: Any) -> Any:
     return a if base is None else base
 
 
-def _can_take(g: Any, taken: set[int]) -> bool:
+def _can_take(g: Any, taken: dict[int, Any]) -> bool:
     """Whether a leaf's first gradient may be `g` itself rather than a copy of it (a copy is a
     launch on a GPU, one per parameter and step): g must be writable and cover all the memory of
     the array that owns it, and no root gradient (the caller's) or other leaf's gradient of
-    this backward may share that memory. `taken` holds the owners' ids seen so far; an owner
-    freed meanwhile can only make a later check copy needlessly, never share."""
+    this backward may share that memory. `taken` maps the owners seen so far by id and keeps
+    them alive: a freed owner's id can come back on a new array, which would then be copied
+    for nothing (a launch more on a GPU, on some runs and not others)."""
     owner = _owner(g)
     a = backend.host_memory(g)
     if id(owner) in taken or type(owner) is not type(a) or owner.nbytes != a.nbytes:
         return False
     if not (a.flags.c_contiguous and getattr(a.flags, "writeable", True)):  # CuPy: no flag
         return False
-    taken.add(id(owner))
+    taken[id(owner)] = owner
     return True
 
 
 def _accumulate_leaf(
-    leaf: Variable, g: Any, captured: dict[int, Any] | None, taken: set[int] | None = None
+    leaf: Variable, g: Any, captured: dict[int, Any] | None, taken: dict[int, Any] | None = None
 ) -> None:
     if captured is not None:  # grad(): collect instead of touching .grad
         key = id(leaf)
@@ -282,7 +283,7 @@ def _backward_steps(
     whole; `tinyformer.viz.BackwardStepper` shows each step."""
     grads: dict[int, Any] = {}
     nodes = []
-    taken = {id(_owner(g)) for g in root_grads}  # the caller's arrays: never a leaf's .grad
+    taken = {id(o): o for o in map(_owner, root_grads)}  # the caller's: never a leaf's .grad
     for root, g in zip(roots, root_grads):
         if root.grad_fn is None:
             _accumulate_leaf(root, g, captured)
