@@ -79,13 +79,16 @@ MODELS = {"baby GPT": gpt_step, "tiny ViT": vit_step}
 
 
 def count(build: Callable[..., Callable[[], None]], **config: int):
-    """The launches of the second step (the first builds the optimizer's state)."""
-    from tinyformer import registry
+    """The launches of the second step (the first builds the optimizer's state). The device
+    checks queued before it are read first: their read comes every 64 checks (see
+    `tinyformer.device_checks`), which would otherwise fall in this step or not by chance."""
+    from tinyformer import device_checks, registry
     from tinyformer.launches import counting
 
     with registry.prefer("cuda"):
         step = build(**config)
         step()
+        device_checks.run()
         with counting() as launches:
             step()
     return launches

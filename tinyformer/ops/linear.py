@@ -43,17 +43,20 @@ def linear_backward(gy2, x2, w, need_x, need_w, need_b):
 
 # The ones vectors of gb = 1^T gy, kept between calls: making one is a fill, a launch on a
 # GPU in every Linear's backward. Read-only operands; a step uses a few (rows, dtype) pairs.
+# The least recently used goes first, so the vectors a step keeps using are never the ones
+# dropped for a new one (dropping the oldest made a step pay a fill after earlier work).
 _ONES: dict[tuple, object] = {}
 MOST_ONES = 16
 
 
 def _ones(xp, n: int, dtype, like):
     key = (xp, type(like), backend.device_of(like), n, dtype)
-    ones = _ONES.get(key)
+    ones = _ONES.pop(key, None)
     if ones is None:
         if len(_ONES) >= MOST_ONES:
             _ONES.pop(next(iter(_ONES)))
-        ones = _ONES[key] = xp.ones_like(like, shape=(n,))
+        ones = xp.ones_like(like, shape=(n,))
+    _ONES[key] = ones  # now the most recently used
     return ones
 
 
