@@ -57,6 +57,13 @@ def _scatter(x, src, axis, index):
     return torch.scatter(x, axis, torch.from_numpy(index), src)
 
 
+def _pad(x, pad, mode):
+    # torch pads k axes with these modes only in inputs of k + 1 or k + 2 axes: lend it one
+    lend = x.ndim == len(pad) // 2
+    y = TF.pad(x.unsqueeze(0) if lend else x, pad, mode=mode)
+    return y.squeeze(0) if lend else y
+
+
 def _bce_with_logits(x, t, weight, pos_weight, reduction):
     weight, pos_weight = (None if a is None else torch.from_numpy(a) for a in (weight, pos_weight))
     return TF.binary_cross_entropy_with_logits(
@@ -206,6 +213,7 @@ TORCH = {
     "group_norm": lambda x, *wb, num_groups, eps=1e-5: TF.group_norm(x, num_groups, *wb, eps=eps),
     "max_pool1d": lambda x, **kw: TF.max_pool1d(x, **kw),
     "avg_pool1d": lambda x, **kw: TF.avg_pool1d(x, **kw),
+    "pad_indexed": lambda x, pad, mode: _pad(x, pad, mode),
 }
 # Not compared, on purpose: dropout draws its mask from tinyformer's own generator, so no other
 # library can produce the same mask (its properties are tested in test_op_properties.py).

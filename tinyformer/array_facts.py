@@ -22,6 +22,8 @@ from tinyformer.torch_names import ElementCount
 __all__ = ["DEFAULT_DTYPE", "ArrayFacts", "as_array"]
 
 DEFAULT_DTYPE = np.float32
+# How tensors print (`tf.set_printoptions`): keyword arguments of np.array2string.
+PRINT_OPTIONS: dict[str, Any] = {"precision": 4}
 
 
 def as_array(data: Any, dtype: Any = None) -> np.ndarray:
@@ -131,7 +133,7 @@ class ArrayFacts:
 
     def __repr__(self) -> str:
         host = backend.to_host(self.data)  # printing a device tensor copies it, as in PyTorch
-        body = np.array2string(host, separator=", ", prefix="tensor(", precision=4)
+        body = np.array2string(host, separator=", ", prefix="tensor(", **PRINT_OPTIONS)
         extra = "" if isinstance(self.data, np.ndarray) else f", device='{self.device}'"
         if self.dtype != DEFAULT_DTYPE:
             extra += f", dtype={self.dtype}"

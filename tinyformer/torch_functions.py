@@ -17,9 +17,10 @@ from tinyformer.autograd import OpError
 from tinyformer.tensor import Tensor
 
 __all__ = [
-    "all", "allclose", "any", "argwhere", "bmm", "eq", "equal", "finfo", "flip", "ge", "gt",
-    "iinfo", "index_fill", "index_select", "isclose", "le", "lt", "max", "min", "narrow", "ne",
-    "nonzero", "numel", "repeat_interleave", "sort", "t", "unbind",
+    "all", "allclose", "any", "argwhere", "bernoulli", "bmm", "eq", "equal", "finfo", "flip",
+    "ge", "gt", "iinfo", "index_fill", "index_select", "isclose", "le", "lt", "max", "min",
+    "narrow", "ne", "nonzero", "numel", "repeat_interleave", "set_printoptions", "sort", "t",
+    "unbind",
 ]  # fmt: skip
 
 
@@ -214,3 +215,61 @@ def repeat_interleave(input: Any, repeats: Any, dim: int | None = None) -> Tenso
         )
     index = np.repeat(np.arange(n), counts.reshape(-1))
     return x.index_select(dim, index)
+
+
+def bernoulli(input: Any, p: float | None = None, *, generator: Any = None) -> Tensor:  # noqa: A002
+    """0s and 1s of `input`'s shape and dtype, each 1 with the probability held in `input`
+    (or `p`), as `torch.bernoulli`; drawn on the host by tinyformer's generator (or
+    `generator`), then put on input's device. No gradient: a draw is not differentiable."""
+    from tinyformer import random
+
+    data = input.data if isinstance(input, Tensor) else np.asarray(input)
+    probs = np.asarray(backend.to_host(data), np.float64)
+    if p is not None:
+        probs = np.full(probs.shape, p, np.float64)
+    if probs.dtype.kind != "f" or not ((probs >= 0) & (probs <= 1)).all():
+        raise ValueError("bernoulli: the probabilities must lie in [0, 1]")
+    draws = random.numpy_generator(generator).random(probs.shape) < probs
+    dtype = data.dtype if data.dtype.kind == "f" else np.float32
+    out = draws.astype(dtype)
+    return Tensor(
+        backend.to_device(out, backend.device_of(data)) if backend.is_device_array(data) else out
+    )
+
+
+def set_printoptions(
+    precision: int | None = None,
+    threshold: int | None = None,
+    edgeitems: int | None = None,
+    linewidth: int | None = None,
+    profile: str | None = None,
+    sci_mode: bool | None = None,
+) -> None:
+    """How tensors print, as `torch.set_printoptions`: digits after the point, how many
+    elements print in full before the middle is elided (`threshold`, `edgeitems`), the line
+    width; `profile` "default", "short" or "full" sets all four; sci_mode=False prints small
+    numbers as 0 rather than in scientific notation. NumPy's own options are left alone."""
+    from tinyformer.array_facts import PRINT_OPTIONS
+
+    profiles = {
+        "default": dict(precision=4, threshold=1000, edgeitems=3, max_line_width=80),
+        "short": dict(precision=2, threshold=1000, edgeitems=2, max_line_width=80),
+        "full": dict(precision=4, threshold=2**62, edgeitems=3, max_line_width=80),
+    }
+    if profile is not None:
+        if profile not in profiles:
+            raise ValueError(
+                f"set_printoptions: profile must be one of {list(profiles)}, got {profile!r}"
+            )
+        PRINT_OPTIONS.update(profiles[profile])
+    given = dict(
+        precision=precision, threshold=threshold, edgeitems=edgeitems, max_line_width=linewidth
+    )
+    for name, value in given.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"set_printoptions: {name} must be a whole number >= 0, got {value!r}")
+        PRINT_OPTIONS[name] = value
+    if sci_mode is not None:
+        PRINT_OPTIONS["suppress_small"] = not sci_mode

@@ -22,6 +22,7 @@ from tinyformer.nn.conv import (
     Upsample,
 )
 from tinyformer.nn.einops_layers import Rearrange, Reduce
+from tinyformer.nn.embedding_bag import EmbeddingBag
 from tinyformer.nn.layers import (
     GELU,
     Dropout,
@@ -55,7 +56,17 @@ from tinyformer.nn.losses import (
 )
 from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.multihead_attention import MultiheadAttention
-from tinyformer.nn.normalization import GroupNorm
+from tinyformer.nn.normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d
+from tinyformer.nn.padding import (
+    ConstantPad1d,
+    ConstantPad2d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ZeroPad1d,
+    ZeroPad2d,
+)
 from tinyformer.nn.parameters import ParameterDict, ParameterList
 from tinyformer.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from tinyformer.nn.transformer import MLP, Attention, Block
@@ -69,14 +80,16 @@ from tinyformer.nn.transformer_layers import (
 
 __all__ = [
     "AdaptiveAvgPool2d", "Attention", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss",
-    "BatchNorm1d", "BatchNorm2d", "Block", "Conv1d", "Conv2d", "ConvTranspose2d",
-    "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GRU", "GRUCell",
-    "GroupNorm", "Hardswish", "HuberLoss", "Identity", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell",
-    "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool1d", "MaxPool2d",
+    "BatchNorm1d", "BatchNorm2d", "Block", "ConstantPad1d", "ConstantPad2d", "Conv1d", "Conv2d",
+    "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "EmbeddingBag",
+    "Flatten", "GELU", "GRU", "GRUCell", "GroupNorm", "Hardswish", "HuberLoss", "Identity",
+    "InstanceNorm1d", "InstanceNorm2d", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell", "LayerNorm",
+    "LeakyReLU", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool1d", "MaxPool2d",
     "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss",
-    "Parameter", "ParameterDict", "ParameterList", "RMSNorm", "RNN", "RNNBase", "RNNCell", "ReLU",
-    "Rearrange", "Reduce", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus",
+    "Parameter", "ParameterDict", "ParameterList", "RMSNorm", "RNN", "RNNBase", "RNNCell",
+    "ReLU", "Rearrange", "Reduce", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
+    "ReplicationPad2d", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus",
     "StateDictError", "Tanh", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
     "TransformerEncoder", "TransformerEncoderLayer", "Unflatten", "Unfold", "Upsample",
-    "functional", "init", "utils",
+    "ZeroPad1d", "ZeroPad2d", "functional", "init", "utils",
 ]  # fmt: skip

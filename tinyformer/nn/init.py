@@ -9,6 +9,8 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from tinyformer import random, versions
 from tinyformer.tensor import Tensor
 
@@ -20,6 +22,7 @@ __all__ = [
     "kaiming_uniform_",
     "normal_",
     "ones_",
+    "orthogonal_",
     "skip_init",
     "trunc_normal_",
     "uniform_",
@@ -180,3 +183,24 @@ def kaiming_normal_(
 ) -> Tensor:
     """N(0, std^2), std = gain / sqrt(fan): for relu networks, sqrt(2 / fan_in)."""
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_normal_"))
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """A (semi-)orthogonal matrix, as PyTorch draws it (Saxe et al., 2013; RL agents' layers):
+    the tensor seen as (rows, everything else), the Q of a Gaussian matrix's QR factorisation
+    with its columns' signs fixed by R's diagonal, so that Q is uniform over orthogonal
+    matrices, times `gain`."""
+    if tensor.ndim < 2:
+        raise ValueError(f"nn.init.orthogonal_: needs at least 2 axes, got shape {tensor.shape}")
+    if _skipping[-1]:
+        return tensor
+    rows = tensor.shape[0]
+    cols = math.prod(tensor.shape) // rows if rows else 0
+    draw = random.generator().standard_normal((rows, cols))
+    if rows < cols:
+        draw = draw.T
+    q, r = np.linalg.qr(draw)
+    q *= np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _write(tensor, (gain * q).reshape(tensor.shape).astype(tensor.dtype), "orthogonal_")

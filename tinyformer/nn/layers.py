@@ -98,6 +98,22 @@ class Embedding(Module):
     def forward(self, idx: Any) -> Tensor:
         return F.embedding(idx, self.weight, self.padding_idx)
 
+    @classmethod
+    def from_pretrained(
+        cls, embeddings: Any, freeze: bool = True, padding_idx: int | None = None
+    ) -> Embedding:
+        """A table holding `embeddings` (V, D) (word vectors, say), frozen unless freeze=False.
+        As in PyTorch, the padding row keeps its pretrained values (it only gets no gradient)."""
+        table = embeddings.data if isinstance(embeddings, Tensor) else np.asarray(embeddings)
+        if table.ndim != 2 or table.dtype.kind != "f":
+            raise ValueError(
+                "Embedding.from_pretrained: embeddings must be a 2-D float table (V, D), got "
+                f"shape {table.shape} of {table.dtype}"
+            )
+        layer = cls(*table.shape, padding_idx=padding_idx, dtype=table.dtype)
+        layer.weight = Parameter(table, requires_grad=not freeze)
+        return layer
+
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"
 

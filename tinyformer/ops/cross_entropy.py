@@ -12,6 +12,12 @@ Backward  glogits = dL/dlogits from g_row = dL/dloss_row (R,); 0 for ignored row
 Saved     logits, target and lse (one number a row): p = softmax(logits) is recomputed in
           backward.
 
+Class probabilities as target (PyTorch's other form: a float target of the logits' shape, for
+          soft labels, mixup, distillation): loss_row = -sum_c w_c t_c log p_c, with t smoothed
+          to (1 - eps) t + eps / C; "mean" divides by the number of rows, weighted or not, as
+          PyTorch does, and ignore_index does not apply. Composed of log_softmax and elementwise
+          ops; a target that requires a gradient gets one.
+
 Class weights w (C,), as PyTorch's `weight`: each term of the loss is weighed by its class,
           loss_row = (1 - eps) * w[target] * (-log p_target) + eps / C * sum_c w_c (-log p_c)
           and "mean" divides by the kept rows' sum of w[target] instead of their count. This
@@ -37,6 +43,8 @@ from tinyformer.ops._classes import (
 )
 from tinyformer.ops.log_softmax import log_softmax
 from tinyformer.ops.nll_loss import NLLLoss
+from tinyformer.ops.permute import permute
+from tinyformer.ops.reshape import reshape
 from tinyformer.opspec import OpSpec, Sample
 from tinyformer.tensor import Tensor
 
@@ -125,8 +133,13 @@ def cross_entropy(
     reduction: str = "mean",
     label_smoothing: float = 0.0,
 ) -> Tensor:
-    """Cross-entropy between logits `input` (N, C, ...) and class indices `target` (N, ...);
-    `weight` (C,) weighs each class (data: it gets no gradient)."""
+    """Cross-entropy between logits `input` (N, C, ...) and class indices `target` (N, ...),
+    or class probabilities of the logits' shape; `weight` (C,) weighs each class (data: it gets
+    no gradient)."""
+    if _probabilities(input, target):
+        if ignore_index != -100:
+            raise OpError("cross_entropy: ignore_index does not apply to class probabilities")
+        return _soft(input, target, weight, reduction, label_smoothing)
     scores, target = class_rows("cross_entropy", input, target, ignore_index, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise OpError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
@@ -140,6 +153,48 @@ def cross_entropy(
     w_rows = target_weights(w, flat, ignore_index)
     rows = _weighted_rows(scores, flat, ignore_index, w, w_rows, label_smoothing)
     return reduce_rows(rows, target, ignore_index, reduction, w_rows)
+
+
+def _probabilities(input: Any, target: Any) -> bool:  # noqa: A002
+    """Whether `target` is PyTorch's second form: floats of the logits' shape."""
+    t = target.data if isinstance(target, Tensor) else target
+    dtype = getattr(t, "dtype", None)
+    return (
+        dtype is not None
+        and np.dtype(dtype).kind == "f"
+        and tuple(getattr(t, "shape", ())) == tuple(input.shape)
+    )
+
+
+def _soft(input: Tensor, target: Any, weight: Any, reduction: str, eps: float) -> Tensor:  # noqa: A002
+    """The loss against class probabilities (module docstring), as rows (R, C)."""
+    if reduction not in ("mean", "sum", "none"):
+        raise OpError(f"cross_entropy: reduction must be mean, sum or none, got {reduction!r}")
+    if not 0.0 <= eps <= 1.0:
+        raise OpError(f"cross_entropy: label_smoothing must be in [0, 1], got {eps}")
+    if not isinstance(target, Tensor):
+        target = Tensor(backend.to_device(target, input.device))
+    if target.dtype != input.dtype:
+        target = target.to(input.dtype)
+    lead = (input.shape[0], *input.shape[2:]) if input.ndim > 1 else ()
+    n_classes = input.shape[1] if input.ndim > 1 else input.shape[0]
+
+    def rows(x: Tensor) -> Tensor:  # (N, C, d...) -> (R, C)
+        if x.ndim > 2:
+            x = permute(x, 0, *range(2, x.ndim), 1)
+        return reshape(x, -1, n_classes)
+
+    scores, probs = rows(input), rows(target)
+    if eps:
+        probs = probs * (1 - eps) + eps / n_classes
+    terms = log_softmax(scores, axis=1) * probs
+    w = class_weights("cross_entropy", weight, scores)
+    if w is not None:
+        terms = terms * w
+    losses = -terms.sum(axis=1)  # (R,)
+    if reduction == "none":
+        return reshape(losses, lead)
+    return losses.sum() if reduction == "sum" else losses.mean()
 
 
 def _sample(draw) -> Sample:
