@@ -144,3 +144,41 @@ def test_set_printoptions_changes_how_tensors_print_not_numpy():
     finally:
         tf.set_printoptions(profile="default")
     assert repr(tf.tensor([1.23456])) == "tensor([1.2346])"
+
+
+def test_channel_dropout_zeroes_whole_channels_and_passes_their_gradient():
+    tf.manual_seed(1)
+    x = tf.tensor(np.random.default_rng(0).standard_normal((8, 5, 3, 3)), requires_grad=True)
+    layer = nn.Dropout2d(0.5)
+    y = layer(x)
+    per_channel = y.data.reshape(8, 5, 9)
+    kept = (per_channel != 0).all(axis=2)
+    assert ((per_channel == 0).all(axis=2) | kept).all()  # every channel all kept or all zeroed
+    assert 0 < kept.sum() < kept.size
+    np.testing.assert_allclose(per_channel[kept], 2.0 * x.data.reshape(8, 5, 9)[kept])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.reshape(8, 5, 9), 2.0 * kept[..., None] * np.ones(9))
+    layer.eval()
+    assert layer(x) is x
+    assert nn.Dropout1d(0.5)(tf.ones(2, 3, 4)).shape == (2, 3, 4)
+    with pytest.raises(OpError, match=r"dropout2d: input must be \(N, C, \.\.\.\) with 2"):
+        F.dropout2d(tf.ones(3, 4), 0.5)
+    with pytest.raises(ValueError, match=r"p must be in \[0, 1\], got 1.5"):
+        nn.Dropout2d(1.5)
+
+
+def test_activation_arguments_are_checked():
+    with pytest.raises(ValueError, match="min_val 1.0 must be below max_val 1.0"):
+        nn.Hardtanh(1.0, 1.0)
+    with pytest.raises(OpError, match=r"3 slopes need 3 channels on axis 1 of the input, got"):
+        nn.PReLU(3)(tf.ones(2, 4))
+    with pytest.raises(ValueError, match="num_parameters must be a whole number >= 1"):
+        nn.PReLU(0)
+
+
+def test_compile_hands_back_the_model_or_function():
+    model = nn.Linear(2, 2)
+    assert tf.compile(model) is model
+    assert tf.compile(mode="reduce-overhead")(len) is len
+    with pytest.raises(TypeError, match="expected a module or a function, got int"):
+        tf.compile(3)

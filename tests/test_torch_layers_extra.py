@@ -154,3 +154,34 @@ def test_cross_entropy_with_class_probabilities_matches_pytorch(shape, kw):
         torch.from_numpy(logits), torch.from_numpy(target)
     )
     np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "name, args, shape",
+    [
+        ("Mish", (), (4, 5)),
+        ("Hardtanh", (), (4, 5)),
+        ("Hardtanh", (-0.5, 2.0), (3, 4)),
+        ("ReLU6", (), (4, 5)),
+        ("PReLU", (), (2, 3, 4)),
+        ("PReLU", (3, 0.1), (2, 3, 4, 4)),
+    ],
+)
+def test_more_activations_match_pytorch(name, args, shape):
+    theirs = getattr(torch.nn, name)(*args).double()
+    with torch.no_grad():  # slopes that differ per channel, so that each one's gradient counts
+        for p in theirs.parameters():
+            p.copy_(torch.from_numpy(np.random.default_rng(2).uniform(0.05, 0.5, p.shape)))
+    ours = _load(getattr(nn, name)(*args), theirs)
+    x = _x(*shape) * (4.0 if name in ("ReLU6", "Hardtanh") else 1.0)
+    x[np.isclose(np.abs(x), 1.0, atol=1e-3)] += 0.01  # away from the clamp's corners
+    compare(ours, theirs, x)
+
+
+def test_dropout2d_drops_the_channels_pytorch_drops_with_the_same_mask():
+    x = _x(4, 6, 3, 3)
+    ours = F.dropout2d(tf.tensor(x), p=0.4, seed=3)
+    kept = np.abs(ours.data).sum(axis=(2, 3)) > 0  # (N, C): whole channels kept or zeroed
+    mask = torch.from_numpy(kept[..., None, None] / 0.6)
+    np.testing.assert_allclose(ours.data, (torch.from_numpy(x) * mask).numpy(), rtol=1e-15)
+    assert 0 < kept.sum() < kept.size

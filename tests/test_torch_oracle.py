@@ -214,10 +214,15 @@ TORCH = {
     "max_pool1d": lambda x, **kw: TF.max_pool1d(x, **kw),
     "avg_pool1d": lambda x, **kw: TF.avg_pool1d(x, **kw),
     "pad_indexed": lambda x, pad, mode: _pad(x, pad, mode),
+    "mish": lambda x: TF.mish(x),
+    "hardtanh": lambda x, min_val, max_val: TF.hardtanh(x, min_val, max_val),
+    "relu6": lambda x: TF.relu6(x),
+    "prelu": lambda x, w: TF.prelu(x, w),
 }
-# Not compared, on purpose: dropout draws its mask from tinyformer's own generator, so no other
-# library can produce the same mask (its properties are tested in test_op_properties.py).
-NOT_COMPARED = {"dropout"}
+# Not compared, on purpose: the dropouts draw their masks from tinyformer's own generator, so
+# no other library can draw the same (their properties are tested in test_op_properties.py
+# and test_layers_extra.py).
+NOT_COMPARED = {"dropout", "dropout1d", "dropout2d"}
 
 
 def _torch_can_run(spec, sample) -> bool:

@@ -136,6 +136,7 @@ from tinyformer.torch_functions import (  # noqa: F401, A004
     argwhere,
     bernoulli,
     bmm,
+    compile,
     eq,
     equal,
     finfo,

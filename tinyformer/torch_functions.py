@@ -17,10 +17,10 @@ from tinyformer.autograd import OpError
 from tinyformer.tensor import Tensor
 
 __all__ = [
-    "all", "allclose", "any", "argwhere", "bernoulli", "bmm", "eq", "equal", "finfo", "flip",
-    "ge", "gt", "iinfo", "index_fill", "index_select", "isclose", "le", "lt", "max", "min",
-    "narrow", "ne", "nonzero", "numel", "repeat_interleave", "set_printoptions", "sort", "t",
-    "unbind",
+    "all", "allclose", "any", "argwhere", "bernoulli", "bmm", "compile", "eq", "equal", "finfo",
+    "flip", "ge", "gt", "iinfo", "index_fill", "index_select", "isclose", "le", "lt", "max",
+    "min", "narrow", "ne", "nonzero", "numel", "repeat_interleave", "set_printoptions", "sort",
+    "t", "unbind",
 ]  # fmt: skip
 
 
@@ -273,3 +273,15 @@ def set_printoptions(
         PRINT_OPTIONS[name] = value
     if sci_mode is not None:
         PRINT_OPTIONS["suppress_small"] = not sci_mode
+
+
+def compile(model: Any = None, **options: Any) -> Any:  # noqa: A001
+    """`torch.compile`, as PyTorch 2 tutorials call it (`model = torch.compile(model)`, or as a
+    decorator): tinyformer runs every op eagerly and has no compiler, so this returns `model`
+    (a module or a function) as it is, and its options change nothing. The speed comes from
+    the kernels each op already dispatches to."""
+    if model is None:  # @torch.compile(mode=...) : a decorator
+        return lambda fn: fn
+    if not callable(model):
+        raise TypeError(f"compile: expected a module or a function, got {type(model).__name__}")
+    return model

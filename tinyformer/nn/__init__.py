@@ -4,7 +4,16 @@ containers and transformer blocks; `tinyformer.nn.functional` holds the function
 einops is installed, importing them also lets einops take tinyformer tensors."""
 
 from tinyformer.nn import functional, init, utils
-from tinyformer.nn.activations import ELU, Softplus
+from tinyformer.nn.activations import (
+    ELU,
+    Dropout1d,
+    Dropout2d,
+    Hardtanh,
+    Mish,
+    PReLU,
+    ReLU6,
+    Softplus,
+)
 from tinyformer.nn.batchnorm import BatchNorm1d, BatchNorm2d
 from tinyformer.nn.conv import (
     AdaptiveAvgPool2d,
@@ -81,15 +90,16 @@ from tinyformer.nn.transformer_layers import (
 __all__ = [
     "AdaptiveAvgPool2d", "Attention", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss",
     "BatchNorm1d", "BatchNorm2d", "Block", "ConstantPad1d", "ConstantPad2d", "Conv1d", "Conv2d",
-    "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "EmbeddingBag",
-    "Flatten", "GELU", "GRU", "GRUCell", "GroupNorm", "Hardswish", "HuberLoss", "Identity",
-    "InstanceNorm1d", "InstanceNorm2d", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell", "LayerNorm",
-    "LeakyReLU", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool1d", "MaxPool2d",
-    "MaxUnpool2d", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss",
-    "Parameter", "ParameterDict", "ParameterList", "RMSNorm", "RNN", "RNNBase", "RNNCell",
-    "ReLU", "Rearrange", "Reduce", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
-    "ReplicationPad2d", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus",
-    "StateDictError", "Tanh", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+    "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "Dropout1d", "Dropout2d", "ELU",
+    "Embedding", "EmbeddingBag", "Flatten", "GELU", "GRU", "GRUCell", "GroupNorm", "Hardswish",
+    "Hardtanh", "HuberLoss", "Identity", "InstanceNorm1d", "InstanceNorm2d", "KLDivLoss",
+    "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MLP",
+    "MSELoss", "MaxPool1d", "MaxPool2d", "MaxUnpool2d", "Mish", "Module", "ModuleDict",
+    "ModuleList", "MultiheadAttention", "NLLLoss", "PReLU", "Parameter", "ParameterDict",
+    "ParameterList", "RMSNorm", "RNN", "RNNBase", "RNNCell", "ReLU", "ReLU6", "Rearrange",
+    "Reduce", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
+    "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "StateDictError",
+    "Tanh", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
     "TransformerEncoder", "TransformerEncoderLayer", "Unflatten", "Unfold", "Upsample",
     "ZeroPad1d", "ZeroPad2d", "functional", "init", "utils",
 ]  # fmt: skip

@@ -25,7 +25,7 @@ from tinyformer.ops.cosine_similarity import cosine_similarity
 from tinyformer.ops.cross_entropy import cross_entropy
 from tinyformer.ops.cumsum import cumsum
 from tinyformer.ops.div import div
-from tinyformer.ops.dropout import dropout
+from tinyformer.ops.dropout import dropout, dropout1d, dropout2d
 from tinyformer.ops.einsum import einsum
 from tinyformer.ops.embedding import embedding
 from tinyformer.ops.erf import erf
@@ -37,6 +37,7 @@ from tinyformer.ops.getitem import getitem
 from tinyformer.ops.getitem import index_put as index_put  # for Tensor.__setitem__; not public
 from tinyformer.ops.group_norm import group_norm
 from tinyformer.ops.hardswish import hardswish
+from tinyformer.ops.hardtanh import hardtanh, relu6
 from tinyformer.ops.interpolate import interpolate
 from tinyformer.ops.kl_div import kl_div
 from tinyformer.ops.l1_loss import l1_loss
@@ -55,6 +56,7 @@ from tinyformer.ops.max_unpool2d import max_unpool2d
 from tinyformer.ops.maximum import maximum, minimum
 from tinyformer.ops.mean import mean
 from tinyformer.ops.meshgrid import meshgrid
+from tinyformer.ops.mish import mish
 from tinyformer.ops.mse_loss import mse_loss
 from tinyformer.ops.mul import mul
 from tinyformer.ops.neg import neg
@@ -67,6 +69,7 @@ from tinyformer.ops.pad import pad
 from tinyformer.ops.permute import permute, transpose
 from tinyformer.ops.pool1d import avg_pool1d, max_pool1d
 from tinyformer.ops.pow import pow
+from tinyformer.ops.prelu import prelu
 from tinyformer.ops.prod import prod
 from tinyformer.ops.relu import relu
 from tinyformer.ops.remainder import remainder
@@ -98,12 +101,13 @@ __all__ = [
     "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "cat", "chunk", "clamp", "clip", "clone", "concatenate",
     "conv1d", "conv2d", "conv_transpose2d", "cos", "cosine_similarity", "cross_entropy", "cumsum",
-    "div", "dropout", "einsum", "elu", "embedding", "erf", "exp", "expand", "flatten", "gather",
-    "gelu", "getitem", "group_norm", "hardswish", "huber_loss", "interpolate", "kl_div", "l1_loss",
-    "layer_norm", "leaky_relu", "linear", "log", "log1p", "log_softmax", "logsumexp", "masked_fill",
-    "matmul", "max", "max_pool1d", "max_pool2d", "max_unpool2d", "maximum", "mean", "meshgrid",
-    "min", "minimum", "mse_loss", "mul", "neg", "nll_loss", "norm", "normalize", "one_hot", "outer",
-    "pad", "permute", "pow", "prod", "relu", "remainder", "reshape", "rms_norm", "roll", "rsqrt",
+    "div", "dropout", "dropout1d", "dropout2d", "einsum", "elu", "embedding", "erf", "exp",
+    "expand", "flatten", "gather", "gelu", "getitem", "group_norm", "hardswish", "hardtanh",
+    "huber_loss", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log",
+    "log1p", "log_softmax", "logsumexp", "masked_fill", "matmul", "max", "max_pool1d", "max_pool2d",
+    "max_unpool2d", "maximum", "mean", "meshgrid", "min", "minimum", "mish", "mse_loss", "mul",
+    "neg", "nll_loss", "norm", "normalize", "one_hot", "outer", "pad", "permute", "pow", "prelu",
+    "prod", "relu", "relu6", "remainder", "reshape", "rms_norm", "roll", "rsqrt",
     "scaled_dot_product_attention", "scatter", "sigmoid", "silu", "sin", "smooth_l1_loss",
     "softmax", "softplus", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
     "transpose", "tril", "triu", "unfold", "unsqueeze", "var", "where",

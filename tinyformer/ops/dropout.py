@@ -1,4 +1,6 @@
 """dropout: zero each element with probability p in training, scale the rest by 1 / (1 - p).
+dropout1d and dropout2d zero whole channels instead: one draw per (example, channel), the
+product with that mask their whole forward and backward.
 
 Forward   keep ~ Bernoulli(1 - p) per element,  y = x * keep / (1 - p)
           (inverted dropout: the expected value of y is x, so evaluation needs no rescaling)
@@ -24,7 +26,7 @@ from tinyformer.ops.shared import GOLDEN, splitmix64_unit
 from tinyformer.opspec import OpSpec, Sample, floats
 from tinyformer.tensor import Tensor
 
-__all__ = ["dropout"]
+__all__ = ["dropout", "dropout1d", "dropout2d"]
 
 
 def uniform_hash(seed: int, n: int, xp: ModuleType = np) -> np.ndarray:
@@ -82,9 +84,58 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | Non
     return Dropout.apply(x, p=p, seed=seed)
 
 
+def _channel_dropout(
+    op: str, x: Tensor, p: float, training: bool, spatial: int, seed: int | None
+) -> Tensor:
+    """Zero whole channels: one keep draw per (example, channel), spread over its positions
+    (neighbouring pixels are correlated, so dropping single ones regularises little)."""
+    if not 0.0 <= p <= 1.0:
+        raise OpError(f"{op}: p must be in [0, 1], got {p}")
+    if x.ndim not in (spatial + 1, spatial + 2):
+        raise OpError(
+            f"{op}: input must be (N, C, ...) with {spatial} positional axes, or without N; "
+            f"got shape {x.shape}"
+        )
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    if seed is None:
+        seed = int(random.generator().integers(0, 2**63))
+    channels = x.shape[: x.ndim - spatial]  # (N, C) or (C,)
+    keep = dropout_mask(channels, p, seed).astype(x.dtype) * (1.0 / (1.0 - p))
+    keep = keep.reshape(*channels, *([1] * spatial))
+    return x * Tensor(backend.to_device(keep, x.device))
+
+
+def dropout1d(
+    x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | None = None
+) -> Tensor:
+    """Zero whole channels of (N, C, L) or (C, L) with probability `p` while training."""
+    return _channel_dropout("dropout1d", x, p, training, 1, seed)
+
+
+def dropout2d(
+    x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | None = None
+) -> Tensor:
+    """Zero whole channels (feature maps) of (N, C, H, W) or (C, H, W) with probability `p`
+    while training, as `torch.nn.functional.dropout2d`."""
+    return _channel_dropout("dropout2d", x, p, training, 2, seed)
+
+
 def _sample(draw) -> Sample:
     x = floats(draw, draw.shape(min_dims=0))
     return Sample([x], {"p": draw.choice([0.1, 0.5]), "seed": draw.integers(0, 2**31)})
+
+
+def _channel_sample(spatial: int):
+    def sample(draw) -> Sample:
+        shape = draw.shape(min_dims=spatial + 1, max_dims=spatial + 2)
+        return Sample(
+            [floats(draw, shape)], {"p": draw.choice([0.3, 0.5]), "seed": draw.integers(0, 2**31)}
+        )
+
+    return sample
 
 
 SPECS = [
@@ -94,5 +145,7 @@ SPECS = [
         _sample,
         functions=(Dropout,),
         primitives=("dropout.forward", "dropout.backward"),
-    )
+    ),
+    OpSpec("dropout1d", dropout1d, _channel_sample(1)),
+    OpSpec("dropout2d", dropout2d, _channel_sample(2)),
 ]
