@@ -125,6 +125,7 @@ METHOD_ARGS = {
     "view": (6,), "repeat": (2, 1), "roll": (1,), "unsqueeze": (0,), "flip": (0,),
     "new_zeros": (4,), "new_ones": (2, 2), "backward": (np.ones((2, 3)),), "clip": (0.6, 1.2),
     "clamp": (0.6,), "register_post_accumulate_grad_hook": (lambda t: None,),
+    "register_hook": (lambda g: None,),
     "add": (np.ones(3),), "sub": (1.0,), "mul": (np.ones(3),), "div": (2.0,), "divide": (2.0,),
     "scatter": (1, np.array([[0], [2]]), 0.5), "scatter_": (1, np.array([[0], [2]]), 0.5),
     "index_fill": (1, np.array([0, 2]), 0.5), "index_fill_": (1, np.array([0, 2]), 0.5),
@@ -134,7 +135,7 @@ METHOD_ARGS = {
 RECEIVERS = {"outer": (3,), "item": (1,)}  # shapes other than (2, 3)
 NO_TENSOR = {  # return no Tensor
     "dim", "numel", "nelement", "tolist", "item", "retain_grad", "backward",
-    "register_post_accumulate_grad_hook",
+    "register_post_accumulate_grad_hook", "register_hook",
 }  # fmt: skip
 ELSEWHERE = {"cpu": "cpu"}  # methods that move the tensor, and where to
 REFUSED = {  # methods that raise on a device tensor, as in PyTorch

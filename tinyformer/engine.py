@@ -30,7 +30,9 @@ import numpy as np
 
 from tinyformer import backend, grad_mode, versions
 from tinyformer.grad_mode import check_finite
+from tinyformer.hooks import run_grad_hooks
 from tinyformer.inplace_array import with_inplace
+from tinyformer.leaf_grads import accumulate_leaf, hold, owner
 
 __all__ = ["BackwardFunction", "Context", "Variable", "backward", "grad", "queue_callback"]
 
@@ -44,6 +46,7 @@ class Variable(Protocol):
     data: Any  # its array: a leaf's gradient must match its shape and dtype
     _output: int  # which output of `grad_fn` it is (0 unless the op returned several)
     _hooks: list[Callable[[Any], None]] | None  # called with it after its .grad changes
+    _grad_hooks: list[Callable[[Any], Any]] | None  # a leaf's, on each gradient before .grad
 
     @property
     def requires_grad(self) -> bool: ...
@@ -89,6 +92,7 @@ class Context:
         "_saved",
         "_freed",
         "_retained",
+        "_grad_hooks",
         "_clock",
         "__dict__",
         "__weakref__",
@@ -100,6 +104,7 @@ class Context:
         self._saved: tuple = ()
         self._freed = False
         self._retained: dict | None = None  # output index -> weakref of a retain_grad() tensor
+        self._grad_hooks: dict | None = None  # output index -> its tensor's register_hook()s
 
     @property
     def name(self) -> str:
@@ -217,47 +222,6 @@ def _output_grads(node: Context, gy: Any) -> tuple:
     )
 
 
-def _owner(g: Any) -> Any:
-    """The array that owns g's memory: g itself, or the array g is a view of."""
-    a = backend.host_memory(g)
-    base = getattr(a, "base", None)
-    return a if base is None else base
-
-
-def _can_take(g: Any, taken: dict[int, Any]) -> bool:
-    """Whether a leaf's first gradient may be `g` itself rather than a copy of it (a copy is a
-    launch on a GPU, one per parameter and step): g must be writable and cover all the memory of
-    the array that owns it, and no root gradient (the caller's) or other leaf's gradient of
-    this backward may share that memory. `taken` maps the owners seen so far by id and keeps
-    them alive: a freed owner's id can come back on a new array, which would then be copied
-    for nothing (a launch more on a GPU, on some runs and not others)."""
-    owner = _owner(g)
-    a = backend.host_memory(g)
-    if id(owner) in taken or type(owner) is not type(a) or owner.nbytes != a.nbytes:
-        return False
-    if not (a.flags.c_contiguous and getattr(a.flags, "writeable", True)):  # CuPy: no flag
-        return False
-    taken[id(owner)] = owner
-    return True
-
-
-def _accumulate_leaf(
-    leaf: Variable, g: Any, captured: dict[int, Any] | None, taken: dict[int, Any] | None = None
-) -> None:
-    if captured is not None:  # grad(): collect instead of touching .grad
-        key = id(leaf)
-        if key in captured:
-            captured[key] = g if captured[key] is None else captured[key] + g
-        return
-    if leaf.grad is not None:
-        leaf.grad = with_inplace(leaf.grad + g)
-    else:  # a copy unless g's memory is g's alone (`_can_take`): g may be shared with another
-        # input, be the caller's root gradient, or be a read-only broadcast view.
-        leaf.grad = with_inplace(g if taken is not None and _can_take(g, taken) else g.copy())
-    for hook in leaf._hooks or ():
-        hook(leaf)
-
-
 def _run_backward(
     roots: Sequence[Variable],
     root_grads: Sequence[Any],
@@ -283,10 +247,16 @@ def _backward_steps(
     whole; `tinyformer.viz.BackwardStepper` shows each step."""
     grads: dict[int, Any] = {}
     nodes = []
-    taken = {id(o): o for o in map(_owner, root_grads)}  # the caller's: never a leaf's .grad
+    taken = {id(o): o for o in map(owner, root_grads)}  # the caller's: never a leaf's .grad
+    # Leaves with register_hook()s: their gradient summed over this backward, so that each
+    # hook sees it once, whole, as in PyTorch (the others are accumulated edge by edge).
+    hooked: dict[int, list] = {}
     for root, g in zip(roots, root_grads):
         if root.grad_fn is None:
-            _accumulate_leaf(root, g, captured)
+            if root._grad_hooks:
+                hold(hooked, root, g)
+            else:
+                accumulate_leaf(root, g, captured)
         else:
             _add_to_node(grads, root.grad_fn, root._output, g)
             nodes.append(root.grad_fn)
@@ -299,6 +269,11 @@ def _backward_steps(
         if node._clock != versions.clock:  # something was written in place since it ran
             versions.check(node)
         gys = (gy,) if len(node.outputs) == 1 else _output_grads(node, gy)
+        if node._grad_hooks is not None:  # before retain_grad, which sees what they return
+            gys = tuple(
+                run_grad_hooks(node._grad_hooks[i], g) if node._grad_hooks.get(i) else g
+                for i, g in enumerate(gys)
+            )
         if node._retained is not None:
             for output, ref in node._retained.items():
                 if (tensor := ref()) is not None:
@@ -314,11 +289,15 @@ def _backward_steps(
                     grads[key] = g
                 else:
                     _add_to_node(grads, parent, output, g)
+            elif parent._grad_hooks:
+                hold(hooked, parent, g)
             else:
-                _accumulate_leaf(parent, g, captured, taken)
+                accumulate_leaf(parent, g, captured, taken)
         yield node, gys, input_grads  # before the free, so that a viewer can read what it saved
         if not retain_graph:
             node._free()
+    for leaf, g in hooked.values():
+        accumulate_leaf(leaf, run_grad_hooks(leaf._grad_hooks, g), captured, taken)
 
 
 # Functions to call once the running backward has finished (`queue_callback`).

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import operator
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from tinyformer import backend, engine
 from tinyformer.array_facts import ArrayFacts, as_array
+from tinyformer.hooks import RemovableHandle
 from tinyformer.inplace import InPlaceOps
 from tinyformer.piecewise import PiecewiseMethods
 from tinyformer.torch_names import TorchSpellings, max_method_names, torch_names
@@ -49,7 +50,11 @@ class Tensor(ArrayFacts, InPlaceOps, PiecewiseMethods, TorchSpellings):
 
     # _output: which output of `grad_fn` this tensor is (0 unless the op returned several)
     # _hooks: functions called after a gradient is accumulated into this leaf's .grad
-    __slots__ = ("data", "grad", "grad_fn", "_output", "_requires_grad", "_hooks", "__weakref__")
+    # _grad_hooks: a leaf's `register_hook` functions (a non-leaf's live on its node)
+    __slots__ = (
+        "data", "grad", "grad_fn", "_output", "_requires_grad", "_hooks", "_grad_hooks",
+        "__weakref__",
+    )  # fmt: skip
     # NumPy must not treat a Tensor as an array in `ndarray + Tensor`: defer to our __radd__.
     __array_ufunc__ = None
 
@@ -62,7 +67,7 @@ class Tensor(ArrayFacts, InPlaceOps, PiecewiseMethods, TorchSpellings):
         self.grad_fn = None
         self._output = 0
         self._requires_grad = False
-        self._hooks = None
+        self._hooks = self._grad_hooks = None
         self.requires_grad = requires_grad
 
     @classmethod
@@ -74,7 +79,7 @@ class Tensor(ArrayFacts, InPlaceOps, PiecewiseMethods, TorchSpellings):
         t.grad_fn = grad_fn
         t._output = output
         t._requires_grad = grad_fn is not None
-        t._hooks = None
+        t._hooks = t._grad_hooks = None
         return t
 
     # -- autograd -------------------------------------------------------------------------------
@@ -108,6 +113,23 @@ class Tensor(ArrayFacts, InPlaceOps, PiecewiseMethods, TorchSpellings):
         if self.grad_fn is not None:
             raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors have .grad")
         self._hooks = [*(self._hooks or ()), hook]
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Call `hook(grad)` with this tensor's gradient each time backward computes it, as
+        `torch.Tensor.register_hook`: a tensor it returns replaces the gradient (for what flows
+        on, and for a leaf's .grad), None keeps it. `.remove()` on the handle undoes it."""
+        if not self._requires_grad:
+            raise RuntimeError(
+                "register_hook: this tensor does not require grad, so no gradient will reach it"
+            )
+        if self.grad_fn is None:
+            self._grad_hooks = hooks = self._grad_hooks or []
+        else:
+            node = self.grad_fn
+            node._grad_hooks = node._grad_hooks or {}
+            hooks = node._grad_hooks.setdefault(self._output, [])
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
 
     def retain_grad(self) -> None:
         """Also fill `.grad` of this non-leaf tensor during backward (for inspection)."""

@@ -20,6 +20,7 @@ import numpy as np
 
 from tinyformer import backend, versions
 from tinyformer.inplace_array import with_inplace
+from tinyformer.nn.hooks import ModuleHooks, call_with_hooks
 from tinyformer.ops._util import array_of
 from tinyformer.tensor import Tensor
 
@@ -67,9 +68,9 @@ class StateDictError(KeyError):
         return str(self.args[0])
 
 
-class Module:
+class Module(ModuleHooks):
     """Base class of every layer and model: subclasses set attributes in `__init__` and define
-    `forward`; calling the module calls `forward`."""
+    `forward`; calling the module calls `forward` (and its hooks: tinyformer/nn/hooks.py)."""
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", {})
@@ -374,7 +375,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        if self.__dict__.get("_module_hooks") is None:
+            return self.forward(*args, **kwargs)
+        return call_with_hooks(self, args, kwargs)
 
     def extra_repr(self) -> str:
         return ""
