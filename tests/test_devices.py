@@ -131,11 +131,17 @@ METHOD_ARGS = {
     "index_fill": (1, np.array([0, 2]), 0.5), "index_fill_": (1, np.array([0, 2]), 0.5),
     "narrow": (1, 1, 2), "index_select": (1, np.array([2, 0])), "remainder": (0.7,),
     "clamp_": (0.6, 1.2), "clip_": (None, 1.2), "new_tensor": (np.ones(3),),
+    "broadcast_to": (4, 2, 3), "dot": (np.ones(3),), "mv": (np.ones(3),),
+    "mm": (np.ones((3, 2)),), "masked_select": (MASK,), "movedim": (0, 1), "moveaxis": (0, 1),
+    "swapaxes": (0, 1), "swapdims": (0, 1), "unflatten": (1, (3, 1)), "tile": ((2,),),
+    "new_full": ((2,), 1.0), "new_empty": (2,), "lerp": (np.ones((2, 3)), 0.3),
+    "logical_and": (np.ones(3),), "logical_or": (np.ones(3),), "logical_xor": (np.ones(3),),
 }  # fmt: skip
-RECEIVERS = {"outer": (3,), "item": (1,)}  # shapes other than (2, 3)
+RECEIVERS = {"outer": (3,), "item": (1,), "dot": (3,)}  # shapes other than (2, 3)
 NO_TENSOR = {  # return no Tensor
     "dim", "numel", "nelement", "tolist", "item", "retain_grad", "backward",
-    "register_post_accumulate_grad_hook", "register_hook",
+    "register_post_accumulate_grad_hook", "register_hook", "stride", "element_size",
+    "is_contiguous",
 }  # fmt: skip
 ELSEWHERE = {"cpu": "cpu"}  # methods that move the tensor, and where to
 REFUSED = {  # methods that raise on a device tensor, as in PyTorch

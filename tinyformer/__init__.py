@@ -56,6 +56,7 @@ from tinyformer.creation import (
     zeros,
     zeros_like,
 )
+from tinyformer.creation_more import empty_like, logspace, normal, randint_like
 from tinyformer.gradcheck import GradcheckError, gradcheck
 from tinyformer.ops import (
     abs,
@@ -161,6 +162,49 @@ from tinyformer.torch_functions import (  # noqa: F401, A004
     t,
     unbind,
 )
+from tinyformer.torch_functions_more import (
+    bincount,
+    broadcast_to,
+    bucketize,
+    count_nonzero,
+    cumprod,
+    diff,
+    dot,
+    fliplr,
+    flipud,
+    hstack,
+    lerp,
+    log2,
+    log10,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    masked_select,
+    mm,
+    moveaxis,
+    movedim,
+    mv,
+    nan_to_num,
+    reciprocal,
+    searchsorted,
+    square,
+    swapaxes,
+    swapdims,
+    tile,
+    unflatten,
+    unique,
+    vstack,
+)
+from tinyformer.torch_settings import (
+    are_deterministic_algorithms_enabled,
+    get_default_dtype,
+    get_num_threads,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_default_dtype,
+    set_num_threads,
+    use_deterministic_algorithms,
+)
 
 # dtypes under PyTorch's names; each is the NumPy dtype's name, which every creation function,
 # `x.to()`, `x.type()` and `x.astype()` take. tf.bool, tf.float and tf.int are left out of
@@ -214,5 +258,12 @@ __all__ = [
     "randint", "randn", "registry", "relu", "reshape", "roll", "rsqrt", "scatter", "set_rng_state",
     "sigmoid", "sin", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "tensor",
     "topk", "transpose", "tril", "triu", "unsqueeze", "utils", "var", "where", "zeros",
-    "zeros_like",
+    "zeros_like", "bincount", "broadcast_to", "bucketize", "count_nonzero", "cumprod", "diff",
+    "dot", "fliplr", "flipud", "hstack", "lerp", "log2", "log10", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "masked_select", "mm", "moveaxis", "movedim", "mv",
+    "nan_to_num", "reciprocal", "searchsorted", "square", "swapaxes", "swapdims", "tile",
+    "unflatten", "unique", "vstack", "empty_like", "logspace", "normal", "randint_like",
+    "are_deterministic_algorithms_enabled", "get_default_dtype", "get_num_threads",
+    "is_deterministic_algorithms_warn_only_enabled", "set_default_dtype", "set_num_threads",
+    "use_deterministic_algorithms",
 ]  # fmt: skip

@@ -2,7 +2,8 @@
 
 `as_array` turns what `Tensor(data)` and `tf.tensor(data)` are given into the array a tensor
 holds: NumPy and device arrays are kept as they are (cast only when a dtype is asked for),
-Python data becomes float32 by default, as in PyTorch. `ArrayFacts`, a mixin `Tensor`
+Python floats become the default float dtype (`default_dtype()`: float32 unless
+`tf.set_default_dtype` changed it), as in PyTorch. `ArrayFacts`, a mixin `Tensor`
 inherits, reads that array without computing anything new and without recording anything in
 the graph: `x.shape`, `x.ndim`, `x.dtype`, `x.size`, `x.numpy()`, `x.item()`, `len(x)`,
 `float(x)`, `int(x)`, `bool(x)`, `operator.index(x)` (a 0-d integer tensor as a list index or
@@ -19,11 +20,23 @@ import numpy as np
 from tinyformer import backend, device_checks
 from tinyformer.torch_names import ElementCount
 
-__all__ = ["DEFAULT_DTYPE", "ArrayFacts", "as_array"]
+__all__ = ["ArrayFacts", "as_array", "default_dtype", "replace_default_dtype"]
 
-DEFAULT_DTYPE = np.float32
+# The float dtype made when none is asked for (float32, as in PyTorch). `tf.set_default_dtype`
+# changes it, so every reader calls `default_dtype()` at call time rather than binding a value.
+_DEFAULT = {"dtype": np.dtype(np.float32)}
 # How tensors print (`tf.set_printoptions`): keyword arguments of np.array2string.
 PRINT_OPTIONS: dict[str, Any] = {"precision": 4}
+
+
+def default_dtype() -> np.dtype:
+    """The float dtype that Python floats and the creation functions make by default."""
+    return _DEFAULT["dtype"]
+
+
+def replace_default_dtype(dtype: np.dtype) -> None:
+    """Make `dtype` the default (`tf.set_default_dtype` checks it is a float dtype first)."""
+    _DEFAULT["dtype"] = np.dtype(dtype)
 
 
 def as_array(data: Any, dtype: Any = None) -> np.ndarray:
@@ -34,8 +47,8 @@ def as_array(data: Any, dtype: Any = None) -> np.ndarray:
         array = data if dtype is None else data.astype(dtype, copy=False)
     else:
         array = np.asarray(data, dtype=dtype)
-        if dtype is None and array.dtype == np.float64:  # Python floats: float32, as in PyTorch
-            array = array.astype(DEFAULT_DTYPE)
+        if dtype is None and array.dtype == np.float64:  # Python floats: as in PyTorch
+            array = array.astype(default_dtype())
     if array.dtype.kind not in "biuf":  # arrays too: complex ones would fail later, in some op
         raise TypeError(f"Tensor: unsupported dtype {array.dtype} (tensors hold real numbers)")
     return array
@@ -135,7 +148,7 @@ class ArrayFacts:
         host = backend.to_host(self.data)  # printing a device tensor copies it, as in PyTorch
         body = np.array2string(host, separator=", ", prefix="tensor(", **PRINT_OPTIONS)
         extra = "" if isinstance(self.data, np.ndarray) else f", device='{self.device}'"
-        if self.dtype != DEFAULT_DTYPE:
+        if self.dtype != default_dtype():
             extra += f", dtype={self.dtype}"
         if self.grad_fn is not None:
             extra += f", grad_fn={self.grad_fn!r}"

@@ -14,7 +14,7 @@ import numpy as np
 
 from tinyformer import backend
 from tinyformer import random as _random
-from tinyformer.array_facts import DEFAULT_DTYPE, as_array
+from tinyformer.array_facts import as_array, default_dtype
 from tinyformer.tensor import Tensor, _data
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
 
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
-    """A new tensor holding a copy of `data` (Python floats become float32)."""
+    """A new tensor holding a copy of `data` (Python floats become the default float dtype)."""
     array = as_array(data, dtype).copy()
     return Tensor(array, requires_grad=requires_grad, device=device)
 
@@ -46,15 +46,20 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
 
 
 def eye(
-    n: int, m: int | None = None, *, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False,
+    n: int, m: int | None = None, *, dtype: Any = None, requires_grad: bool = False,
     device: Any = None,
 ) -> Tensor:  # fmt: skip
     """The n x m identity matrix (m = n by default), as `torch.eye`."""
     for name, side in (("n", n), ("m", n if m is None else m)):
         if isinstance(side, bool) or not isinstance(side, (int, np.integer)) or side < 0:
             raise ValueError(f"eye: {name} must be an int >= 0, got {side!r}")
-    array = backend.array_module(device).eye(n, m, dtype=dtype)
+    array = backend.array_module(device).eye(n, m, dtype=_float(dtype))
     return Tensor(array, requires_grad=requires_grad)
+
+
+def _float(dtype: Any) -> Any:
+    """`dtype`, or the default float dtype (read now: `tf.set_default_dtype` may change it)."""
+    return default_dtype() if dtype is None else dtype
 
 
 def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
@@ -64,27 +69,25 @@ def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
 
 
 def zeros(
-    *shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False, device: Any = None
+    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None
 ) -> Tensor:
-    array = backend.array_module(device).zeros(_shape(shape), dtype)
+    array = backend.array_module(device).zeros(_shape(shape), _float(dtype))
     return Tensor(array, requires_grad=requires_grad)
 
 
-def ones(
-    *shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False, device: Any = None
-) -> Tensor:
-    array = backend.array_module(device).ones(_shape(shape), dtype)
+def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None) -> Tensor:
+    array = backend.array_module(device).ones(_shape(shape), _float(dtype))
     return Tensor(array, requires_grad=requires_grad)
 
 
 def full(
     shape: Any,
     value: float,
-    dtype: Any = DEFAULT_DTYPE,
+    dtype: Any = None,
     requires_grad: bool = False,
     device: Any = None,
 ) -> Tensor:
-    array = backend.array_module(device).full(shape, value, dtype)
+    array = backend.array_module(device).full(shape, value, _float(dtype))
     return Tensor(array, requires_grad=requires_grad)
 
 
@@ -129,7 +132,7 @@ def _like(x: Any, dtype: Any, device: Any) -> tuple[tuple[int, ...], Any, Any]:
 
 
 def empty(
-    *shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False, device: Any = None
+    *shape: Any, dtype: Any = None, requires_grad: bool = False, device: Any = None
 ) -> Tensor:
     """A tensor of `shape` whose values the caller will overwrite, as `torch.empty`. Its
     values are zeros here (PyTorch leaves whatever the memory held), so that a forgotten write
@@ -146,14 +149,15 @@ def linspace(
     requires_grad: bool = False,
     device: Any = None,
 ) -> Tensor:
-    """`steps` evenly spaced values from `start` to `end`, both included (float32 unless a
-    dtype is given), as `torch.linspace`, and computed as PyTorch computes them, so that the
-    values are the same to the last bit: step = (end - start) / (steps - 1) in the result's
-    dtype, the first half start + i step and the second half end - (steps - 1 - i) step (which
-    makes the last value exactly `end`), each a fused multiply-add (one rounding)."""
+    """`steps` evenly spaced values from `start` to `end`, both included (the default float
+    dtype unless a dtype is given), as `torch.linspace`, and computed as PyTorch computes
+    them, so that the values are the same to the last bit: step = (end - start) / (steps - 1)
+    in the result's dtype, the first half start + i step and the second half
+    end - (steps - 1 - i) step (which makes the last value exactly `end`), each a fused
+    multiply-add (one rounding)."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"linspace: steps must be an integer >= 0, got {steps!r}")
-    dtype = np.dtype(DEFAULT_DTYPE if dtype is None else dtype)
+    dtype = np.dtype(_float(dtype))
     start, end = (float(_data(v)) for v in (start, end))
     i = np.arange(steps)
     if dtype.kind == "f":  # the step in the result's dtype; the multiply-add in more precision
@@ -176,7 +180,7 @@ def arange(
     requires_grad: bool = False,
 ) -> Tensor:
     """Like `numpy.arange` (and `torch.arange(0, n, step=2)`); integer arguments give int64,
-    others float32."""
+    others the default float dtype."""
     if step is not None:
         if len(args) == 1:  # torch.arange(5, step=2) counts from 0, as arange(0, 5, 2)
             args = (0, args[0])
@@ -185,32 +189,32 @@ def arange(
         args = (*args, step)
     array = np.arange(*args)
     if dtype is None and array.dtype.kind == "f":
-        dtype = DEFAULT_DTYPE
+        dtype = default_dtype()
     return Tensor(array, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def randn(
     *shape: Any,
-    dtype: Any = DEFAULT_DTYPE,
+    dtype: Any = None,
     requires_grad: bool = False,
     device: Any = None,
     generator: _random.Generator | None = None,
 ) -> Tensor:
     """Standard normal samples from tinyformer's generator (see `tinyformer.manual_seed`)."""
     rng = _random.numpy_generator(generator)
-    array = rng.standard_normal(_shape(shape)).astype(dtype)
+    array = rng.standard_normal(_shape(shape)).astype(_float(dtype))
     return Tensor(array, requires_grad=requires_grad, device=device)
 
 
 def rand(
     *shape: Any,
-    dtype: Any = DEFAULT_DTYPE,
+    dtype: Any = None,
     requires_grad: bool = False,
     device: Any = None,
     generator: _random.Generator | None = None,
 ) -> Tensor:
     """Uniform samples in [0, 1) from tinyformer's generator."""
-    array = _random.numpy_generator(generator).random(_shape(shape)).astype(dtype)
+    array = _random.numpy_generator(generator).random(_shape(shape)).astype(_float(dtype))
     return Tensor(array, requires_grad=requires_grad, device=device)
 
 

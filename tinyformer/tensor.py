@@ -34,12 +34,13 @@ from tinyformer.array_facts import ArrayFacts, as_array
 from tinyformer.hooks import RemovableHandle
 from tinyformer.inplace import InPlaceOps
 from tinyformer.piecewise import PiecewiseMethods
+from tinyformer.torch_methods import TorchMethods
 from tinyformer.torch_names import TorchSpellings, max_method_names, torch_names
 
 __all__ = ["Tensor"]
 
 
-class Tensor(ArrayFacts, InPlaceOps, PiecewiseMethods, TorchSpellings):
+class Tensor(ArrayFacts, InPlaceOps, PiecewiseMethods, TorchSpellings, TorchMethods):
     """An array that can record the ops applied to it and differentiate through them.
 
     Args:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend, ops
+from tinyformer.array_facts import default_dtype
 from tinyformer.autograd import OpError
 from tinyformer.tensor import Tensor
 
@@ -61,10 +62,10 @@ def numel(input: Any) -> int:  # noqa: A002
     return _as_tensor(input).numel()
 
 
-def finfo(type: Any = np.float32) -> np.finfo:  # noqa: A002
+def finfo(type: Any = None) -> np.finfo:  # noqa: A002
     """The limits of a floating dtype (`torch.finfo(x.dtype).max`, `.min`, `.eps`, `.tiny`),
-    NumPy's `finfo`; float32 when no dtype is given, as PyTorch's default."""
-    return np.finfo(type)
+    NumPy's `finfo`; the default float dtype (float32) when none is given, as PyTorch's."""
+    return np.finfo(default_dtype() if type is None else type)
 
 
 def iinfo(type: Any) -> np.iinfo:  # noqa: A002

@@ -219,12 +219,23 @@ class TorchSpellings:
         """Where the data lives: `cpu`, `cuda:0`, ... (a `tinyformer.backend.Device`)."""
         return backend.device_of(self.data)
 
-    def to(self, *args: Any, dtype: Any = None, device: Any = None, copy: bool = False) -> Tensor:
+    def to(
+        self, *args: Any, dtype: Any = None, device: Any = None, non_blocking: bool = False,
+        copy: bool = False,
+    ) -> Tensor:  # fmt: skip
         """`x.to(dtype)`, `x.to(device)`, `x.to(device, dtype)` or `x.to(other)` (other's device
         and dtype), as PyTorch's. The result is `x` itself when nothing changes (and not
         `copy`); otherwise a new tensor, differentiable across a dtype change. A tensor moved
-        to another device is a new leaf (gradients do not flow between devices here)."""
+        to another device is a new leaf (gradients do not flow between devices here).
+        `non_blocking` (also PyTorch's third place, `copy` its fourth) changes nothing: copies
+        here finish before `to` returns."""
+        flags = [arg for arg in args if isinstance(arg, bool)]  # (non_blocking, copy) by place
+        if len(flags) > 2:
+            raise TypeError(f"to: takes non_blocking and copy after the dtype, got {args!r}")
+        copy = copy or (len(flags) == 2 and flags[1])
         for arg in args:
+            if isinstance(arg, bool):
+                continue
             if hasattr(arg, "device") and hasattr(arg, "dtype") and not isinstance(arg, str):
                 device, dtype = arg.device, arg.dtype
             elif backend.is_device_spec(arg):

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend
+from tinyformer.array_facts import default_dtype
 from tinyformer.autograd import OpError
 from tinyformer.tensor import Tensor
 
@@ -69,8 +70,8 @@ def as_operand(x: Any, like: Any = None) -> Any:
 
     A Python (or NumPy) scalar is weak, as in PyTorch: it takes the other operand's dtype when
     it is of the same kind or a lower one (`x * 2` stays float32, `i + 1` stays int32), and
-    the default dtype of its own kind otherwise (`i * 1.5` makes the scalar float32, and
-    `binary_operands` then makes `i` float32 too)."""
+    the default dtype of its own kind otherwise (`i * 1.5` makes the scalar the default float
+    dtype, float32, and `binary_operands` then makes `i` float32 too)."""
     if isinstance(x, Tensor):
         return x
     other = data_of(like)
@@ -83,8 +84,8 @@ def as_operand(x: Any, like: Any = None) -> Any:
         return xp.asarray(x, dtype=scalar)
     if isinstance(x, np.ndarray) or backend.is_device_array(x):
         return x if xp is np else backend.to_device(x, backend.device_of(other))
-    array = np.asarray(x)  # Python data: floats become float32, as in tinyformer.tensor
-    array = array.astype(np.float32) if array.dtype == np.float64 else array
+    array = np.asarray(x)  # Python data: floats become the default dtype, as in a Tensor
+    array = array.astype(default_dtype()) if array.dtype == np.float64 else array
     return array if xp is np else backend.to_device(array, backend.device_of(other))
 
 
@@ -94,7 +95,7 @@ _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}  # bool < integers < floats, as Py
 def _scalar_dtype(x: Any, other: np.dtype | None) -> np.dtype:
     """The dtype a scalar takes beside an array of dtype `other` (None: no array)."""
     own = np.asarray(x).dtype
-    own = np.dtype(np.float32) if own.kind == "f" else own  # PyTorch's default float dtype
+    own = default_dtype() if own.kind == "f" else own  # PyTorch's default float dtype
     if other is None or _KIND_RANK.get(other.kind, 2) < _KIND_RANK.get(own.kind, 2):
         return own
     if other.kind in "iu" and own.kind in "iu":

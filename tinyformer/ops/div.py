@@ -5,8 +5,9 @@ Backward  gx1 = unbroadcast(gy / x2, shape(x1))
           gx2 = unbroadcast(-gy * x1 / x2^2, shape(x2)) = unbroadcast(-gy * y / x2, shape(x2))
 Saved     x2 and y: the second form of gx2 reuses the output instead of squaring x2.
 
-Dtypes    true division, as PyTorch's: integer (or boolean) operands on both sides give float32,
-          PyTorch's default float dtype (NumPy would give float64), so `i / 2` is float32.
+Dtypes    true division, as PyTorch's: integer (or boolean) operands on both sides give the
+          default float dtype, float32 unless `tf.set_default_dtype` changed it (NumPy would
+          give float64), so `i / 2` is float32.
           Integers beside floats take the float's dtype (`binary_operands`).
 
 Rounding `div(x1, x2, rounding_mode="trunc")` rounds the quotient toward zero, "floor" toward
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tinyformer import backend
-from tinyformer.array_facts import DEFAULT_DTYPE
+from tinyformer.array_facts import default_dtype
 from tinyformer.autograd import Function, OpError
 from tinyformer.ops._util import binary_operands, data_of, unbroadcast
 from tinyformer.opspec import OpSpec, binary_sample
@@ -48,13 +49,14 @@ class Div(Function):
 
 
 def div(x1: Any, x2: Any, *, rounding_mode: str | None = None) -> Tensor:
-    """Elementwise `x1 / x2`: true division, float32 for integer operands (as PyTorch); with
-    `rounding_mode` "trunc" or "floor", the quotient rounded, in the operands' dtype."""
+    """Elementwise `x1 / x2`: true division, the default float dtype for integer operands (as
+    PyTorch); with `rounding_mode` "trunc" or "floor", the quotient rounded, in the operands'
+    dtype."""
     a, b = binary_operands(x1, x2)
     if rounding_mode is not None:
         return _rounded(data_of(a), data_of(b), rounding_mode)
     if data_of(a).dtype.kind != "f":  # then b is not floating either
-        a, b = (data_of(t).astype(DEFAULT_DTYPE) for t in (a, b))
+        a, b = (data_of(t).astype(default_dtype()) for t in (a, b))
     return Div.apply(a, b)
 
 
