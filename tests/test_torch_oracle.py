@@ -64,6 +64,14 @@ def _pad(x, pad, mode):
     return y.squeeze(0) if lend else y
 
 
+def _ones(weight):
+    return 1.0 if weight is None else torch.as_tensor(weight)
+
+
+def _reduce(rows, reduction):
+    return {"none": rows, "sum": rows.sum(), "mean": rows.mean()}[reduction]
+
+
 def _bce_with_logits(x, t, weight, pos_weight, reduction):
     weight, pos_weight = (None if a is None else torch.from_numpy(a) for a in (weight, pos_weight))
     return TF.binary_cross_entropy_with_logits(
@@ -218,11 +226,36 @@ TORCH = {
     "hardtanh": lambda x, min_val, max_val: TF.hardtanh(x, min_val, max_val),
     "relu6": lambda x: TF.relu6(x),
     "prelu": lambda x, w: TF.prelu(x, w),
+    "logsigmoid": lambda x: TF.logsigmoid(x),
+    "softsign": lambda x: TF.softsign(x),
+    "selu": lambda x: TF.selu(x),
+    "celu": lambda x, alpha: TF.celu(x, alpha),
+    # torch's own hardsigmoid backward multiplies by 1/6 in float32 (3e-8 off in float64)
+    "hardsigmoid": lambda x: TF.relu6(x + 3.0) / 6.0,
+    "glu": lambda x, axis: TF.glu(x, dim=axis),
+    "pixel_shuffle": lambda x, upscale_factor: TF.pixel_shuffle(x, upscale_factor),
+    "pixel_unshuffle": lambda x, downscale_factor: TF.pixel_unshuffle(x, downscale_factor),
+    "adaptive_avg_pool1d": lambda x, output_size: TF.adaptive_avg_pool1d(x, output_size),
+    "adaptive_max_pool1d": lambda x, output_size: TF.adaptive_max_pool1d(x, output_size),
+    "adaptive_max_pool2d": lambda x, output_size: TF.adaptive_max_pool2d(x, output_size),
+    "bilinear": lambda a, b, w, bias=None: TF.bilinear(a, b, w, bias),
+    "pairwise_distance": lambda a, b, p, keepdims: TF.pairwise_distance(a, b, p, keepdim=keepdims),
+    "margin_ranking_loss": lambda a, b, y, **kw: TF.margin_ranking_loss(a, b, y, **kw),
+    "triplet_margin_loss": lambda a, pos, neg, **kw: TF.triplet_margin_loss(a, pos, neg, **kw),
+    "cosine_embedding_loss": lambda a, b, y, **kw: TF.cosine_embedding_loss(a, b, y, **kw),
+    # torch's soft margin losses pass no gradient to the target; these forms, its math, do
+    "soft_margin_loss": lambda x, y, reduction: _reduce(torch.log1p(torch.exp(-y * x)), reduction),
+    "multilabel_soft_margin_loss": lambda x, y, weight=None, reduction="mean": _reduce(
+        -((y * TF.logsigmoid(x) + (1 - y) * TF.logsigmoid(-x)) * _ones(weight)).mean(-1),
+        reduction,
+    ),
+    "gaussian_nll_loss": lambda x, t, var, **kw: TF.gaussian_nll_loss(x, t, var, **kw),
+    "poisson_nll_loss": lambda x, t, **kw: TF.poisson_nll_loss(x, t, **kw),
 }
-# Not compared, on purpose: the dropouts draw their masks from tinyformer's own generator, so
-# no other library can draw the same (their properties are tested in test_op_properties.py
-# and test_layers_extra.py).
-NOT_COMPARED = {"dropout", "dropout1d", "dropout2d"}
+# Not compared, on purpose: the dropouts draw their masks, and gumbel_softmax its noise, from
+# tinyformer's own generator, so no other library can draw the same (their properties are
+# tested in test_op_properties.py, test_layers_extra.py and test_nn_extras.py).
+NOT_COMPARED = {"dropout", "dropout1d", "dropout2d", "gumbel_softmax"}
 
 
 def _torch_can_run(spec, sample) -> bool:

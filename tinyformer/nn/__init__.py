@@ -5,16 +5,24 @@ einops is installed, importing them also lets einops take tinyformer tensors."""
 
 from tinyformer.nn import functional, init, utils
 from tinyformer.nn.activations import (
+    CELU,
     ELU,
+    GLU,
+    SELU,
     Dropout1d,
     Dropout2d,
+    Hardsigmoid,
     Hardtanh,
+    LogSigmoid,
     Mish,
     PReLU,
     ReLU6,
+    Softmax2d,
     Softplus,
+    Softsign,
 )
 from tinyformer.nn.batchnorm import BatchNorm1d, BatchNorm2d
+from tinyformer.nn.bilinear import Bilinear
 from tinyformer.nn.conv import (
     AdaptiveAvgPool2d,
     AvgPool1d,
@@ -30,6 +38,7 @@ from tinyformer.nn.conv import (
     Unfold,
     Upsample,
 )
+from tinyformer.nn.distance import CosineSimilarity, PairwiseDistance
 from tinyformer.nn.einops_layers import Rearrange, Reduce
 from tinyformer.nn.embedding_bag import EmbeddingBag
 from tinyformer.nn.layers import (
@@ -63,6 +72,15 @@ from tinyformer.nn.losses import (
     NLLLoss,
     SmoothL1Loss,
 )
+from tinyformer.nn.losses_more import (
+    CosineEmbeddingLoss,
+    GaussianNLLLoss,
+    MarginRankingLoss,
+    MultiLabelSoftMarginLoss,
+    PoissonNLLLoss,
+    SoftMarginLoss,
+    TripletMarginLoss,
+)
 from tinyformer.nn.module import Module, Parameter, StateDictError
 from tinyformer.nn.multihead_attention import MultiheadAttention
 from tinyformer.nn.normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d
@@ -77,6 +95,8 @@ from tinyformer.nn.padding import (
     ZeroPad2d,
 )
 from tinyformer.nn.parameters import ParameterDict, ParameterList
+from tinyformer.nn.pixelshuffle import PixelShuffle, PixelUnshuffle
+from tinyformer.nn.pooling_more import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d
 from tinyformer.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from tinyformer.nn.transformer import MLP, Attention, Block
 from tinyformer.nn.transformer_layers import (
@@ -88,18 +108,22 @@ from tinyformer.nn.transformer_layers import (
 )
 
 __all__ = [
-    "AdaptiveAvgPool2d", "Attention", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss",
-    "BatchNorm1d", "BatchNorm2d", "Block", "ConstantPad1d", "ConstantPad2d", "Conv1d", "Conv2d",
-    "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "Dropout1d", "Dropout2d", "ELU",
-    "Embedding", "EmbeddingBag", "Flatten", "GELU", "GRU", "GRUCell", "GroupNorm", "Hardswish",
-    "Hardtanh", "HuberLoss", "Identity", "InstanceNorm1d", "InstanceNorm2d", "KLDivLoss",
-    "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MLP",
-    "MSELoss", "MaxPool1d", "MaxPool2d", "MaxUnpool2d", "Mish", "Module", "ModuleDict",
-    "ModuleList", "MultiheadAttention", "NLLLoss", "PReLU", "Parameter", "ParameterDict",
-    "ParameterList", "RMSNorm", "RNN", "RNNBase", "RNNCell", "ReLU", "ReLU6", "Rearrange",
-    "Reduce", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
-    "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "StateDictError",
-    "Tanh", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
-    "TransformerEncoder", "TransformerEncoderLayer", "Unflatten", "Unfold", "Upsample",
-    "ZeroPad1d", "ZeroPad2d", "functional", "init", "utils",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "Attention",
+    "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d",
+    "Bilinear", "Block", "CELU", "ConstantPad1d", "ConstantPad2d", "Conv1d", "Conv2d",
+    "ConvTranspose2d", "CosineEmbeddingLoss", "CosineSimilarity", "CrossEntropyLoss", "Dropout",
+    "Dropout1d", "Dropout2d", "ELU", "Embedding", "EmbeddingBag", "Flatten", "GELU", "GLU", "GRU",
+    "GRUCell", "GaussianNLLLoss", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss",
+    "Identity", "InstanceNorm1d", "InstanceNorm2d", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell",
+    "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MLP", "MSELoss",
+    "MarginRankingLoss", "MaxPool1d", "MaxPool2d", "MaxUnpool2d", "Mish", "Module", "ModuleDict",
+    "ModuleList", "MultiLabelSoftMarginLoss", "MultiheadAttention", "NLLLoss", "PReLU",
+    "PairwiseDistance", "Parameter", "ParameterDict", "ParameterList", "PixelShuffle",
+    "PixelUnshuffle", "PoissonNLLLoss", "RMSNorm", "RNN", "RNNBase", "RNNCell", "ReLU", "ReLU6",
+    "Rearrange", "Reduce", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
+    "ReplicationPad2d", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "SoftMarginLoss",
+    "Softmax", "Softmax2d", "Softplus", "Softsign", "StateDictError", "Tanh", "Transformer",
+    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerEncoderLayer", "TripletMarginLoss", "Unflatten", "Unfold", "Upsample", "ZeroPad1d",
+    "ZeroPad2d", "functional", "init", "utils",
 ]  # fmt: skip

@@ -1,5 +1,6 @@
 """More activations under PyTorch's names (`nn.ELU`, `nn.Softplus`, `nn.Mish`, `nn.Hardtanh`,
-`nn.ReLU6`, `nn.PReLU`) and the channel dropouts (`nn.Dropout1d`, `nn.Dropout2d`); each calls
+`nn.ReLU6`, `nn.PReLU`, `nn.SELU`, `nn.CELU`, `nn.LogSigmoid`, `nn.Softsign`, `nn.Hardsigmoid`,
+`nn.GLU`, `nn.Softmax2d`) and the channel dropouts (`nn.Dropout1d`, `nn.Dropout2d`); each calls
 its functional op (`tinyformer/ops/`). The common ones (`ReLU`, `LeakyReLU`, `GELU`, `Dropout`,
 ...) are in layers.py."""
 
@@ -13,7 +14,10 @@ import tinyformer.nn.functional as F
 from tinyformer.nn.module import Module, Parameter
 from tinyformer.tensor import Tensor
 
-__all__ = ["ELU", "Dropout1d", "Dropout2d", "Hardtanh", "Mish", "PReLU", "ReLU6", "Softplus"]
+__all__ = [
+    "CELU", "ELU", "GLU", "SELU", "Dropout1d", "Dropout2d", "Hardsigmoid", "Hardtanh",
+    "LogSigmoid", "Mish", "PReLU", "ReLU6", "Softmax2d", "Softplus", "Softsign",
+]  # fmt: skip
 
 
 class ELU(Module):
@@ -131,3 +135,81 @@ class Dropout2d(_ChannelDropout):
     (`F.dropout2d`)."""
 
     spatial = 2
+
+
+class SELU(Module):
+    """scale * elu(x, alpha) with SELU's fixed constants (`F.selu`): self-normalising."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace  # accepted for PyTorch's signature: the result is a new tensor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.selu(x)
+
+
+class CELU(Module):
+    """x where positive, else alpha (exp(x / alpha) - 1) (`F.celu`)."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        if alpha == 0:
+            raise ValueError("CELU: alpha must be nonzero (it divides the input)")
+        self.alpha = alpha
+        self.inplace = inplace  # accepted for PyTorch's signature: the result is a new tensor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.celu(x, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"
+
+
+class LogSigmoid(Module):
+    """log(sigmoid(x)), stable for any x (`F.logsigmoid`)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.logsigmoid(x)
+
+
+class Softsign(Module):
+    """x / (1 + |x|) (`F.softsign`)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softsign(x)
+
+
+class Hardsigmoid(Module):
+    """relu6(x + 3) / 6 (`F.hardsigmoid`)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace  # accepted for PyTorch's signature: the result is a new tensor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.hardsigmoid(x)
+
+
+class GLU(Module):
+    """a * sigmoid(b), a and b the halves of the input along `dim` (`F.glu`)."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.glu(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels at each pixel: axis -3 of (N, C, H, W) or (C, H, W)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in (3, 4):
+            raise ValueError(
+                f"Softmax2d: input must be (N, C, H, W) or (C, H, W), got shape {x.shape}"
+            )
+        return F.softmax(x, -3)
