@@ -185,13 +185,17 @@ def _data(g: Any) -> Any:
     return g.data if isinstance(g, Tensor) else g
 
 
-class _Inputs(Function):
-    """Identity on the module's inputs; its backward is where the input gradients are known."""
+class _Identity(Function):
+    """The identity, remembering the call's `_State` for its backward."""
 
     @staticmethod
     def forward(ctx, *arrays, state):
         ctx.state = state
         return _views(arrays)
+
+
+class _Inputs(_Identity):
+    """Identity on the module's inputs; its backward is where the input gradients are known."""
 
     @staticmethod
     def backward(ctx, *gys):
@@ -200,13 +204,8 @@ class _Inputs(Function):
         return out if len(out) > 1 else out[0]
 
 
-class _Outputs(Function):
+class _Outputs(_Identity):
     """Identity on the module's outputs; its backward is where their gradients are known."""
-
-    @staticmethod
-    def forward(ctx, *arrays, state):
-        ctx.state = state
-        return _views(arrays)
 
     @staticmethod
     def backward(ctx, *gys):

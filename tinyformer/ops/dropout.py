@@ -73,15 +73,24 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, *, seed: int | Non
 
     `seed` fixes the mask (for tests); by default it is drawn from tinyformer's generator.
     """
+    if (y := _without_draws("dropout", x, p, training)) is not None:
+        return y
+    return Dropout.apply(x, p=p, seed=_seed(seed))
+
+
+def _without_draws(op: str, x: Tensor, p: float, training: bool) -> Tensor | None:
+    """x itself where nothing is dropped (eval, p = 0), zeros where everything is (p = 1);
+    None where a mask must be drawn."""
     if not 0.0 <= p <= 1.0:
-        raise OpError(f"dropout: p must be in [0, 1], got {p}")
+        raise OpError(f"{op}: p must be in [0, 1], got {p}")
     if not training or p == 0.0:
         return x
-    if p == 1.0:
-        return x * 0.0
-    if seed is None:
-        seed = int(random.generator().integers(0, 2**63))
-    return Dropout.apply(x, p=p, seed=seed)
+    return x * 0.0 if p == 1.0 else None
+
+
+def _seed(seed: int | None) -> int:
+    """The mask's seed: `seed`, or a draw from tinyformer's generator."""
+    return int(random.generator().integers(0, 2**63)) if seed is None else seed
 
 
 def _channel_dropout(
@@ -89,21 +98,15 @@ def _channel_dropout(
 ) -> Tensor:
     """Zero whole channels: one keep draw per (example, channel), spread over its positions
     (neighbouring pixels are correlated, so dropping single ones regularises little)."""
-    if not 0.0 <= p <= 1.0:
-        raise OpError(f"{op}: p must be in [0, 1], got {p}")
     if x.ndim not in (spatial + 1, spatial + 2):
         raise OpError(
             f"{op}: input must be (N, C, ...) with {spatial} positional axes, or without N; "
             f"got shape {x.shape}"
         )
-    if not training or p == 0.0:
-        return x
-    if p == 1.0:
-        return x * 0.0
-    if seed is None:
-        seed = int(random.generator().integers(0, 2**63))
+    if (y := _without_draws(op, x, p, training)) is not None:
+        return y
     channels = x.shape[: x.ndim - spatial]  # (N, C) or (C,)
-    keep = dropout_mask(channels, p, seed).astype(x.dtype) * (1.0 / (1.0 - p))
+    keep = dropout_mask(channels, p, _seed(seed)).astype(x.dtype) * (1.0 / (1.0 - p))
     keep = keep.reshape(*channels, *([1] * spatial))
     return x * Tensor(backend.to_device(keep, x.device))
 
