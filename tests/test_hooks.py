@@ -127,3 +127,25 @@ def test_backward_hooks_on_a_module_whose_inputs_need_no_gradient():
     assert layer.weight.grad is not None
     with pytest.raises(NotImplementedError, match="use register_full_backward_hook"):
         layer.register_backward_hook(lambda *a: None)
+
+
+def test_backward_hooks_keep_a_named_tuple_output_a_named_tuple():
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "first second")
+
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.Linear(2, 2)
+
+        def forward(self, x):
+            y = self.layer(x)
+            return Pair(y, y * 2.0)
+
+    model, seen = Two(), []
+    model.register_full_backward_hook(lambda m, gin, gout: seen.append(len(gout)))
+    out = model(tf.ones(3, 2, requires_grad=True))
+    assert type(out) is Pair
+    (out.first.sum() + out.second.sum()).backward()
+    assert seen == [2]

@@ -147,7 +147,9 @@ class _State:
         outs = outs if isinstance(outs, tuple) else (outs,)
         for i, t in zip(where, outs):
             items[i] = t
-        return type(output)(items) if several else items[0]
+        if not several:
+            return items[0]
+        return type(output)(*items) if hasattr(output, "_fields") else type(output)(items)
 
     def call_backward_hooks(self, grads: list) -> list:
         """grads: one per wrapped input (arrays); the hooks see one per tensor argument."""
