@@ -52,6 +52,8 @@ def test_a_hook_may_not_change_the_shape_and_needs_a_gradient():
         (x * 1.0).sum().backward()
     with pytest.raises(RuntimeError, match="does not require grad"):
         tf.tensor([1.0]).register_hook(lambda g: g)
+    with pytest.raises(TypeError, match="expected a function, got str"):
+        x.register_hook("g")
 
 
 def _mlp():

@@ -119,6 +119,8 @@ class Tensor(ArrayFacts, InPlaceOps, PiecewiseMethods, TorchSpellings, TorchMeth
         """Call `hook(grad)` with this tensor's gradient each time backward computes it, as
         `torch.Tensor.register_hook`: a tensor it returns replaces the gradient (for what flows
         on, and for a leaf's .grad), None keeps it. `.remove()` on the handle undoes it."""
+        if not callable(hook):
+            raise TypeError(f"register_hook: expected a function, got {type(hook).__name__}")
         if not self._requires_grad:
             raise RuntimeError(
                 "register_hook: this tensor does not require grad, so no gradient will reach it"

@@ -91,7 +91,12 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.
         n = x.shape[axis]
         # reflect mirrors without the edge: it needs more than `before` elements to mirror
         limit = n - 1 if mode == "reflect" else (n if mode == "circular" else None)
-        if n == 0 or (limit is not None and max(before, after) > limit):
+        if n == 0:
+            raise OpError(
+                f"pad: mode={mode!r} has no elements to copy on axis {axis} of size 0 "
+                f"(input shape {x.shape})"
+            )
+        if limit is not None and max(before, after) > limit:
             raise OpError(
                 f"pad: mode={mode!r} pads axis {axis} of size {n} by at most {limit}, got "
                 f"({before}, {after}) (input shape {x.shape})"
